@@ -1,0 +1,357 @@
+"""The only module that imports Apache TVM.
+
+Everything TVM-specific lives here: the version gate, frontends, target construction, builds,
+and the workarounds measured on TVM 0.27 (see DESIGN.md §3). The next TVM rename is a change to
+this file only. ``tvm`` itself is imported lazily so ``edgetune --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import logging
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import BuildError, ModelError, ProfileError, ToolchainError
+
+log = logging.getLogger(__name__)
+
+TVM_VERSION = "0.27.0.post1"
+TVM_FFI_VERSION = "0.1.14.post1"
+
+
+@functools.cache
+def tvm() -> Any:
+    """Import TVM once, refusing versions edgetune was not built and tested against."""
+    from importlib import metadata
+
+    try:
+        import tvm as _tvm  # noqa: PLC0415
+    except ImportError as err:
+        raise ToolchainError(
+            f"Apache TVM is not importable: {err}",
+            f"install it with `pip install apache-tvm=={TVM_VERSION}`",
+        ) from err
+    found = {name: metadata.version(name) for name in ("apache-tvm", "apache-tvm-ffi")}
+    wanted = {"apache-tvm": TVM_VERSION, "apache-tvm-ffi": TVM_FFI_VERSION}
+    if found != wanted and not os.environ.get("EDGETUNE_ALLOW_TVM_MISMATCH"):
+        raise ToolchainError(
+            f"edgetune needs {wanted} but found {found}",
+            f"pip install apache-tvm=={TVM_VERSION} apache-tvm-ffi=={TVM_FFI_VERSION}",
+        )
+    return _tvm
+
+
+def version() -> str:
+    """The TVM version string, without importing TVM."""
+    from importlib import metadata
+
+    return metadata.version("apache-tvm")
+
+
+# ---------------------------------------------------------------- targets
+
+
+def host_cpu() -> tuple[str, str]:
+    """(LLVM triple, LLVM cpu name) of this machine."""
+    tvm()
+    from tvm.target import codegen
+
+    return str(codegen.llvm_get_system_triple()), str(codegen.llvm_get_system_cpu())
+
+
+def make_target(spec: Mapping[str, Any]) -> Any:
+    """Build a ``tvm.target.Target`` from its JSON form; invalid keys become ProfileError."""
+    tvm()
+    from tvm.target import Target
+
+    try:
+        return Target(dict(spec))
+    except (ValueError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+        raise ProfileError(f"invalid TVM target {dict(spec)}: {first}") from err
+
+
+def target_to_json(target: Any) -> dict[str, Any]:
+    """The full target as plain JSON data (TVM's Map/Array converted)."""
+    return _plain(target.export())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__iter__"):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+# ---------------------------------------------------------------- frontends
+
+
+@contextlib.contextmanager
+def _quiet_frontend() -> Iterator[None]:
+    """TVM frontends warn per initializer; keep that out of the user's terminal."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        log.debug("tvm frontend: %s", w.message)
+
+
+def onnx_supported_ops() -> frozenset[str]:
+    """ONNX op types (default domain) TVM's Relax frontend converts."""
+    tvm()
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return frozenset(onnx_frontend._get_convert_map())
+
+
+def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
+    """Convert an ONNX ModelProto (names already sanitized) to a Relax IRModule, weights embedded."""
+    tvm()
+    from tvm.relax.frontend.onnx import from_onnx
+
+    try:
+        with _quiet_frontend():
+            return from_onnx(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
+    except Exception as err:  # TVM raises many types; all mean "could not convert"
+        raise ModelError(
+            f"TVM's ONNX frontend failed: {_last_line(err)}",
+            "the model may need constant folding or fixed shapes (--input-shape); "
+            "EDGETUNE_DEBUG=1 shows TVM's traceback",
+        ) from err
+
+
+def tflite_supported_ops() -> frozenset[str]:
+    """TFLite builtin operator names TVM's Relax frontend converts."""
+    tvm()
+    from tvm.relax.frontend.tflite import tflite_frontend
+
+    conv = tflite_frontend.OperatorConverter(None, None, None, None)
+    return frozenset(conv.convert_map)
+
+
+def tflite_unsupported(model: Any) -> list[str]:
+    """Everything in subgraph 0 TVM's TFLite frontend rejects up front (all at once)."""
+    tvm()
+    from tvm.relax.frontend.tflite import tflite_frontend
+
+    conv = tflite_frontend.OperatorConverter(model, model.Subgraphs(0), None, None)
+    try:
+        conv.check_unsupported_ops()
+    except Exception as err:  # tvm.error.OpNotImplemented, or quantization errors
+        return _parse_unsupported(str(err))
+    return []
+
+
+def _parse_unsupported(text: str) -> list[str]:
+    import re
+
+    ops = re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", text)
+    return sorted(set(ops)) or [text.strip().splitlines()[0]]
+
+
+def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
+    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants)."""
+    tvm()
+    from tvm.relax.frontend.tflite import from_tflite
+
+    try:
+        with _quiet_frontend():
+            return from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
+    except Exception as err:
+        raise ModelError(
+            f"TVM's TFLite frontend failed: {_last_line(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback; sparse and stateful models are not supported",
+        ) from err
+
+
+def _last_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(err).__name__
+
+
+def rename_inputs(mod: Any, mapping: Mapping[str, str]) -> Any:
+    """Rename parameters of ``main`` (names TVM's CUDA codegen cannot carry, e.g. ``a/b:0``)."""
+    tvm()
+    from tvm import relax
+
+    func = mod["main"]
+    new_params = [relax.Var(mapping.get(p.name, p.name), p.ty) for p in func.params]
+    pairs = list(zip(func.params, new_params))
+
+    @relax.expr_functor.mutator
+    class _Rename(relax.PyExprMutator):
+        def visit_var_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
+            return next((new for old, new in pairs if op.same_as(old)), op)
+
+    body = _Rename(mod).visit_expr(func.body)
+    new = relax.Function(new_params, body, func.ret_ty, func.is_pure, func.attrs)
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()))
+    out[out.get_global_var("main")] = new
+    return out
+
+
+# ---------------------------------------------------------------- module facts
+
+
+def relax_signature(mod: Any) -> tuple[list[tuple[str, tuple[int, ...], str]], list[tuple[tuple[int, ...], str]]]:
+    """Inputs (name, shape, dtype) and outputs (shape, dtype) of ``main``."""
+    tvm()
+    from tvm import relax
+
+    func = mod["main"]
+    inputs = [(p.name, *_tensor_info(p.ty)) for p in func.params]
+    ret = func.ret_ty
+    outs = ret.fields if isinstance(ret, relax.TupleType) else [ret]
+    return inputs, [_tensor_info(s) for s in outs]
+
+
+def _tensor_info(sinfo: Any) -> tuple[tuple[int, ...], str]:
+    try:
+        shape = tuple(int(d) for d in sinfo.shape.values)
+    except (AttributeError, TypeError) as err:
+        raise ModelError(
+            f"model has a non-static tensor shape {sinfo}",
+            "fix dynamic dimensions with --input-shape NAME=1,3,224,224",
+        ) from err
+    return shape, str(sinfo.dtype)
+
+
+def estimate_flops(mod: Any) -> float:
+    """Floating/integer operations of one inference, from the legalized TIR."""
+    tvm()
+    from tvm import relax
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    lowered = relax.transform.LegalizeOps()(mod)
+    calls = _count_call_tir(lowered["main"])
+    total = 0.0
+    for gv, func in lowered.functions_items():
+        if gv.name_hint in calls and not isinstance(func, relax.Function):
+            try:
+                total += estimate_tir_flops(tvm().IRModule({"main": func})) * calls[gv.name_hint]
+            except Exception:  # noqa: BLE001 — ops with data-dependent loops have no estimate
+                log.debug("no FLOP estimate for %s", gv.name_hint)
+    return total
+
+
+def _count_call_tir(func: Any) -> dict[str, int]:
+    from tvm import relax
+
+    counts: dict[str, int] = {}
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
+            name = expr.args[0].name_hint
+            counts[name] = counts.get(name, 0) + 1
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return counts
+
+
+# ---------------------------------------------------------------- build
+
+
+def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None) -> None:
+    """Compile ``mod`` for ``target`` with the default (fusing) pipeline and export a .so.
+
+    ``cc`` is the cross compiler driver used to link (None: the host's). For CUDA targets,
+    ``cuda`` supplies nvcc so kernels are embedded as a compiled fatbin, not source.
+    """
+    tvm()
+    from tvm import relax
+    from tvm.support import cc as tvm_cc
+
+    ctx = _cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
+    try:
+        with ctx, target:
+            exe = tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
+        fcompile = tvm_cc.cross_compiler(cc) if cc else None
+        exe.export_library(str(out), fcompile=fcompile)
+    except (ToolchainError, BuildError):
+        raise
+    except Exception as err:
+        raise BuildError(
+            f"TVM could not build for {target.kind.name}: {_last_line(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback",
+        ) from err
+
+
+class CudaToolchain:
+    """Where nvcc and libcudart live; built by ``toolchain.find_cuda``."""
+
+    def __init__(self, nvcc: Path, cudart: Path, stub_dir: Path):
+        self.nvcc, self.cudart, self.stub_dir = nvcc, cudart, stub_dir
+
+
+def cuda_runtime_library() -> Path:
+    """TVM's CUDA runtime sidecar, whose libcuda symbols a GPU-less host must stub."""
+    from tvm import base
+
+    return Path(base._LOADED_LIBS["tvm_runtime"]._name).resolve().parent / "libtvm_runtime_cuda.so"
+
+
+@contextlib.contextmanager
+def _cuda_compile_env(cuda: CudaToolchain) -> Iterator[None]:
+    """Make TVM compile CUDA kernels with nvcc into a binary (DESIGN §3, Jetson).
+
+    Without a loadable libcuda, TVM's CUDA runtime module is absent and the build silently
+    embeds CUDA *source*. On a host without a driver we load libcudart and a stub libcuda
+    (RTLD_GLOBAL) and register the CUDA backend again, then run nvcc via TVM's callback.
+    """
+    from tvm import base
+    from tvm.backend import cuda as tvm_cuda
+
+    if "tvm_runtime_cuda" not in base._LOADED_LIBS:
+        ctypes.CDLL(str(cuda.cudart), mode=ctypes.RTLD_GLOBAL)
+        if not _real_libcuda():
+            ctypes.CDLL(str(cuda.stub_dir / "libcuda.so.1"), mode=ctypes.RTLD_GLOBAL)
+        tvm_cuda.register_backend()
+        if "tvm_runtime_cuda" not in base._LOADED_LIBS:
+            raise ToolchainError(
+                "TVM's CUDA runtime library could not be loaded, so kernels would ship as source",
+                "check that the CUDA runtime matches nvcc (libcudart.so.13)",
+            )
+    import tvm.support.nvcc  # noqa: F401  registers tvm_callback_cuda_compile
+
+    saved = {k: os.environ.get(k) for k in ("PATH", "TVM_CUDA_COMPILE_MODE", "CUDA_HOME")}
+    os.environ["PATH"] = f"{cuda.nvcc.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    os.environ["CUDA_HOME"] = str(cuda.nvcc.parent.parent)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _real_libcuda() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- persistence
+
+
+def save_ir(mod: Any, path: Path) -> None:
+    """Write an IRModule (with its constants) as TVM JSON."""
+    path.write_text(tvm().ir.save_json(mod))
+
+
+def load_ir(path: Path) -> Any:
+    """Read an IRModule written by :func:`save_ir`."""
+    return tvm().ir.load_json(path.read_text())

@@ -1,0 +1,215 @@
+"""ONNX → Relax, with the clean-ups real exporter output needs (DESIGN §3).
+
+Steps: drop initializers listed as graph inputs; fix dynamic input dims from ``--input-shape``;
+fold shape-computation subgraphs (Shape→Gather→Concat→Reshape) with onnxruntime's basic graph
+optimisation; sanitize tensor names TVM cannot carry (``gpu_0/data_0``); then convert.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .. import _tvm
+from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
+from ..model import ImportedModel, TensorSpec
+from ..util import sha256_file
+
+log = logging.getLogger(__name__)
+
+# Ops whose presence means the graph computes shapes at run time: fold before TVM sees it.
+_SHAPE_OPS = {"Shape", "Size"}
+
+
+def load_onnx(path: Path) -> Any:
+    """Parse and check an ONNX file; ModelFormatError for anything unreadable."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except (DecodeError, onnx.checker.ValidationError, ValueError, OSError) as err:
+        raise ModelFormatError(
+            f"'{path.name}' is not a valid ONNX model: {str(err).strip().splitlines()[0][:200]}",
+            "the file may be truncated or corrupt; export it again",
+        ) from err
+    if not model.graph.node:
+        raise ModelFormatError(f"'{path.name}' has an empty graph", "export the model again")
+    return model
+
+
+def real_inputs(model: Any) -> list[Any]:
+    """Graph inputs that are not initializers (old exporters list weights as inputs too)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def input_dims(value_info: Any) -> list[int | str]:
+    """Dims of a graph input: ints, or the symbolic name (``?`` when unnamed)."""
+    dims: list[int | str] = []
+    for d in value_info.type.tensor_type.shape.dim:
+        dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?"))
+    return dims
+
+
+def onnx_dtype(value_info: Any) -> str:
+    """numpy dtype name of a graph input/output."""
+    from onnx import helper
+
+    return str(helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type))
+
+
+def op_histogram(model: Any) -> dict[str, int]:
+    """Count of each op type, ``domain::Op`` for non-default domains."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def unsupported_ops(model: Any) -> list[str]:
+    """Op types TVM's ONNX frontend has no converter for."""
+    supported = _tvm.onnx_supported_ops()
+    return sorted({op for op in op_histogram(model) if op not in supported})
+
+
+def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """Apply ``overrides`` to the graph inputs; returns the static shapes and notes."""
+    inputs = real_inputs(model)
+    names = [i.name for i in inputs]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise InputShapeError(
+            f"--input-shape names unknown input(s) {', '.join(unknown)}",
+            f"the model's inputs are: {', '.join(names)}",
+        )
+    shapes, notes = {}, []
+    for vi in inputs:
+        dims = input_dims(vi)
+        if vi.name in overrides:
+            shape = overrides[vi.name]
+            _check_override(vi.name, dims, shape)
+        elif all(isinstance(d, int) for d in dims):
+            shape = tuple(dims)  # type: ignore[arg-type]
+        elif all(isinstance(d, int) for d in dims[1:]) and dims:
+            shape = (1, *dims[1:])  # type: ignore[arg-type]
+            notes.append(f"input '{vi.name}': dynamic batch dimension '{dims[0]}' set to 1")
+        else:
+            example = ",".join(str(d) if isinstance(d, int) else "N" for d in dims)
+            raise InputShapeError(
+                f"input '{vi.name}' has dynamic dimensions {dims}",
+                f"fix them with --input-shape {vi.name}={example.replace('N', '1')} (use your real sizes)",
+            )
+        shapes[vi.name] = shape
+        _set_dims(vi, shape)
+    return shapes, notes
+
+
+def _check_override(name: str, dims: list[int | str], shape: tuple[int, ...]) -> None:
+    if dims and len(dims) != len(shape):
+        raise InputShapeError(
+            f"--input-shape for '{name}' has {len(shape)} dimensions, the model's input has {len(dims)} {dims}"
+        )
+    clash = [(d, s) for d, s in zip(dims, shape) if isinstance(d, int) and d != s]
+    if clash:
+        raise InputShapeError(
+            f"--input-shape {name}={','.join(map(str, shape))} contradicts the model's fixed dims {dims}"
+        )
+
+
+def _set_dims(value_info: Any, shape: tuple[int, ...]) -> None:
+    tensor_shape = value_info.type.tensor_type.shape
+    del tensor_shape.dim[:]
+    for d in shape:
+        tensor_shape.dim.add().dim_value = d
+
+
+def fold_shape_subgraphs(model: Any) -> Any:
+    """Constant-fold run-time shape computations with onnxruntime (basic level) and reload."""
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="edgetune-fold-") as tmp:
+        folded = Path(tmp) / "folded.onnx"
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.optimized_model_filepath = str(folded)
+        opts.log_severity_level = 3
+        try:
+            ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise InputShapeError(
+                f"onnxruntime cannot run the model with these input shapes: {str(err).splitlines()[0][:300]}",
+            ) from err
+        return onnx.load(str(folded))
+
+
+def sanitize_names(model: Any) -> dict[str, str]:
+    """Rename every tensor to a C identifier in place; returns original → new."""
+    mapping: dict[str, str] = {}
+    taken: set[str] = set()
+
+    def fix(name: str) -> str:
+        if not name:
+            return name
+        if name not in mapping:
+            clean = re.sub(r"\W", "_", name)
+            if not clean or clean[0].isdigit():
+                clean = f"t_{clean}"
+            while clean in taken:
+                clean += "_"
+            taken.add(clean)
+            mapping[name] = clean
+        return mapping[name]
+
+    graph = model.graph
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        vi.name = fix(vi.name)
+    for init in graph.initializer:
+        init.name = fix(init.name)
+    for node in graph.node:
+        node.input[:] = [fix(n) for n in node.input]
+        node.output[:] = [fix(n) for n in node.output]
+    return mapping
+
+
+def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedModel:
+    """Convert an ONNX file; see the module docstring for the steps."""
+    model = load_onnx(path)
+    inputs = real_inputs(model)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    shapes, notes = _fix_shapes(model, overrides)
+    missing = unsupported_ops(model)
+    if missing:
+        raise UnsupportedOpsError(missing, "ONNX")
+    if any(n.op_type in _SHAPE_OPS for n in model.graph.node) or notes or overrides:
+        model = fold_shape_subgraphs(model)
+        notes.append("shape subgraphs folded with onnxruntime (basic graph optimisation)")
+    reference = model.SerializeToString()
+    originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
+    out_names = [vi.name for vi in model.graph.output]
+    mapping = sanitize_names(model)
+    mod = _tvm.onnx_to_relax(
+        model,
+        {mapping[k]: v for k, v in shapes.items()},
+        {mapping[k]: v for k, v in originals.items()},
+    )
+    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes)
+
+
+def _imported(path, mod, mapping, in_names, out_names, reference, notes) -> ImportedModel:
+    sig_in, sig_out = _tvm.relax_signature(mod)
+    by_name = {name: (shape, dtype) for name, shape, dtype in sig_in}
+    inputs = tuple(TensorSpec(mapping[n], n, *by_name[mapping[n]]) for n in in_names)
+    if len(sig_in) != len(inputs):
+        raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(inputs)}")
+    outputs = tuple(
+        TensorSpec(mapping.get(n, n), n, shape, dtype) for n, (shape, dtype) in zip(out_names, sig_out)
+    )
+    return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes))

@@ -1,0 +1,94 @@
+"""Typed, immutable results of the import stage."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output.
+
+    ``name`` is what TVM sees (sanitized); ``original_name`` is the model file's name, which
+    users and the runtime loader accept. ``quantization`` is (scale, zero_point) for
+    per-tensor quantized TFLite tensors.
+    """
+
+    name: str
+    original_name: str
+    shape: tuple[int, ...]
+    dtype: str
+    quantization: tuple[float, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form used in manifests."""
+        data = asdict(self)
+        data["shape"] = list(self.shape)
+        data["quantization"] = list(self.quantization) if self.quantization else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
+        """Inverse of :meth:`to_json`."""
+        quant = data.get("quantization")
+        return cls(
+            data["name"], data["original_name"], tuple(data["shape"]), data["dtype"],
+            (float(quant[0]), int(quant[1])) if quant else None,
+        )
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """A model converted to Relax: the IRModule (weights embedded as constants) and its I/O.
+
+    ``source_bytes`` is the model as the reference runtime should run it (the original file,
+    or for ONNX the shape-fixed version), so the reference check needs nothing else.
+    """
+
+    source: Path
+    format: str  # "onnx" | "tflite"
+    sha256: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    mod: Any = field(repr=False, compare=False)
+    source_bytes: bytes = field(repr=False, compare=False, default=b"")
+    notes: tuple[str, ...] = ()
+
+    def meta(self) -> dict[str, Any]:
+        """Everything but the IRModule, as JSON data."""
+        return {
+            "source": str(self.source),
+            "format": self.format,
+            "sha256": self.sha256,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+            "notes": list(self.notes),
+        }
+
+    def save(self, directory: Path) -> Path:
+        """Write ``imported.json``, ``module.json`` and the reference model into ``directory``."""
+        from . import _tvm
+
+        directory.mkdir(parents=True, exist_ok=True)
+        _tvm.save_ir(self.mod, directory / "module.json")
+        (directory / f"reference.{self.format}").write_bytes(self.source_bytes)
+        (directory / "imported.json").write_text(json.dumps(self.meta(), indent=2))
+        return directory
+
+    @classmethod
+    def load(cls, directory: Path) -> "ImportedModel":
+        """Read what :meth:`save` wrote."""
+        from . import _tvm
+
+        meta = json.loads((directory / "imported.json").read_text())
+        return cls(
+            Path(meta["source"]), meta["format"], meta["sha256"],
+            tuple(TensorSpec.from_json(t) for t in meta["inputs"]),
+            tuple(TensorSpec.from_json(t) for t in meta["outputs"]),
+            _tvm.load_ir(directory / "module.json"),
+            (directory / f"reference.{meta['format']}").read_bytes(),
+            tuple(meta.get("notes", ())),
+        )

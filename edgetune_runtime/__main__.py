@@ -1,0 +1,102 @@
+"""``python -m edgetune_runtime info|run|bench|check PACKAGE`` — the board-side command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+# A board has only the runtime; on a full install, skip loading TVM's 259 MB compiler library.
+os.environ.setdefault("TVM_USE_RUNTIME_LIB", "1")
+
+from .errors import LoaderError  # noqa: E402
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m edgetune_runtime", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, text in (("info", "show the manifest summary"), ("check", "compare with the stored reference outputs"), ("bench", "time inference"), ("run", "run on .npy/.npz inputs")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("package", type=Path)
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+    run = sub.choices["run"]
+    run.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE", help=".npy per input (by position or NAME=), or one .npz with all inputs by name")
+    run.add_argument("--output", type=Path, help="write outputs to this .npz")
+    bench = sub.choices["bench"]
+    bench.add_argument("--number", type=int, default=10)
+    bench.add_argument("--repeat", type=int, default=5)
+    return p
+
+
+def _inputs(items: list[str]) -> tuple[list[Any], dict[str, Any]]:
+    import numpy as np
+
+    args, kwargs = [], {}
+    for item in items:
+        name, sep, file = item.rpartition("=")
+        if file.endswith(".npz"):
+            with np.load(file) as data:
+                kwargs.update({k: data[k] for k in data.files})
+        elif sep:
+            kwargs[name] = np.load(file)
+        else:
+            args.append(np.load(file))
+    return args, kwargs
+
+
+def _info(args: argparse.Namespace) -> dict[str, Any]:
+    from .loader import read_manifest
+
+    m = read_manifest(args.package)
+    keys = ("format", "edgetune", "profile", "arch", "runtime", "model", "inputs", "outputs", "verification", "tuning")
+    return {k: m.get(k) for k in keys}
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    from .loader import load
+
+    model = load(args.package)
+    positional, named = _inputs(args.input)
+    if not positional and not named:
+        raise LoaderError("no inputs given", "pass --input FILE.npy (one per input) or --input inputs.npz")
+    out = model.run(*positional, **named)
+    if args.output:
+        np.savez(args.output, **out)
+    return {name: {"shape": list(v.shape), "dtype": str(v.dtype), "min": float(v.min()), "max": float(v.max()), "mean": float(v.mean())} for name, v in out.items()}
+
+
+def _bench(args: argparse.Namespace) -> dict[str, Any]:
+    from .loader import load
+
+    return load(args.package).benchmark(number=args.number, repeat=args.repeat)
+
+
+def _check(args: argparse.Namespace) -> dict[str, Any]:
+    from .loader import load
+
+    return load(args.package).check()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        result = {"info": _info, "run": _run, "bench": _bench, "check": _check}[args.command](args)
+    except LoaderError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=None if args.json else 2, default=str))
+    if args.command == "check" and not result["passed"]:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

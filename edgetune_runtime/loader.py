@@ -1,0 +1,202 @@
+"""Load and run an edgetune package with the TVM runtime."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, LoaderError, PackageMismatchError
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+REFERENCE = "reference.npz"
+
+
+def read_manifest(package: str | Path) -> dict[str, Any]:
+    """The parsed manifest.json of a package directory."""
+    path = Path(package) / MANIFEST
+    if not path.is_file():
+        raise LoaderError(f"{package} is not an edgetune package (no {MANIFEST})", "pass the directory `edgetune package` wrote")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise LoaderError(f"{path} is not valid JSON: {err}", "rebuild the package") from err
+
+
+def machine_arch() -> str:
+    """This machine's architecture, normalised the way manifests spell it."""
+    machine = platform.machine().lower()
+    if machine in ("arm64", "aarch64"):
+        return "aarch64"
+    if machine.startswith("armv7") or machine == "armv8l":
+        return "armv7l"
+    return "x86_64" if machine == "amd64" else machine
+
+
+def _tvm() -> Any:
+    try:
+        import tvm
+    except ImportError as err:
+        raise LoaderError(f"the TVM runtime is not importable: {err}", "install the runtime bundle with `edgetune devices setup`") from err
+    return tvm
+
+
+def check_compatible(manifest: dict[str, Any], tvm_version: str) -> None:
+    """Refuse packages for another format, architecture or TVM runtime (major.minor)."""
+    fmt = manifest.get("format")
+    if fmt != FORMAT_VERSION:
+        raise PackageMismatchError(
+            f"package format {fmt} is not the format this loader reads ({FORMAT_VERSION})",
+            "rebuild the package with the edgetune version that matches this runtime, or update the board's runtime (`edgetune devices setup`)",
+        )
+    arch = manifest.get("arch")
+    if arch != machine_arch():
+        raise PackageMismatchError(
+            f"package was built for {arch}, this machine is {machine_arch()}",
+            f"rebuild it with `edgetune package MODEL --device PROFILE` for a {machine_arch()} profile",
+        )
+    wanted = manifest.get("runtime", {}).get("tvm", "")
+    if wanted.split(".")[:2] != tvm_version.split(".")[:2]:
+        raise PackageMismatchError(
+            f"package needs TVM runtime {wanted}, this machine has {tvm_version}",
+            "install the matching runtime (`edgetune devices setup`) or rebuild the package with this TVM",
+        )
+
+
+def _verify_files(root: Path, manifest: dict[str, Any]) -> None:
+    for name, digest in manifest.get("files", {}).items():
+        path = root / name
+        if not path.is_file():
+            raise LoaderError(f"package file {name} is missing", "copy the whole package directory")
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        if h.hexdigest() != digest:
+            raise LoaderError(f"package file {name} does not match its checksum", "the copy is damaged: copy the package again")
+
+
+class Model:
+    """A loaded package: ``run`` inputs by position or name; ``benchmark`` and ``check`` it."""
+
+    def __init__(self, root: Path, manifest: dict[str, Any], vm: Any, device: Any):
+        self.root, self.manifest, self._vm, self._device = root, manifest, vm, device
+        self.inputs: list[dict[str, Any]] = manifest["inputs"]
+        self.outputs: list[dict[str, Any]] = manifest["outputs"]
+
+    def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
+        if args and kwargs:
+            raise InputError("pass inputs either by position or by name, not both")
+        if kwargs:
+            lookup = {}
+            for spec in self.inputs:
+                lookup[spec["original_name"]] = lookup[spec["name"]] = spec["name"]
+            unknown = sorted(set(kwargs) - set(lookup))
+            if unknown:
+                raise InputError(f"unknown input(s) {unknown}", f"inputs are {[s['original_name'] for s in self.inputs]}")
+            by_name = {lookup[k]: v for k, v in kwargs.items()}
+            missing = [s["original_name"] for s in self.inputs if s["name"] not in by_name]
+            if missing:
+                raise InputError(f"missing input(s) {missing}")
+            args = tuple(by_name[s["name"]] for s in self.inputs)
+        if len(args) != len(self.inputs):
+            raise InputError(f"model takes {len(self.inputs)} input(s), got {len(args)}", f"inputs are {[s['original_name'] for s in self.inputs]}")
+        return [self._validated(spec, value) for spec, value in zip(self.inputs, args)]
+
+    @staticmethod
+    def _validated(spec: dict[str, Any], value: Any) -> np.ndarray:
+        array = np.asarray(value)
+        shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
+        if array.shape != shape:
+            raise InputError(f"input '{spec['original_name']}' needs shape {shape}, got {array.shape}")
+        if array.dtype != dtype:
+            raise InputError(
+                f"input '{spec['original_name']}' needs dtype {dtype}, got {array.dtype}",
+                f"convert it with array.astype('{dtype}')",
+            )
+        return np.ascontiguousarray(array)
+
+    def _tensors(self, arrays: list[np.ndarray]) -> list[Any]:
+        tvm = _tvm()
+        return [tvm.runtime.tensor(a, self._device) for a in arrays]
+
+    def run(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+        """Run one inference; returns outputs as numpy arrays keyed by original output name."""
+        result = self._vm["main"](*self._tensors(self._arguments(args, kwargs)))
+        values = [result] if hasattr(result, "numpy") else list(result)
+        return {spec["original_name"]: v.numpy() for spec, v in zip(self.outputs, values)}
+
+    def benchmark(self, number: int = 10, repeat: int = 5, warmup: int = 1) -> dict[str, float]:
+        """Latency in ms over ``repeat`` measurements of ``number`` runs each, on reference inputs."""
+        arrays = self.reference_inputs()
+        tensors = self._tensors(arrays)
+        for _ in range(warmup):
+            self._vm["main"](*tensors)
+        timer = self._vm.time_evaluator("main", self._device, number=number, repeat=repeat)
+        samples = np.array(timer(*tensors).results) * 1e3
+        return {
+            "mean_ms": float(samples.mean()), "p50_ms": float(np.percentile(samples, 50)),
+            "p90_ms": float(np.percentile(samples, 90)), "std_ms": float(samples.std()),
+            "min_ms": float(samples.min()), "repeat": repeat, "number": number,
+        }
+
+    def reference_inputs(self) -> list[np.ndarray]:
+        """The deterministic inputs stored at package time."""
+        with np.load(self.root / REFERENCE) as data:
+            return [data[f"input:{s['name']}"] for s in self.inputs]
+
+    def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
+        """Run the stored reference inputs and compare with the stored reference outputs."""
+        tol = self.manifest.get("verification", {}).get("tolerance", {})
+        rtol = tol.get("rtol", 1e-3) if rtol is None else rtol
+        atol = tol.get("atol", 1e-5) if atol is None else atol
+        got = self.run(*self.reference_inputs())
+        with np.load(self.root / REFERENCE) as data:
+            expected = {s["original_name"]: data[f"output:{s['name']}"] for s in self.outputs}
+        return compare(expected, got, rtol, atol)
+
+
+def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float) -> dict[str, Any]:
+    """Per-output max abs / relative error and a pass flag (|d| <= atol + rtol*max|ref|)."""
+    outputs, passed = {}, True
+    for name, ref in expected.items():
+        out = got[name]
+        if out.shape != ref.shape:
+            outputs[name] = {"passed": False, "error": f"shape {out.shape} != reference {ref.shape}"}
+            passed = False
+            continue
+        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+        scale = float(np.abs(ref.astype(np.float64)).max()) if ref.size else 0.0
+        max_abs = float(diff.max()) if diff.size else 0.0
+        ok = bool(np.isfinite(out.astype(np.float64)).all()) and max_abs <= atol + rtol * scale
+        outputs[name] = {"max_abs_error": max_abs, "max_rel_error": max_abs / scale if scale else max_abs, "passed": ok}
+        passed &= ok
+    return {"passed": passed, "rtol": rtol, "atol": atol, "outputs": outputs}
+
+
+def load(package: str | Path, verify_files: bool = True) -> Model:
+    """Load a package directory; raises PackageMismatchError if it is not for this machine."""
+    root = Path(package)
+    manifest = read_manifest(root)
+    tvm = _tvm()
+    check_compatible(manifest, tvm.__version__)
+    if verify_files:
+        _verify_files(root, manifest)
+    kind = manifest.get("runtime", {}).get("kind", "cpu")
+    device = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+    if not device.exist:
+        raise LoaderError(f"package needs a {kind} device and none is present", "run it on the board it was built for")
+    try:
+        lib = tvm.runtime.load_module(str(root / manifest["library"]))
+        from tvm.runtime.vm import VirtualMachine
+
+        devices = [device, tvm.cpu(0)] if kind == "cuda" else device
+        vm = VirtualMachine(lib, devices)
+    except Exception as err:  # TVM raises TVMError subclasses, OSError for bad .so files
+        raise LoaderError(f"TVM could not load {manifest['library']}: {str(err).strip().splitlines()[-1]}", "check the runtime bundle matches the package (`edgetune devices check`)") from err
+    return Model(root, manifest, vm, device)

@@ -1,0 +1,1 @@
+"""Device profiles shipped with edgetune (TOML data files; see edgetune.profiles)."""
