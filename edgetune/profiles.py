@@ -86,8 +86,8 @@ def _resolve(spec: dict[str, Any]) -> dict[str, Any]:
         elif value == "native" and key in ("mcpu", "mtriple"):
             from . import _tvm
 
-            triple, cpu = _tvm.host_cpu()
-            out[key] = cpu if key == "mcpu" else triple
+            # LLVM's own default triple names its build toolchain (e.g. x86_64-conda-linux-gnu)
+            out[key] = _tvm.host_cpu()[1] if key == "mcpu" else f"{host_arch()}-linux-gnu"
         elif value == "auto" and key == "num-cores":
             out[key] = os.cpu_count() or 1
         else:

@@ -152,17 +152,25 @@ class Model:
 
     def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
         """Run the stored reference inputs and compare with the stored reference outputs."""
-        tol = self.manifest.get("verification", {}).get("tolerance", {})
-        rtol = tol.get("rtol", 1e-3) if rtol is None else rtol
-        atol = tol.get("atol", 1e-5) if atol is None else atol
+        tol = dict(DEFAULT_TOLERANCE, **self.manifest.get("verification", {}).get("tolerance", {}))
+        if rtol is not None:
+            tol["rtol"] = rtol
+        if atol is not None:
+            tol["atol"] = atol
+        if not (self.root / REFERENCE).is_file():
+            raise LoaderError("package has no reference data", "it was built with --no-verify")
         got = self.run(*self.reference_inputs())
         with np.load(self.root / REFERENCE) as data:
             expected = {s["original_name"]: data[f"output:{s['name']}"] for s in self.outputs}
-        return compare(expected, got, rtol, atol)
+        return compare(expected, got, **tol)
 
 
-def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float) -> dict[str, Any]:
-    """Per-output max abs / relative error and a pass flag (|d| <= atol + rtol*max|ref|)."""
+# Floats: |out - ref| <= atol + rtol * max|ref|. Integer (quantized) outputs: within int_atol steps.
+DEFAULT_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5, "int_atol": 1}
+
+
+def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float, int_atol: int = 1) -> dict[str, Any]:
+    """Per-output max abs / relative error and a pass flag, under the tolerance above."""
     outputs, passed = {}, True
     for name, ref in expected.items():
         out = got[name]
@@ -173,10 +181,11 @@ def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: f
         diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
         scale = float(np.abs(ref.astype(np.float64)).max()) if ref.size else 0.0
         max_abs = float(diff.max()) if diff.size else 0.0
-        ok = bool(np.isfinite(out.astype(np.float64)).all()) and max_abs <= atol + rtol * scale
+        bound = int_atol if ref.dtype.kind in "iub" else atol + rtol * scale
+        ok = bool(np.isfinite(out.astype(np.float64)).all()) and max_abs <= bound
         outputs[name] = {"max_abs_error": max_abs, "max_rel_error": max_abs / scale if scale else max_abs, "passed": ok}
         passed &= ok
-    return {"passed": passed, "rtol": rtol, "atol": atol, "outputs": outputs}
+    return {"passed": passed, "rtol": rtol, "atol": atol, "int_atol": int_atol, "outputs": outputs}
 
 
 def load(package: str | Path, verify_files: bool = True) -> Model:

@@ -1,0 +1,5 @@
+"""``python -m edgetune``."""
+
+from .cli.main import main
+
+main()

@@ -1,0 +1,81 @@
+"""Compile an imported model for a device profile into a shared library."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _tvm, toolchain
+from .model import ImportedModel, TensorSpec
+from .profiles import Profile
+
+LIBRARY = "model.so"
+
+
+@dataclass(frozen=True)
+class CompiledArtifact:
+    """A built library and what it was built for."""
+
+    library: Path
+    profile: str
+    arch: str
+    runtime: str
+    target: dict[str, Any]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    model_sha256: str
+    tvm_version: str
+    build_seconds: float
+
+    def save(self) -> Path:
+        """Write ``artifact.json`` beside the library."""
+        path = self.library.with_name("artifact.json")
+        data = {k: v for k, v in self.__dict__.items() if k not in ("library", "inputs", "outputs")}
+        data.update(library=self.library.name, inputs=[t.to_json() for t in self.inputs], outputs=[t.to_json() for t in self.outputs])
+        path.write_text(json.dumps(data, indent=2))
+        return path
+
+    @classmethod
+    def load(cls, directory: Path) -> "CompiledArtifact":
+        """Read what :meth:`save` wrote."""
+        data = json.loads((directory / "artifact.json").read_text())
+        data["library"] = directory / data["library"]
+        data["inputs"] = tuple(TensorSpec.from_json(t) for t in data["inputs"])
+        data["outputs"] = tuple(TensorSpec.from_json(t) for t in data["outputs"])
+        return cls(**data)
+
+
+def check_toolchain(profile: Profile) -> tuple[str | None, Any]:
+    """Resolve the profile's compiler (and nvcc for CUDA) before any work; ToolchainError if missing."""
+    cc = toolchain.cross_compiler(profile)
+    cuda = toolchain.find_cuda(profile) if profile.runtime == "cuda" else None
+    return cc, cuda
+
+
+def compile_model(model: ImportedModel, profile: Profile, out_dir: Path) -> CompiledArtifact:
+    """Build ``model`` for ``profile`` into ``out_dir/model.so``.
+
+    Raises ToolchainError (missing compiler/nvcc, checked first), ProfileError (bad target) or
+    BuildError.
+    """
+    cc, cuda = check_toolchain(profile)
+    target = _tvm.make_target(profile.target_spec())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    library = out_dir / LIBRARY
+    start = time.perf_counter()
+    _tvm.build(model.mod, target, library, cc, cuda)
+    return CompiledArtifact(
+        library=library,
+        profile=profile.name,
+        arch=profile.arch,
+        runtime=profile.runtime,
+        target=_tvm.target_to_json(target),
+        inputs=model.inputs,
+        outputs=model.outputs,
+        model_sha256=model.sha256,
+        tvm_version=_tvm.version(),
+        build_seconds=round(time.perf_counter() - start, 3),
+    )

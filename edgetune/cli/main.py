@@ -1,0 +1,46 @@
+"""The ``edgetune`` command: one thin sub-command per stage.
+
+Each command parses its options, builds an options object, calls one library function and
+renders the result. Heavy imports happen inside the commands so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from .. import __version__
+from . import inspect_cmd, package_cmd, targets_cmd
+from ._common import setup_logging
+
+app = typer.Typer(
+    name="edgetune",
+    help="Ahead-of-time deployment packager for edge boards (Apache TVM).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"edgetune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log everything the library does to stderr."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    setup_logging(verbose)
+
+
+app.command("targets")(targets_cmd.targets)
+app.command("inspect")(inspect_cmd.inspect)
+app.command("package")(package_cmd.package)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,48 @@
+"""``edgetune package MODEL --device PROFILE -o OUT``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._common import boundary, out, print_json, progress
+from .inspect_cmd import INPUT_SHAPE_HELP
+
+
+@boundary
+def package(
+    model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
+    device: str = typer.Option(..., "--device", "-d", help="Device profile (see `edgetune targets`)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
+    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing package at OUTPUT."),
+    rtol: float = typer.Option(1e-3, help="Reference check: relative tolerance (of the output's max magnitude)."),
+    atol: float = typer.Option(1e-5, help="Reference check: absolute tolerance."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Compile MODEL for a device profile and write a deployable package."""
+    from ..package import PackageOptions, package as build_package
+    from ..util import parse_input_shapes
+
+    opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),
+                          verify=verify, tar=tar, force=force, rtol=rtol, atol=atol)
+    with progress(not json_out) as report:
+        result = build_package(opts, report)
+    if json_out:
+        print_json({"path": str(result.path), "tarball": str(result.tarball) if result.tarball else None,
+                    "timings": result.timings, "manifest": result.manifest})
+        return
+    v = result.verification
+    m = result.manifest
+    out.print(f"[green]packaged[/] {m['model']['file']} for {m['profile']['name']} ({m['arch']}) → {result.path}")
+    if v["status"] == "passed":
+        out.print(f"  reference check passed on {v['executed_on']} vs {v['reference']}: "
+                  f"max abs error {v['max_abs_error']:.3g}, max rel error {v['max_rel_error']:.3g}")
+    else:
+        out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
+    if result.tarball:
+        out.print(f"  archive {result.tarball}")
+    out.print(f"  run it on the board: python -m edgetune_runtime run {result.path} --input x.npy")

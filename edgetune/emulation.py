@@ -1,0 +1,90 @@
+"""Run foreign-architecture packages on this host under qemu-user, for the reference check.
+
+An aarch64 Debian Python (debootstrap, first stage, unpacked) serves as the interpreter; the
+runtime bundle supplies TVM's runtime. Both are cached. See DESIGN.md §4.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .bundle import runtime_bundle
+from .errors import ToolchainError
+from .profiles import Profile
+from .toolchain import emulator
+from .util import cache_dir
+
+log = logging.getLogger(__name__)
+
+DEBIAN_ARCH = {"aarch64": "arm64"}
+SUITE = "bookworm"
+
+
+def debian_mirror() -> str:
+    """The Debian mirror this host's apt uses (or ``$EDGETUNE_DEBIAN_MIRROR``)."""
+    if os.environ.get("EDGETUNE_DEBIAN_MIRROR"):
+        return os.environ["EDGETUNE_DEBIAN_MIRROR"]
+    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
+    for path in sources:
+        if path.is_file():
+            text = path.read_text()
+            match = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s", text, re.M)
+            if match:
+                return match.group(1)
+    raise ToolchainError("cannot find a Debian mirror in the apt sources", "set EDGETUNE_DEBIAN_MIRROR")
+
+
+def sysroot(arch: str) -> Path:
+    """A cached Debian root for ``arch`` with python3 (built with debootstrap on first use)."""
+    root = cache_dir("sysroot") / f"{arch}-{SUITE}"
+    if (root / ".complete").is_file():
+        return root
+    if shutil.which("debootstrap") is None:
+        raise ToolchainError("debootstrap is needed to build the emulated Python", "sudo apt-get install debootstrap")
+    if os.geteuid() != 0:
+        raise ToolchainError("building the emulated Python with debootstrap needs root", "run `sudo scripts/install-system-deps.sh` once")
+    shutil.rmtree(root, ignore_errors=True)
+    log.info("building an %s Debian sysroot for emulation (once, ~1 min)", arch)
+    cmd = ["debootstrap", "--foreign", f"--arch={DEBIAN_ARCH[arch]}", "--variant=minbase", "--include=python3", SUITE, str(root), debian_mirror()]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise ToolchainError(f"debootstrap failed: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}", "check network access to the Debian mirror")
+    for deb in sorted((root / "var/cache/apt/archives").glob("*.deb")):
+        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
+    (root / ".complete").write_text(SUITE)
+    return root
+
+
+def available(profile: Profile) -> str | None:
+    """None when ``profile`` packages can be run here under emulation, else the reason."""
+    if profile.runtime != "cpu":
+        return f"the {profile.runtime} runtime needs the board's GPU"
+    if profile.arch not in DEBIAN_ARCH:
+        return f"no emulated runtime for {profile.arch} (no {profile.arch} TVM runtime wheel)"
+    if emulator(profile) is None:
+        return f"{profile.toolchain.emulator or 'qemu-user'} is not installed (sudo apt-get install qemu-user-static)"
+    return None
+
+
+def run_loader(profile: Profile, package: Path, args: list[str], timeout: float = 900) -> dict[str, Any]:
+    """Run ``python -m edgetune_runtime ARGS PACKAGE --json`` under qemu; returns its JSON."""
+    qemu = emulator(profile)
+    root = sysroot(profile.arch)
+    bundle = runtime_bundle(profile.arch)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(bundle), "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(cache_dir())}
+    # cwd=package: `python -m` puts it first on sys.path, so the package's own loader copy runs.
+    cmd = [str(qemu), "-L", str(root), str(root / "usr/bin/python3.11"), "-m", "edgetune_runtime", *args, ".", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=package)
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        raise ToolchainError(f"the emulated runtime failed: {proc.stderr.strip()[-500:]}")
+    result = json.loads(lines[-1])
+    result["_returncode"] = proc.returncode
+    return result

@@ -1,0 +1,228 @@
+"""``edgetune package``: import → compile → reference check → package directory (+ tarball).
+
+Everything is written into a hidden staging directory beside the output and moved into place
+only when it is complete and verified: an error at any stage leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__, _tvm, emulation, reference
+from .build import CompiledArtifact, check_toolchain, compile_model
+from .bundle import copy_loader
+from .errors import PackageError, VerificationError
+from .importer import detect_format, import_model
+from .model import ImportedModel
+from .profiles import Profile, get_profile
+from .util import sha256_file
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+REFERENCE = "reference.npz"
+FORMAT_VERSION = 1
+SCHEMA_URL = "edgetune package manifest, format 1 (see README: Package format)"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PackageOptions:
+    """What ``edgetune package`` was asked to do."""
+
+    model: Path
+    device: str
+    output: Path
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    verify: bool = True
+    tar: bool = False
+    force: bool = False
+    rtol: float = 1e-3
+    atol: float = 1e-5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PackageResult:
+    """A finished package on disk."""
+
+    path: Path
+    manifest: dict[str, Any]
+    tarball: Path | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def verification(self) -> dict[str, Any]:
+        """The manifest's reference-check record."""
+        return self.manifest["verification"]
+
+
+def _check_output(output: Path, force: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise PackageError(f"output {output} exists and is not a directory", "choose another -o path")
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise PackageError(f"output directory {output} is not empty", "pass --force to replace it, or choose another -o path")
+    if output.is_dir() and force and any(output.iterdir()) and not (output / MANIFEST).is_file():
+        raise PackageError(f"refusing to replace {output}: it is not an edgetune package", "choose another -o path")
+
+
+def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Profile) -> dict[str, Any]:
+    """The manifest of a package (files and verification are filled in later)."""
+    return {
+        "format": FORMAT_VERSION,
+        "schema": SCHEMA_URL,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "edgetune": __version__,
+        "tvm": artifact.tvm_version,
+        "runtime": {"loader": "edgetune_runtime", "tvm": artifact.tvm_version, "kind": profile.runtime,
+                    "cuda_major": profile.toolchain.cuda_major},
+        "profile": {"name": profile.name, "description": profile.description, "source": profile.source},
+        "target": artifact.target,
+        "arch": artifact.arch,
+        "model": {"file": model.source.name, "format": model.format, "sha256": model.sha256, "notes": list(model.notes)},
+        "library": artifact.library.name,
+        "weights": "embedded",
+        "inputs": [t.to_json() for t in model.inputs],
+        "outputs": [t.to_json() for t in model.outputs],
+        "files": {},
+        "verification": {"status": "pending"},
+        "tuning": None,
+    }
+
+
+def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    """Hash every file but the manifest, then write manifest.json."""
+    manifest["files"] = {
+        str(p.relative_to(root)): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != MANIFEST and "__pycache__" not in p.parts
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
+    """Store deterministic inputs and the reference runtime's outputs in reference.npz."""
+    inputs = reference.make_inputs(model.inputs, seed)
+    outputs = reference.run_reference(model, inputs)
+    arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
+    arrays.update({f"output:{s.name}": a for s, a in zip(model.outputs, outputs)})
+    np.savez(root / REFERENCE, **arrays)
+    return reference.runtime_label(model.format)
+
+
+def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]:
+    """Run the package's reference check where this host can execute it.
+
+    Returns (result of ``edgetune_runtime`` check, where it ran) or (None, why not).
+    """
+    if profile.is_native:
+        import edgetune_runtime
+
+        return edgetune_runtime.load(root).check(), "host"
+    reason = emulation.available(profile)
+    if reason:
+        return None, reason
+    result = emulation.run_loader(profile, root, ["check"])
+    if "passed" not in result:
+        raise VerificationError(f"the package failed to run under emulation: {result}")
+    return result, f"{profile.toolchain.emulator} (emulated {profile.arch})"
+
+
+def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions) -> None:
+    tolerance = {"rtol": opts.rtol, "atol": opts.atol, "int_atol": 1}
+    manifest["verification"] = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
+    write_manifest(root, manifest)
+    result, where = run_check(root, profile)
+    if result is None:
+        manifest["verification"].update(status="skipped", reason=where)
+        log.warning("reference check skipped: %s", where)
+        return
+    outputs = result["outputs"]
+    manifest["verification"].update(
+        status="passed" if result["passed"] else "failed",
+        executed_on=where,
+        max_abs_error=max((o.get("max_abs_error", float("inf")) for o in outputs.values()), default=0.0),
+        max_rel_error=max((o.get("max_rel_error", float("inf")) for o in outputs.values()), default=0.0),
+        outputs=outputs,
+    )
+    if not result["passed"]:
+        worst = ", ".join(f"{k}: max abs {v.get('max_abs_error', v.get('error'))}" for k, v in outputs.items() if not v["passed"])
+        raise VerificationError(f"package output disagrees with {ref_label} beyond tolerance (rtol={opts.rtol}, atol={opts.atol}): {worst}")
+
+
+def _install(staging: Path, output: Path) -> None:
+    if output.exists():
+        old = output.with_name(f".{output.name}.old-{os.getpid()}")
+        output.rename(old)
+        staging.rename(output)
+        shutil.rmtree(old)
+    else:
+        staging.rename(output)
+
+
+def write_tarball(package: Path) -> Path:
+    """``<package>.tar.gz`` holding the package directory (written atomically)."""
+    tarball = package.with_name(package.name + ".tar.gz")
+    partial = tarball.with_name(f".{tarball.name}.partial-{os.getpid()}")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(package, arcname=package.name, filter=lambda ti: None if "__pycache__" in ti.name else ti)
+    partial.replace(tarball)
+    return tarball
+
+
+def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
+    """Build a verified package for ``opts.device``; see the module docstring.
+
+    Raises ProfileError, ToolchainError, ModelError (and subclasses), BuildError,
+    VerificationError or PackageError. Nothing is left at ``opts.output`` on failure.
+    """
+    profile = get_profile(opts.device)
+    detect_format(opts.model)
+    output = opts.output.resolve()
+    _check_output(output, opts.force)
+    check_toolchain(profile)
+    timings: dict[str, float] = {}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = output.with_name(f".{output.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        t0 = time.perf_counter()
+        progress(f"importing {opts.model.name}")
+        model = import_model(opts.model, opts.input_shapes)
+        timings["import_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})")
+        artifact = compile_model(model, profile, staging)
+        timings["compile_s"] = time.perf_counter() - t0
+        copy_loader(staging)
+        manifest = build_manifest(model, artifact, profile)
+        if opts.verify:
+            t0 = time.perf_counter()
+            progress(f"computing reference outputs ({reference.runtime_label(model.format)})")
+            label = write_reference(staging, model, opts.seed)
+            progress("checking the package against the reference")
+            _verify(staging, profile, manifest, label, opts)
+            timings["verify_s"] = time.perf_counter() - t0
+        else:
+            manifest["verification"] = {"status": "skipped", "reason": "--no-verify"}
+        manifest["build"] = {k: round(v, 3) for k, v in timings.items()}
+        write_manifest(staging, manifest)
+        _install(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tarball = write_tarball(output) if opts.tar else None
+    return PackageResult(output, manifest, tarball, timings)

@@ -1,0 +1,89 @@
+"""``edgetune inspect``: what a model contains and whether TVM can take it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import _tvm
+from .errors import EdgetuneError
+from .importer import detect_format, import_model
+from .model import TensorSpec
+from .util import sha256_file
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """Inputs/outputs, operator histogram, parameter count, FLOPs and unsupported ops."""
+
+    path: Path
+    format: str
+    sha256: str
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    ops: dict[str, int]
+    unsupported_ops: list[str]
+    params: int
+    param_bytes: int
+    flops: float | None = None
+    import_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for ``--json``."""
+        data = asdict(self)
+        data["path"] = str(self.path)
+        return data
+
+
+def _onnx_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int], list[str], int, int]:
+    from .importer import onnx_import as ox
+    from onnx import numpy_helper
+
+    model = ox.load_onnx(path)
+    inputs = [{"name": vi.name, "shape": ox.input_dims(vi), "dtype": ox.onnx_dtype(vi)} for vi in ox.real_inputs(model)]
+    outputs = [{"name": vi.name, "shape": ox.input_dims(vi), "dtype": ox.onnx_dtype(vi)} for vi in model.graph.output]
+    arrays = [numpy_helper.to_array(t) for t in model.graph.initializer]
+    params = sum(int(a.size) for a in arrays)
+    nbytes = sum(int(a.nbytes) for a in arrays)
+    return inputs, outputs, ox.op_histogram(model), ox.unsupported_ops(model), params, nbytes
+
+
+def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int], list[str], int, int]:
+    from .importer import tflite_import as tl
+
+    _, model = tl.load_tflite(path)
+    sub = model.Subgraphs(0)
+
+    def spec(index: int) -> dict[str, Any]:
+        t = sub.Tensors(index)
+        s: TensorSpec = tl.tensor_spec(t, tuple(int(d) for d in t.ShapeAsNumpy()))
+        return {"name": s.original_name, "shape": list(s.shape), "dtype": s.dtype, "quantization": s.quantization}
+
+    params = nbytes = 0
+    for i in range(sub.TensorsLength()):
+        t = sub.Tensors(i)
+        size = model.Buffers(t.Buffer()).DataLength() if t.Buffer() < model.BuffersLength() else 0
+        if size:
+            params += int(max(1, abs(int(t.ShapeAsNumpy().prod())) if t.ShapeLength() else 1))
+            nbytes += size
+    inputs = [spec(sub.Inputs(i)) for i in range(sub.InputsLength())]
+    outputs = [spec(sub.Outputs(i)) for i in range(sub.OutputsLength())]
+    return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(model), params, nbytes
+
+
+def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ModelReport:
+    """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full import."""
+    fmt = detect_format(path)
+    facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)
+    inputs, outputs, ops, unsupported, params, nbytes = facts
+    flops, error, notes = None, None, []
+    if not unsupported:
+        try:
+            imported = import_model(path, input_shapes)
+            flops = _tvm.estimate_flops(imported.mod)
+            notes = list(imported.notes)
+        except EdgetuneError as err:
+            error = f"{err.message} (hint: {err.hint})"
+    return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error, notes)
