@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _tvm, toolchain
+from . import _tvm, elf, toolchain
+from .errors import BuildError
 from .model import ImportedModel, TensorSpec
 from .profiles import Profile
 
@@ -55,6 +56,22 @@ def check_toolchain(profile: Profile) -> tuple[str | None, Any]:
     return cc, cuda
 
 
+def _check_library(library: Path, profile: Profile) -> None:
+    """Guard against silent wrong output: another ELF machine, or CUDA source instead of a cubin."""
+    got = elf.machine(library)
+    if got != profile.arch:
+        raise BuildError(f"the built library is {got}, profile '{profile.name}' needs {profile.arch}",
+                         "check the profile's [toolchain] cc and target mtriple")
+    if profile.runtime == "cuda":
+        want = str(profile.target.get("arch", ""))
+        archs = elf.cuda_archs(library)
+        if archs != [want]:
+            raise BuildError(
+                f"the library's GPU code is {archs or 'CUDA source, not a compiled binary'}, expected {want}",
+                "nvcc was not used for the kernels; EDGETUNE_DEBUG=1 shows why",
+            )
+
+
 def compile_model(model: ImportedModel, profile: Profile, out_dir: Path) -> CompiledArtifact:
     """Build ``model`` for ``profile`` into ``out_dir/model.so``.
 
@@ -67,6 +84,7 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path) -> Comp
     library = out_dir / LIBRARY
     start = time.perf_counter()
     _tvm.build(model.mod, target, library, cc, cuda)
+    _check_library(library, profile)
     return CompiledArtifact(
         library=library,
         profile=profile.name,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__, _tvm, emulation, reference
+from . import __version__, elf, emulation, reference
 from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
 from .errors import PackageError, VerificationError
@@ -88,7 +88,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "edgetune": __version__,
         "tvm": artifact.tvm_version,
         "runtime": {"loader": "edgetune_runtime", "tvm": artifact.tvm_version, "kind": profile.runtime,
-                    "cuda_major": profile.toolchain.cuda_major},
+                    "cuda_major": profile.toolchain.cuda_major, "cuda_archs": elf.cuda_archs(artifact.library)},
         "profile": {"name": profile.name, "description": profile.description, "source": profile.source},
         "target": artifact.target,
         "arch": artifact.arch,

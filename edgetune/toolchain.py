@@ -47,7 +47,8 @@ def _nvcc_candidates() -> list[Path]:
     # NVIDIA's PyPI wheels (pip install 'edgetune[jetson]') unpack under site-packages/nvidia/cu13
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     paths += sorted(site.glob("nvidia/cu*/bin/nvcc"))
-    return [p for p in paths if p.is_file()]
+    unique = dict.fromkeys(p.resolve() for p in paths if p.is_file())
+    return list(unique)
 
 
 def nvcc_version(nvcc: Path) -> tuple[int, int]:
@@ -60,11 +61,17 @@ def nvcc_version(nvcc: Path) -> tuple[int, int]:
 
 
 def _find_cudart(nvcc: Path, major: int) -> Path:
-    prefix = nvcc.parent.parent
-    for lib in ("lib", "lib64", "targets/x86_64-linux/lib"):
-        candidate = prefix / lib / f"libcudart.so.{major}"
-        if candidate.is_file():
-            return candidate
+    prefixes = [nvcc.parent.parent, *(Path(p) for p in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if p)]
+    prefixes += sorted(Path("/usr/local").glob(f"cuda-{major}*")) + [p.parent.parent for p in _nvcc_candidates()]
+    for prefix in prefixes:
+        for lib in ("lib", "lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+            candidate = prefix / lib / f"libcudart.so.{major}"
+            if candidate.is_file():
+                return candidate
+    ldconfig = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
+    match = re.search(rf"libcudart\.so\.{major} .*=> (\S+)", ldconfig)
+    if match:
+        return Path(match.group(1))
     raise ToolchainError(
         f"libcudart.so.{major} not found next to {nvcc}",
         "install the CUDA runtime of the same version as nvcc (pip install 'edgetune[jetson]')",

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import EdgetuneError
 
@@ -38,8 +39,8 @@ def boundary(func: F) -> F:
         except EdgetuneError as exc:
             if debug_enabled():
                 traceback.print_exc()
-            err.print(f"[bold red]error:[/] {exc.message}", markup=True)
-            err.print(f"[dim]hint:[/] {exc.hint}", markup=True)
+            err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True)
+            err.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print("interrupted")
@@ -49,7 +50,7 @@ def boundary(func: F) -> F:
         except Exception as exc:  # a bug: say so plainly, keep the traceback for EDGETUNE_DEBUG
             if debug_enabled():
                 traceback.print_exc()
-            err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}", markup=True)
+            err.print(f"[bold red]internal error:[/] {escape(type(exc).__name__ + ': ' + (str(exc).strip().splitlines() or [''])[0])}", markup=True)
             err.print("[dim]hint:[/] rerun with EDGETUNE_DEBUG=1 and report the traceback", markup=True)
             raise typer.Exit(70) from None
 
@@ -73,9 +74,9 @@ def progress(enabled: bool) -> Iterator[Callable[[str], None]]:
         return
     if err.is_terminal:
         with err.status("starting") as status:
-            yield lambda msg: status.update(f"{msg} …")
+            yield lambda msg: status.update(escape(f"{msg} …"))
         return
-    yield lambda msg: err.print(f"edgetune: {msg}")
+    yield lambda msg: err.print(f"edgetune: {msg}", markup=False)
 
 
 def print_json(data: Any) -> None:
