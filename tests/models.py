@@ -95,7 +95,9 @@ def unsupported_onnx(out: Path) -> Path:
              helper.make_node("LpNormalization", ["r"], ["y"])]
     graph = helper.make_graph(nodes, "unsupported", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(out))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(out))
     return out
 
 

@@ -1,0 +1,83 @@
+"""Shared fixtures: models made once per session, and skips that say why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import models  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """User profile dirs are per-test; the cache (sysroot, runtime bundle) is shared and kept."""
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(tmp_path_factory.mktemp("targets")))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def squeezenet(model_dir: Path) -> Path:
+    return models.randomized_light("squeezenet", model_dir / "squeezenet.onnx")
+
+
+@pytest.fixture(scope="session")
+def exporter_onnx(model_dir: Path) -> Path:
+    return models.exporter_style_onnx(model_dir / "exported.onnx")
+
+
+@pytest.fixture(scope="session")
+def int8_tflite(model_dir: Path) -> Path:
+    return models.int8_tflite(model_dir / "int8.tflite")
+
+
+@pytest.fixture(scope="session")
+def face_tflite() -> Path:
+    """MediaPipe's float face detector (Apache-2.0), bundled in examples/."""
+    return EXAMPLES / "face_detection_short_range.tflite"
+
+
+@pytest.fixture(scope="session")
+def host_package(tmp_path_factory: pytest.TempPathFactory, squeezenet: Path) -> Path:
+    """A verified host package of squeezenet, built once."""
+    from edgetune.package import PackageOptions, package
+
+    out = tmp_path_factory.mktemp("pkg") / "squeezenet-host"
+    package(PackageOptions(model=squeezenet, device="host", output=out))
+    return out
+
+
+def _qemu_reason() -> str | None:
+    if shutil.which("qemu-aarch64-static") is None:
+        return "qemu-aarch64-static is not installed (scripts/install-system-deps.sh installs it)"
+    if shutil.which("debootstrap") is None:
+        return "debootstrap is not installed (scripts/install-system-deps.sh installs it)"
+    if os.geteuid() != 0:
+        return "building the aarch64 sysroot with debootstrap needs root"
+    return None
+
+
+@pytest.fixture(scope="session")
+def qemu() -> None:
+    """Skip (with the reason) where aarch64 emulation cannot be set up."""
+    reason = _qemu_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def run_edgetune(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real console script in a subprocess (exit codes and stderr exactly as a user sees)."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "edgetune", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=900)

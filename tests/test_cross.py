@@ -1,0 +1,80 @@
+"""Cross builds: aarch64 under qemu, armhf ELF flags, Jetson compiled sm_87 kernels."""
+
+import json
+import shutil
+import struct
+
+import pytest
+
+from edgetune import elf
+from edgetune.errors import ToolchainError
+from edgetune.package import PackageOptions, package
+
+pytestmark = pytest.mark.cross
+
+
+def _need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed (scripts/install-system-deps.sh installs it)")
+
+
+def test_pi4_package_runs_under_qemu_and_matches(tmp_path, squeezenet, qemu):
+    _need("aarch64-linux-gnu-g++")
+    result = package(PackageOptions(model=squeezenet, device="pi4", output=tmp_path / "pi4"))
+    assert elf.machine(result.path / "model.so") == "aarch64"
+    v = result.verification
+    assert v["status"] == "passed", v
+    assert "qemu-aarch64" in v["executed_on"] and v["max_rel_error"] < 1e-3
+
+
+def test_pi5_int8_tflite_under_qemu_is_bit_exact(tmp_path, int8_tflite, qemu):
+    _need("aarch64-linux-gnu-g++")
+    v = package(PackageOptions(model=int8_tflite, device="pi5", output=tmp_path / "pi5")).verification
+    assert v["status"] == "passed" and v["max_abs_error"] == 0
+
+
+def test_pi4_32_is_armhf_hard_float(tmp_path, exporter_onnx):
+    _need("arm-linux-gnueabihf-g++")
+    result = package(PackageOptions(model=exporter_onnx, device="pi4-32", output=tmp_path / "arm"))
+    lib = result.path / "model.so"
+    assert elf.machine(lib) == "armv7l"
+    flags = struct.unpack_from("<I", lib.read_bytes(), 36)[0]
+    assert flags & 0x400, "EF_ARM_ABI_FLOAT_HARD not set"
+    assert result.verification["status"] == "skipped" and "armv7l" in result.verification["reason"]
+
+
+def test_jetson_library_has_compiled_sm87_kernels(tmp_path, exporter_onnx):
+    _need("aarch64-linux-gnu-g++")
+    try:
+        from edgetune.profiles import get_profile
+        from edgetune.toolchain import find_cuda
+
+        find_cuda(get_profile("jetson-orin-nano"))
+    except ToolchainError as err:
+        pytest.skip(f"no CUDA 13 nvcc: {err.message}")
+    result = package(PackageOptions(model=exporter_onnx, device="jetson-orin-nano", output=tmp_path / "jet"))
+    lib = result.path / "model.so"
+    data = lib.read_bytes()
+    assert elf.machine(lib) == "aarch64"
+    assert elf.cuda_archs(lib) == ["sm_87"]
+    assert b"__global__" not in data, "CUDA source embedded instead of a binary"
+    manifest = json.loads((result.path / "manifest.json").read_text())
+    assert manifest["runtime"]["kind"] == "cuda" and manifest["runtime"]["cuda_archs"] == ["sm_87"]
+    assert manifest["target"]["host"]["mcpu"] == "cortex-a78"
+
+
+def test_missing_cross_compiler_fails_fast(tmp_path, monkeypatch, exporter_onnx):
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "weird.toml").write_text(
+        'description = "board with an uninstalled toolchain"\narch = "aarch64"\nruntime = "cpu"\n'
+        '[target]\nkind = "llvm"\nmtriple = "aarch64-linux-gnu"\n'
+        '[toolchain]\ncc = "aarch64-edgetune-missing-g++"\ndebian-packages = ["g++-aarch64-linux-gnu"]\n'
+    )
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(targets))
+    out = tmp_path / "out"
+    with pytest.raises(ToolchainError) as info:
+        package(PackageOptions(model=exporter_onnx, device="weird", output=out))
+    assert "aarch64-edgetune-missing-g++" in info.value.message
+    assert "g++-aarch64-linux-gnu" in info.value.hint
+    assert not out.exists()

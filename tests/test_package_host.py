@@ -1,0 +1,98 @@
+"""Real TVM builds for the host, checked against onnxruntime / LiteRT."""
+
+import json
+
+import numpy as np
+import pytest
+
+import models
+from edgetune.package import PackageOptions, package
+
+
+def _package(model, out, **kw):
+    return package(PackageOptions(model=model, device="host", output=out, **kw))
+
+
+@pytest.mark.parametrize("name", models.LIGHT)
+def test_light_cnns_with_random_weights_match_onnxruntime(tmp_path, name):
+    model = models.randomized_light(name, tmp_path / f"{name}.onnx")
+    result = _package(model, tmp_path / "pkg")
+    v = result.verification
+    assert v["status"] == "passed" and v["reference"].startswith("onnxruntime")
+    assert v["max_rel_error"] < 1e-3
+    # random weights: the output is not a constant vector (the shipped models' would be)
+    with np.load(result.path / "reference.npz") as ref:
+        out = ref[f"output:{result.manifest['outputs'][0]['name']}"]
+    assert out.std() > 1e-6
+
+
+def test_face_detector_float_tflite_matches_litert(tmp_path, face_tflite):
+    v = _package(face_tflite, tmp_path / "pkg").verification
+    assert v["status"] == "passed" and v["reference"].startswith("ai-edge-litert")
+    assert v["max_rel_error"] < 1e-4
+
+
+def test_int8_tflite_is_bit_exact_with_litert(tmp_path, int8_tflite):
+    v = _package(int8_tflite, tmp_path / "pkg").verification
+    assert v["status"] == "passed" and v["max_abs_error"] == 0
+
+
+def test_exporter_style_onnx_matches(tmp_path, exporter_onnx):
+    result = _package(exporter_onnx, tmp_path / "pkg", input_shapes={"input/image:0": (2, 3, 16, 16)})
+    assert result.verification["status"] == "passed"
+    assert result.manifest["inputs"][0]["original_name"] == "input/image:0"
+    assert result.manifest["inputs"][0]["shape"] == [2, 3, 16, 16]
+
+
+def test_manifest_contents(host_package):
+    from edgetune.util import sha256_file
+
+    manifest = json.loads((host_package / "manifest.json").read_text())
+    assert manifest["format"] == 1 and manifest["tvm"] == "0.27.0.post1"
+    assert manifest["profile"]["name"] == "host" and manifest["target"]["kind"] == "llvm"
+    assert manifest["weights"] == "embedded" and manifest["library"] == "model.so"
+    assert manifest["verification"]["status"] == "passed" and manifest["verification"]["executed_on"] == "host"
+    assert {"model.so", "reference.npz", "edgetune_runtime/loader.py"} <= set(manifest["files"])
+    for name, digest in manifest["files"].items():
+        assert sha256_file(host_package / name) == digest
+
+
+def test_tarball(tmp_path, exporter_onnx):
+    import tarfile
+
+    result = _package(exporter_onnx, tmp_path / "pkg", tar=True)
+    with tarfile.open(result.tarball) as tar:
+        names = tar.getnames()
+    assert "pkg/manifest.json" in names and "pkg/model.so" in names
+
+
+def test_no_verify_is_recorded(tmp_path, exporter_onnx):
+    result = _package(exporter_onnx, tmp_path / "pkg", verify=False)
+    assert result.verification == {"status": "skipped", "reason": "--no-verify"}
+    assert not (result.path / "reference.npz").exists()
+
+
+def test_verification_failure_leaves_nothing(tmp_path, squeezenet):
+    from edgetune.errors import VerificationError
+
+    out = tmp_path / "pkg"
+    with pytest.raises(VerificationError, match="beyond tolerance"):
+        _package(squeezenet, out, rtol=0.0, atol=0.0)
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pkg")]
+
+
+def test_existing_output_needs_force(tmp_path, exporter_onnx):
+    from edgetune.errors import PackageError
+
+    out = tmp_path / "pkg"
+    _package(exporter_onnx, out, verify=False)
+    with pytest.raises(PackageError, match="not empty"):
+        _package(exporter_onnx, out, verify=False)
+    assert _package(exporter_onnx, out, verify=False, force=True).path == out
+    other = tmp_path / "notapkg"
+    other.mkdir()
+    (other / "precious.txt").write_text("keep me")
+    with pytest.raises(PackageError, match="not an edgetune package"):
+        _package(exporter_onnx, other, verify=False, force=True)
+    assert (other / "precious.txt").read_text() == "keep me"
