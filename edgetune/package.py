@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -196,9 +197,9 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     check_toolchain(profile)
     timings: dict[str, float] = {}
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.with_name(f".{output.name}.partial-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    # A fresh name per build: dlopen caches libraries by path, so a reused staging path would
+    # make the in-process reference check run the previously loaded library.
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
     try:
         t0 = time.perf_counter()
         progress(f"importing {opts.model.name}")

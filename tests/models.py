@@ -30,8 +30,11 @@ def randomized_light(name: str, out: Path, seed: int = 0) -> Path:
     for node in model.graph.node:
         if node.op_type == "ConstantOfShape" and node.input[0] in inits:
             shape = numpy_helper.to_array(inits[node.input[0]]).astype(int)
-            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-            data = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+            if len(shape) > 1:  # conv / fc weights: He-scaled, so activations neither vanish nor explode
+                data = rng.standard_normal(shape) * np.sqrt(2.0 / int(np.prod(shape[1:])))
+            else:  # per-channel biases and batch-norm scale/mean/variance: positive (variance must be)
+                data = rng.uniform(0.5, 1.5, shape)
+            data = data.astype(np.float32)
             new.append(numpy_helper.from_array(data, node.output[0]))
         else:
             keep.append(node)

@@ -23,7 +23,16 @@ def test_light_cnns_with_random_weights_match_onnxruntime(tmp_path, name):
     # random weights: the output is not a constant vector (the shipped models' would be)
     with np.load(result.path / "reference.npz") as ref:
         out = ref[f"output:{result.manifest['outputs'][0]['name']}"]
-    assert out.std() > 1e-6
+    assert np.isfinite(out).all() and out.std() > 1e-6
+
+
+def test_repackaging_in_one_process_checks_the_new_library(tmp_path, squeezenet, exporter_onnx):
+    # dlopen caches by path: the second check must not run the first model's library
+    out = tmp_path / "pkg"
+    _package(squeezenet, out)
+    result = _package(exporter_onnx, out, force=True)
+    assert result.verification["status"] == "passed"
+    assert result.manifest["outputs"][0]["shape"] == [1, 10]
 
 
 def test_face_detector_float_tflite_matches_litert(tmp_path, face_tflite):
