@@ -355,3 +355,47 @@ def save_ir(mod: Any, path: Path) -> None:
 def load_ir(path: Path) -> Any:
     """Read an IRModule written by :func:`save_ir`."""
     return tvm().ir.load_json(path.read_text())
+
+
+# ---------------------------------------------------------------- RPC
+
+
+def rpc_connect(host: str, port: int, key: str = "", session_timeout: float = 0) -> Any:
+    """An RPC session to a server (raises TVM's error on failure)."""
+    tvm()
+    from tvm import rpc
+
+    return rpc.connect(host, port, key=key, session_timeout=session_timeout)
+
+
+def rpc_tracker_summary(host: str, port: int) -> dict[str, Any]:
+    """The tracker's summary: servers by key and queue state."""
+    tvm()
+    from tvm import rpc
+
+    return _plain(rpc.connect_tracker(host, port).summary())
+
+
+def rpc_tracker_request(host: str, port: int, key: str, session_timeout: float = 0) -> Any:
+    """Ask the tracker for a session under ``key`` (blocks until a server is free)."""
+    tvm()
+    from tvm import rpc
+
+    return rpc.connect_tracker(host, port).request(key, priority=1, session_timeout=session_timeout)
+
+
+def remote_bench(session: Any, library: Path, arrays: list[Any], kind: str, number: int, repeat: int) -> tuple[list[float], list[Any]]:
+    """Upload a package library through ``session``, run it once and time it with TVM's remote
+    time evaluator. Returns (per-repeat mean seconds, outputs of the first run as numpy)."""
+    tvm()
+    from tvm.runtime.vm import VirtualMachine
+
+    session.upload(str(library))
+    lib = session.load_module(library.name)
+    dev = session.cuda(0) if kind == "cuda" else session.cpu(0)
+    vm = VirtualMachine(lib, [dev, session.cpu(0)] if kind == "cuda" else dev)
+    tensors = [tvm().runtime.tensor(a, dev) for a in arrays]
+    result = vm["main"](*tensors)
+    outputs = [result.numpy()] if hasattr(result, "numpy") else [r.numpy() for r in result]
+    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat)
+    return [float(s) for s in timer(*tensors).results], outputs

@@ -94,3 +94,36 @@ class PackageError(EdgetuneError):
     """The output location or a package on disk is unusable."""
 
     exit_code = 7
+
+
+class RemoteError(EdgetuneError):
+    """A board could not be reached or did not do what was asked."""
+
+    exit_code = 8
+    default_hint = "check the board with `edgetune devices check NAME`"
+
+
+class BoardUnreachableError(RemoteError):
+    """No TCP connection / SSH handshake within the timeout."""
+
+    default_hint = "is the board on and on the network? check host, port and firewall (`ssh` to it by hand)"
+
+
+class AuthError(RemoteError):
+    """The board refused our credentials."""
+
+    default_hint = "check the user and key (`edgetune devices add NAME --user U --key PATH`), and that the key is in the board's ~/.ssh/authorized_keys"
+
+
+class HostKeyError(RemoteError):
+    """The board's host key is unknown (strict policy) or changed."""
+
+
+class RemoteCommandError(RemoteError):
+    """A command on the board failed."""
+
+
+class RpcError(RemoteError):
+    """The TVM RPC server on a board, or the tracker, failed."""
+
+    default_hint = "run `edgetune devices check NAME`; the server log is kept on the board under ~/.edgetune/rpc/"

@@ -1,0 +1,1 @@
+"""Reaching boards: inventory, SSH transport, runtime setup, RPC servers, deploy and bench."""

@@ -1,0 +1,202 @@
+"""Operations on one board over SSH: check, setup (push the runtime bundle), deploy a package."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..bundle import bundle_key, runtime_bundle
+from ..errors import RemoteCommandError, RemoteError
+from ..profiles import Profile, get_profile
+from ..util import cache_dir, sha256_file
+from .facts import FACTS_COMMAND, BoardFacts, parse_facts
+from .inventory import Board
+from .ssh import SSHConnection, connect
+
+log = logging.getLogger(__name__)
+
+MIN_DISK_MB = 300
+
+
+class RemoteBoard:
+    """A board, its profile and an SSH connection, with edgetune's layout under ``~/.edgetune``."""
+
+    def __init__(self, board: Board, conn: SSHConnection | None = None):
+        self.board = board
+        self.profile: Profile = get_profile(board.profile)
+        self.conn = conn or connect(board)
+        self._facts: BoardFacts | None = None
+
+    def __enter__(self) -> "RemoteBoard":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def facts(self, refresh: bool = False) -> BoardFacts:
+        """Facts reported by the board (cached per connection)."""
+        if self._facts is None or refresh:
+            self._facts = parse_facts(self.conn.run(FACTS_COMMAND, timeout=120).stdout)
+        return self._facts
+
+    @property
+    def root(self) -> str:
+        return f"{self.facts().home}/.edgetune"
+
+    def runtime_dir(self) -> str:
+        """Where this edgetune's runtime bundle lives on the board."""
+        return f"{self.root}/runtime/{bundle_key(self.profile.arch)}"
+
+    def python(self, args: list[str], timeout: float = 300, check: bool = True, cwd: str | None = None) -> Any:
+        """Run ``python3 ARGS`` with the runtime bundle on PYTHONPATH."""
+        cmd = f"PYTHONPATH={shlex.quote(self.runtime_dir())} TVM_USE_RUNTIME_LIB=1 python3 {shlex.join(args)}"
+        if cwd:
+            cmd = f"cd {shlex.quote(cwd)} && {cmd}"
+        return self.conn.run(cmd, timeout=timeout, check=check)
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """`devices check`: each item with ok/detail; ``ok`` when all pass."""
+
+    board: str
+    items: tuple[CheckItem, ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(i.ok for i in self.items)
+
+
+def check_board(board: Board) -> CheckReport:
+    """Reachable? arch matches profile? python? runtime installed and importable? disk? cpu?
+
+    Raises RemoteError subclasses when the board cannot be reached at all.
+    """
+    with RemoteBoard(board) as rb:
+        f = rb.facts()
+        items = [
+            CheckItem("ssh", True, f"{rb.conn.target.user}@{rb.conn.target.host}:{rb.conn.target.port}"),
+            CheckItem("arch", f.arch == rb.profile.arch, f"board {f.arch or '?'}, profile {rb.profile.name} needs {rb.profile.arch}"),
+            CheckItem("python", f.python.startswith("3.11"), f"python3 {f.python or 'missing'} (the runtime bundle is built for 3.11)"),
+            CheckItem("disk", f.disk_free_mb >= MIN_DISK_MB, f"{f.disk_free_mb} MB free in {f.home} (setup needs {MIN_DISK_MB} MB)"),
+            CheckItem("cpu", f.cpus > 0, f"{f.cpus} cores, {f.mem_mb} MB RAM" + (f", {f.model}" if f.model else "")),
+        ]
+        if rb.profile.runtime == "cuda":
+            want = str(rb.profile.toolchain.cuda_major)
+            items.append(CheckItem("cuda", f.cuda.split(".")[0] == want, f"CUDA {f.cuda or 'not found'}, profile needs {want}.x"))
+        items.append(_runtime_item(rb, f))
+    return CheckReport(board.name, tuple(items), f.__dict__)
+
+
+def _runtime_item(rb: RemoteBoard, f: BoardFacts) -> CheckItem:
+    key = bundle_key(rb.profile.arch)
+    if key not in f.runtimes:
+        found = ", ".join(f.runtimes) or "none"
+        return CheckItem("runtime", False, f"runtime {key} not installed (found: {found}); run `edgetune devices setup {rb.board.name}`")
+    probe = rb.python(["-c", "import tvm, numpy, edgetune_runtime; print(tvm.__version__, edgetune_runtime.__version__)"], check=False, timeout=300)
+    if probe.returncode:
+        return CheckItem("runtime", False, f"runtime {key} does not import: {(probe.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    tvm_version, loader = probe.stdout.split()[:2]
+    return CheckItem("runtime", True, f"TVM runtime {tvm_version}, edgetune_runtime {loader}")
+
+
+def bundle_archive(arch: str) -> Path:
+    """The runtime bundle as a cached .tar.gz (rebuilt when the bundle changes)."""
+    bundle = runtime_bundle(arch)
+    archive = cache_dir("runtime") / f"{bundle.name}.tar.gz"
+    stamp = archive.with_suffix(".stamp")
+    newest = max(p.stat().st_mtime for p in bundle.rglob("*") if p.is_file())
+    if archive.is_file() and stamp.is_file() and float(stamp.read_text() or 0) >= newest:
+        return archive
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz", compresslevel=3) as tar:
+        tar.add(bundle, arcname=bundle.name)
+    partial.replace(archive)
+    stamp.write_text(str(newest))
+    return archive
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    board: str
+    runtime: str
+    uploaded_mb: float
+    already_installed: bool
+
+
+def setup_board(board: Board, force: bool = False) -> SetupResult:
+    """Install the runtime bundle on the board (no compiler, no internet needed there)."""
+    with RemoteBoard(board) as rb:
+        f = rb.facts()
+        if f.arch != rb.profile.arch:
+            raise RemoteError(f"board {board.name} is {f.arch}, its profile {rb.profile.name} is {rb.profile.arch}",
+                              "fix the board's profile with `edgetune devices add NAME --profile P --force`")
+        key = bundle_key(rb.profile.arch)
+        if key in f.runtimes and not force:
+            return SetupResult(board.name, key, 0.0, True)
+        archive = bundle_archive(rb.profile.arch)
+        remote_runtime = f"{rb.root}/runtime"
+        rb.conn.run(["mkdir", "-p", remote_runtime])
+        remote_archive = f"{remote_runtime}/{archive.name}"
+        rb.conn.put(archive, remote_archive)
+        target = rb.runtime_dir()
+        q = shlex.quote
+        rb.conn.run(f"rm -rf {q(target)} {q(target)}.new && mkdir -p {q(target)}.new && "
+                    f"tar -xzf {q(remote_archive)} -C {q(target)}.new --strip-components=1 --no-same-owner && "
+                    f"mv {q(target)}.new {q(target)} && rm -f {q(remote_archive)}", timeout=600)
+        return SetupResult(board.name, key, archive.stat().st_size / 1e6, False)
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    board: str
+    remote_path: str
+    uploaded_files: int
+    check: dict[str, Any]
+
+
+def deploy_package(package: Path, board: Board) -> DeployResult:
+    """Push a package, verify every checksum on the board, run its reference check there."""
+    manifest = json.loads((package / "manifest.json").read_text())
+    with RemoteBoard(board) as rb:
+        if manifest["arch"] != rb.facts().arch:
+            raise RemoteError(f"package is for {manifest['arch']}, board {board.name} is {rb.facts().arch}",
+                              f"package the model with --device {board.name} (profile {board.profile})")
+        if bundle_key(rb.profile.arch) not in rb.facts().runtimes:
+            raise RemoteError(f"board {board.name} has no edgetune runtime", f"run `edgetune devices setup {board.name}` first")
+        remote = f"{rb.root}/packages/{package.name}"
+        rb.conn.run(["rm", "-rf", remote])
+        files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for directory in sorted({str(p.parent.relative_to(package)) for p in files}):
+            rb.conn.run(["mkdir", "-p", f"{remote}/{directory}" if directory != "." else remote])
+        for path in files:
+            rb.conn.put(path, f"{remote}/{path.relative_to(package)}", verify=False)
+        sums = "".join(f"{sha256_file(p)}  {p.relative_to(package)}\n" for p in files)
+        _sha256_check(rb, remote, sums)
+        result = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=remote, check=False, timeout=900)
+        try:
+            check = json.loads(result.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise RemoteCommandError(f"the package did not run on {board.name}: {(result.stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
+        return DeployResult(board.name, remote, len(files), check)
+
+
+def _sha256_check(rb: RemoteBoard, remote: str, sums: str) -> None:
+    listing = f"{remote}/.sha256"
+    rb.conn.run(f"printf %s {shlex.quote(sums)} > {shlex.quote(listing)}")
+    result = rb.conn.run(f"cd {shlex.quote(remote)} && sha256sum -c --quiet .sha256 && rm -f .sha256", check=False)
+    if result.returncode:
+        raise RemoteError(f"package files on {rb.board.name} do not match their checksums: {result.stdout.strip()[:300]}", "deploy again")

@@ -1,0 +1,261 @@
+"""TVM RPC servers on boards and the tracker on the host.
+
+A board's server is started over SSH in its own session (so stopping its process group also
+stops its popen workers), listens on the board's loopback only, and is reached through an SSH
+tunnel. With a tracker, the board reaches the host's tracker through a reverse tunnel and
+reports ``127.0.0.1:PORT``, which the host forwards to the board: a farm needs nothing but SSH.
+Servers are always stopped on exit, Ctrl-C included; servers orphaned by a lost connection are
+found by their pid files and stopped at the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import _tvm
+from ..errors import RemoteError, RpcError
+from ..util import cache_dir
+from .board import RemoteBoard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BoardServer:
+    """A running RPC server on a board, and the local port that reaches it."""
+
+    board: str
+    pid: int
+    board_port: int
+    local_port: int
+    log_path: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rpc_dir(rb: RemoteBoard) -> str:
+    return f"{rb.root}/rpc"
+
+
+def stop_stale_servers(rb: RemoteBoard) -> int:
+    """Stop servers left by earlier runs (their pid files say which process groups are ours)."""
+    rpc_dir = shlex.quote(_rpc_dir(rb))
+    script = (f"n=0; for f in {rpc_dir}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
+              "if kill -0 -\"$p\" 2>/dev/null; then kill -KILL -\"$p\" 2>/dev/null; n=$((n+1)); fi; rm -f \"$f\"; done; echo $n")
+    out = rb.conn.run(script, check=False).stdout.strip()
+    count = int(out) if out.isdigit() else 0
+    if count:
+        log.warning("stopped %d stale RPC server(s) on %s", count, rb.board.name)
+    return count
+
+
+def _start(rb: RemoteBoard, port: int, extra: list[str]) -> tuple[int, str]:
+    rpc_dir = _rpc_dir(rb)
+    log_path = f"{rpc_dir}/{port}.log"
+    args = ["-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1), *extra]
+    q = shlex.quote
+    cmd = (f"mkdir -p {q(rpc_dir)} && cd {q(rpc_dir)} && "
+           f"PYTHONPATH={q(rb.runtime_dir())} TVM_USE_RUNTIME_LIB=1 setsid python3 {shlex.join(args)} "
+           f"> {q(log_path)} 2>&1 < /dev/null & pid=$!; echo $pid > {q(rpc_dir)}/{port}.pid; echo $pid")
+    pid = int(rb.conn.run(cmd).stdout.strip().splitlines()[-1])
+    return pid, log_path
+
+
+def _alive(rb: RemoteBoard, pid: int) -> bool:
+    return rb.conn.run(f"kill -0 -{pid}", check=False).returncode == 0
+
+
+def _log_tail(rb: RemoteBoard, log_path: str) -> str:
+    lines = rb.conn.run(["tail", "-n", "5", log_path], check=False).stdout.strip().splitlines()
+    return lines[-1][:300] if lines else "no output"
+
+
+def stop_server(rb: RemoteBoard, pid: int, port: int, grace: float = 3.0) -> None:
+    """SIGTERM the server's process group, SIGKILL what is left, remove its pid file."""
+    q = shlex.quote
+    rb.conn.run(
+        f"kill -TERM -{pid} 2>/dev/null; for i in $(seq {int(grace * 10)}); do kill -0 -{pid} 2>/dev/null || break; sleep 0.1; done; "
+        f"kill -KILL -{pid} 2>/dev/null; rm -f {q(_rpc_dir(rb))}/{port}.pid; true", check=False, timeout=60)
+
+
+def _wait_ready(rb: RemoteBoard, pid: int, log_path: str, probe: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if not _alive(rb, pid):
+            raise RpcError(f"the RPC server on {rb.board.name} exited: {_log_tail(rb, log_path)}")
+        try:
+            if probe():
+                return
+        except Exception as err:  # noqa: BLE001 — not up yet; keep the reason for the timeout message
+            last = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
+        time.sleep(0.5)
+    raise RpcError(f"the RPC server on {rb.board.name} did not come up within {timeout:.0f}s ({last or _log_tail(rb, log_path)})")
+
+
+@contextlib.contextmanager
+def board_server(rb: RemoteBoard, start_timeout: float = 180.0) -> Iterator[BoardServer]:
+    """Start an RPC server on the board, tunnel to it, health-check it; always stop it."""
+    stop_stale_servers(rb)
+    port = random.randrange(20000, 40000)
+    pid, log_path = _start(rb, port, [])
+    try:
+        with rb.conn.tunnel(port) as local:
+            _wait_ready(rb, pid, log_path, lambda: _tvm.rpc_connect("127.0.0.1", local, session_timeout=30) is not None, start_timeout)
+            yield BoardServer(rb.board.name, pid, port, local, log_path)
+    finally:
+        with contextlib.suppress(RemoteError):
+            stop_server(rb, pid, port)
+
+
+@contextlib.contextmanager
+def tracker_server(rb: RemoteBoard, tracker: tuple[str, int], key: str, start_timeout: float = 180.0) -> Iterator[BoardServer]:
+    """Register a board's RPC server with the tracker at ``tracker`` under ``key``, over SSH only."""
+    stop_stale_servers(rb)
+    port = _free_port()  # the same number on both ends: the tracker hands out 127.0.0.1:PORT
+    with rb.conn.reverse_tunnel(tracker[1], tracker[0]) as board_tracker_port, rb.conn.tunnel(port, local_port=port):
+        extra = ["--tracker", f"127.0.0.1:{board_tracker_port}", "--key", key, "--custom-addr", "127.0.0.1"]
+        pid, log_path = _start(rb, port, extra)
+        try:
+            _wait_ready(rb, pid, log_path, lambda: _registered(tracker, key, port), start_timeout)
+            yield BoardServer(rb.board.name, pid, port, port, log_path)
+        finally:
+            with contextlib.suppress(RemoteError):
+                stop_server(rb, pid, port)
+
+
+def _registered(tracker: tuple[str, int], key: str, port: int) -> bool:
+    summary = _tvm.rpc_tracker_summary(*tracker)
+    return any(s.get("key", "").startswith(f"server:{key}") and s.get("addr", [None, None])[1] == port or
+               (key in str(s.get("key", "")) and port in (s.get("addr") or [None, None])) for s in summary.get("server_info", []))
+
+
+# ---------------------------------------------------------------- tracker on the host
+
+
+def _tracker_files() -> tuple[Path, Path]:
+    base = cache_dir("tracker")
+    return base / "tracker.json", base / "tracker.log"
+
+
+@dataclass(frozen=True)
+class TrackerInfo:
+    host: str
+    port: int
+    pid: int
+
+
+def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0) -> TrackerInfo:
+    """Start a TVM RPC tracker as a background process (its own session); records it for status/stop."""
+    import json
+
+    state, log_file = _tracker_files()
+    current = tracker_state()
+    if current:
+        raise RpcError(f"a tracker is already running at {current.host}:{current.port} (pid {current.pid})", "stop it with `edgetune tracker stop`")
+    port = port or _free_port()
+    with open(log_file, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", host, "--port", str(port), "--port-end", str(port + 1), "--silent"],
+                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, TVM_USE_RUNTIME_LIB="1"))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RpcError(f"the tracker exited: {log_file.read_text().strip()[-300:]}")
+        try:
+            _tvm.rpc_tracker_summary(host, port)
+            break
+        except Exception:  # noqa: BLE001 — not listening yet
+            time.sleep(0.2)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise RpcError(f"the tracker did not start within {timeout:.0f}s")
+    info = TrackerInfo(host, port, proc.pid)
+    state.write_text(json.dumps(info.__dict__))
+    return info
+
+
+def tracker_state() -> TrackerInfo | None:
+    """The tracker edgetune started, if it is still running."""
+    import json
+
+    state, _ = _tracker_files()
+    if not state.is_file():
+        return None
+    info = TrackerInfo(**json.loads(state.read_text()))
+    try:
+        os.killpg(info.pid, 0)
+    except ProcessLookupError:
+        state.unlink(missing_ok=True)
+        return None
+    return info
+
+
+def stop_tracker() -> TrackerInfo | None:
+    """Stop the tracker edgetune started (its whole process group)."""
+    info = tracker_state()
+    if info is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(info.pid, signal.SIGTERM)
+        for _ in range(30):
+            os.killpg(info.pid, 0)
+            time.sleep(0.1)
+        os.killpg(info.pid, signal.SIGKILL)
+    _tracker_files()[0].unlink(missing_ok=True)
+    return info
+
+
+def tracker_status(host: str, port: int) -> dict[str, Any]:
+    """Servers registered per key and queue lengths."""
+    try:
+        summary = _tvm.rpc_tracker_summary(host, port)
+    except Exception as err:
+        raise RpcError(f"no tracker answers at {host}:{port}", "start one with `edgetune tracker start`") from err
+    keys: dict[str, int] = {}
+    for server in summary.get("server_info", []):
+        key = str(server.get("key", "")).split(":")[1] if ":" in str(server.get("key", "")) else str(server.get("key"))
+        keys[key] = keys.get(key, 0) + 1
+    return {"host": host, "port": port, "servers": keys, "queue": summary.get("queue_info", {}), "raw": summary}
+
+
+def request_session(tracker: tuple[str, int], key: str, timeout: float = 120.0) -> Any:
+    """A session from the tracker under ``key``; RpcError instead of TVM's endless wait."""
+    status = tracker_status(*tracker)
+    if not status["servers"].get(key):
+        raise RpcError(f"no server is registered under key '{key}' at {tracker[0]}:{tracker[1]} (keys: {', '.join(status['servers']) or 'none'})",
+                       "attach boards with `edgetune tracker attach BOARD`")
+    box: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            box["session"] = _tvm.rpc_tracker_request(tracker[0], tracker[1], key)
+        except Exception as err:  # noqa: BLE001 — surfaced below
+            box["error"] = err
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "session" in box:
+        return box["session"]
+    if "error" in box:
+        raise RpcError(f"tracker request for '{key}' failed: {box['error']}")
+    raise RpcError(f"no board under key '{key}' became free within {timeout:.0f}s", "all boards are busy or dead; `edgetune tracker status` shows them")

@@ -1,0 +1,351 @@
+"""SSH transport on paramiko: lazy connect with bounded retries, commands with exit codes,
+SFTP with checksums, and tunnels as context managers.
+
+Host keys are checked against ``~/.ssh/known_hosts`` (or ``$EDGETUNE_KNOWN_HOSTS``): an unknown
+key is accepted and recorded only under the ``accept-new`` policy (with a notice), a changed key
+is always refused. Secrets (key passphrases, key material) never reach logs or messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import select
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AuthError, BoardUnreachableError, HostKeyError, RemoteCommandError, RemoteError
+from .inventory import Board
+
+log = logging.getLogger(__name__)
+
+
+def known_hosts_path() -> Path:
+    """The known_hosts file edgetune reads and (accept-new) appends to."""
+    return Path(os.environ.get("EDGETUNE_KNOWN_HOSTS", Path.home() / ".ssh" / "known_hosts")).expanduser()
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Resolved connection parameters (board fields > ~/.ssh/config > defaults)."""
+
+    host: str
+    port: int
+    user: str
+    key_filename: str | None
+    policy: str = "accept-new"
+    label: str = ""
+
+    @property
+    def known_hosts_name(self) -> str:
+        """How known_hosts spells this host (``[host]:port`` for non-22 ports)."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+def resolve_target(board: Board) -> SSHTarget:
+    """Apply ``~/.ssh/config`` (HostName, User, Port, IdentityFile) under the board's own fields."""
+    import getpass
+
+    import paramiko
+
+    cfg: dict[str, Any] = {}
+    path = Path(os.environ.get("EDGETUNE_SSH_CONFIG", Path.home() / ".ssh" / "config")).expanduser()
+    if path.is_file():
+        cfg = paramiko.SSHConfig.from_path(str(path)).lookup(board.host)
+    identity = board.key or (cfg.get("identityfile") or [None])[0]
+    return SSHTarget(
+        host=cfg.get("hostname", board.host),
+        port=int(board.port or cfg.get("port", 22)),
+        user=board.user or cfg.get("user") or getpass.getuser(),
+        key_filename=str(Path(identity).expanduser()) if identity else None,
+        policy=board.host_key_policy,
+        label=board.name,
+    )
+
+
+class _AcceptNew:
+    """paramiko policy: record an unknown host key (OpenSSH's StrictHostKeyChecking=accept-new)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.path, "a") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.warning("added the host key of %s (%s %s) to %s", hostname, key.get_name(), _fingerprint(key), self.path)
+
+
+class _Reject:
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        raise HostKeyError(
+            f"host key of {hostname} is unknown ({key.get_name()} {_fingerprint(key)}) and the policy is strict",
+            f"verify the fingerprint, then connect once with `ssh {hostname}` or set host-key-policy = \"accept-new\"",
+        )
+
+
+def _fingerprint(key: Any) -> str:
+    import base64
+
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+
+
+@dataclass
+class Result:
+    """Outcome of a remote command."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class SSHConnection:
+    """A lazily opened, reusable SSH connection to one board. Use as a context manager."""
+
+    def __init__(self, target: SSHTarget, connect_timeout: float = 10.0, retries: int = 3):
+        self.target, self.connect_timeout, self.retries = target, connect_timeout, retries
+        self._client: Any = None
+        self._sftp: Any = None
+
+    def __enter__(self) -> "SSHConnection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def name(self) -> str:
+        return self.target.label or self.target.host
+
+    def close(self) -> None:
+        """Close SFTP and SSH (idempotent)."""
+        for obj in (self._sftp, self._client):
+            if obj is not None:
+                with contextlib.suppress(Exception):
+                    obj.close()
+        self._client = self._sftp = None
+
+    # -------------------------------------------------------------- connect
+
+    def client(self) -> Any:
+        """The connected paramiko client (connects on first use)."""
+        if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
+            return self._client
+        self.close()
+        last: Exception | None = None
+        for attempt in range(self.retries):
+            try:
+                self._client = self._connect_once()
+                return self._client
+            except (BoardUnreachableError, socket.timeout, TimeoutError) as err:
+                last = err
+                delay = min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())
+                log.info("connect to %s failed (%s); retry %d/%d in %.1fs", self.name, err, attempt + 1, self.retries, delay)
+                if attempt + 1 < self.retries:
+                    time.sleep(delay)
+        assert last is not None
+        if isinstance(last, BoardUnreachableError):
+            raise last
+        raise BoardUnreachableError(f"board {self.name} ({self.target.host}:{self.target.port}) did not answer within {self.connect_timeout:.0f}s") from last
+
+    def _connect_once(self) -> Any:
+        import paramiko
+
+        t = self.target
+        client = paramiko.SSHClient()
+        path = known_hosts_path()
+        if path.is_file():
+            client.load_host_keys(str(path))
+        client.set_missing_host_key_policy(_AcceptNew(path) if t.policy == "accept-new" else _Reject())
+        try:
+            client.connect(t.host, port=t.port, username=t.user, key_filename=t.key_filename,
+                           timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
+                           auth_timeout=self.connect_timeout, allow_agent=t.key_filename is None,
+                           look_for_keys=t.key_filename is None)
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as err:
+            client.close()
+            raise HostKeyError(
+                f"host key of {t.known_hosts_name} CHANGED (now {err.key.get_name()} {_fingerprint(err.key)}); refusing to connect",
+                f"if the board was reinstalled, remove the old key: ssh-keygen -R '{t.known_hosts_name}' -f {path}",
+            ) from None
+        except paramiko.AuthenticationException:
+            client.close()
+            raise AuthError(f"board {self.name} refused authentication for user '{t.user}'") from None
+        except (paramiko.SSHException, OSError, EOFError) as err:
+            client.close()
+            if isinstance(err, paramiko.SSHException) and "private key" in str(err).lower():
+                raise AuthError(f"cannot use the SSH key for board {self.name}: {type(err).__name__}", "check the key file and its passphrase") from None
+            raise BoardUnreachableError(f"cannot reach board {self.name} at {t.host}:{t.port}: {_reason(err)}") from err
+        client.get_transport().set_keepalive(15)
+        return client
+
+    # -------------------------------------------------------------- commands
+
+    def run(self, command: str | list[str], timeout: float = 120.0, check: bool = True, env: dict[str, str] | None = None) -> Result:
+        """Run a command (a list is quoted with shlex) and collect its output and exit code."""
+        if isinstance(command, list):
+            command = shlex.join(command)
+        if env:
+            command = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        try:
+            _, stdout, stderr = self.client().exec_command(command, timeout=timeout)
+            out = stdout.read().decode(errors="replace")
+            err = stderr.read().decode(errors="replace")
+            code = stdout.channel.recv_exit_status()
+        except socket.timeout as exc:
+            raise RemoteCommandError(f"command on {self.name} timed out after {timeout:.0f}s: {command[:120]}") from exc
+        except (OSError, EOFError) as exc:
+            raise BoardUnreachableError(f"lost the connection to {self.name}: {_reason(exc)}") from exc
+        result = Result(code, out, err)
+        if check and code != 0:
+            tail = (err or out).strip().splitlines()[-1:] or [f"exit code {code}"]
+            raise RemoteCommandError(f"command on {self.name} failed ({code}): {tail[0][:300]}")
+        return result
+
+    # -------------------------------------------------------------- files
+
+    def sftp(self) -> Any:
+        """The SFTP session (opened on first use)."""
+        if self._sftp is None:
+            self._sftp = self.client().open_sftp()
+        return self._sftp
+
+    def put(self, local: Path, remote: str, verify: bool = True) -> None:
+        """Upload ``local`` to ``remote`` via a temporary name, check its sha256, then rename."""
+        partial = f"{remote}.partial"
+        try:
+            self.sftp().put(str(local), partial)
+        except (OSError, EOFError) as err:
+            with contextlib.suppress(Exception):
+                self.sftp().remove(partial)
+            raise RemoteError(f"upload of {local.name} to {self.name} failed: {_reason(err)}", "the partial file was removed; run the command again") from err
+        if verify:
+            want = _sha256(local)
+            got = self.run(["sha256sum", partial]).stdout.split()[0]
+            if got != want:
+                self.run(["rm", "-f", partial], check=False)
+                raise RemoteError(f"upload of {local.name} to {self.name} arrived damaged (sha256 mismatch)", "run the command again")
+        self.run(["mv", "-f", partial, remote])
+
+    def get(self, remote: str, local: Path) -> None:
+        """Download ``remote`` to ``local``."""
+        try:
+            self.sftp().get(remote, str(local))
+        except (OSError, EOFError) as err:
+            raise RemoteError(f"download of {remote} from {self.name} failed: {_reason(err)}") from err
+
+    # -------------------------------------------------------------- tunnels
+
+    @contextlib.contextmanager
+    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
+        """Forward 127.0.0.1:LOCAL (OS-chosen unless given) to REMOTE_HOST:REMOTE_PORT on the board."""
+        transport = self.client().get_transport()
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", local_port))
+        server.listen(16)
+        port = server.getsockname()[1]
+        stop = threading.Event()
+        errors: list[str] = []
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    ready, _, _ = select.select([server], [], [], 0.2)
+                    if not ready:
+                        continue
+                    sock, peer = server.accept()
+                except OSError:
+                    return
+                try:
+                    chan = transport.open_channel("direct-tcpip", (remote_host, remote_port), peer, timeout=10)
+                except Exception as err:  # noqa: BLE001 — reported when the tunnel closes
+                    errors.append(f"{remote_host}:{remote_port} on {self.name}: {_reason(err)}")
+                    sock.close()
+                    continue
+                threading.Thread(target=_pump, args=(sock, chan, stop), daemon=True).start()
+
+        thread = threading.Thread(target=accept, daemon=True, name=f"tunnel-{port}")
+        thread.start()
+        try:
+            yield port
+        finally:
+            stop.set()
+            server.close()
+            thread.join(timeout=2)
+        if errors:
+            log.debug("tunnel to %s had channel errors: %s", self.name, "; ".join(errors))
+
+    @contextlib.contextmanager
+    def reverse_tunnel(self, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
+        """Let the board reach LOCAL_HOST:LOCAL_PORT here as its own 127.0.0.1:PORT (returned)."""
+        transport = self.client().get_transport()
+        stop = threading.Event()
+
+        def handler(chan: Any, _origin: Any, _server: Any) -> None:
+            try:
+                sock = socket.create_connection((local_host, local_port), timeout=10)
+            except OSError:
+                chan.close()
+                return
+            threading.Thread(target=_pump, args=(sock, chan, stop), daemon=True).start()
+
+        port = transport.request_port_forward("127.0.0.1", 0, handler)
+        try:
+            yield port
+        finally:
+            stop.set()
+            with contextlib.suppress(Exception):
+                transport.cancel_port_forward("127.0.0.1", port)
+
+
+def _pump(sock: socket.socket, chan: Any, stop: threading.Event) -> None:
+    try:
+        while not stop.is_set():
+            ready, _, _ = select.select([sock, chan], [], [], 0.5)
+            if sock in ready:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                chan.sendall(data)
+            if chan in ready:
+                data = chan.recv(65536)
+                if not data:
+                    break
+                sock.sendall(data)
+    except (OSError, EOFError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            chan.close()
+        with contextlib.suppress(Exception):
+            sock.close()
+
+
+def _sha256(path: Path) -> str:
+    from ..util import sha256_file
+
+    return sha256_file(path)
+
+
+def _reason(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def connect(board: Board, connect_timeout: float = 10.0, retries: int = 3) -> SSHConnection:
+    """An SSHConnection for ``board`` (nothing is opened until first use)."""
+    return SSHConnection(resolve_target(board), connect_timeout, retries)

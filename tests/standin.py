@@ -1,0 +1,172 @@
+"""A stand-in Raspberry Pi: a real OpenSSH server in a network namespace this code creates,
+reached over a veth pair, with a test user whose ``python3`` and ``uname`` are aarch64 binaries
+from a Debian sysroot run by qemu-aarch64-static (DESIGN.md §4).
+
+Everything it starts it stops: the sshd process group, every process of its own test user,
+the namespace, the user. Needs root, iproute2, openssh-server and qemu-user-static.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED = ("ip", "/usr/sbin/sshd", "ssh-keygen", "qemu-aarch64-static", "useradd", "userdel", "debootstrap")
+
+
+def unavailable() -> str | None:
+    """Why a stand-in board cannot be built here (None if it can)."""
+    if os.geteuid() != 0:
+        return "the stand-in board needs root (network namespaces, a test user)"
+    missing = [t for t in REQUIRED if not (shutil.which(t) or Path(t).exists())]
+    if missing:
+        return f"missing {', '.join(missing)} (scripts/install-system-deps.sh installs them)"
+    probe = f"etprobe{uuid.uuid4().hex[:6]}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode:
+        return "cannot create network namespaces here (ip netns add failed)"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _sh(*args: str) -> str:
+    proc = subprocess.run(list(args), capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass
+class StandinBoard:
+    """One stand-in board. ``host``/``port``/``user``/``key`` are what edgetune needs."""
+
+    workdir: Path
+    sysroot: Path
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.netns = f"etb{tag}"
+        self.veth_host, self.veth_board = f"eth{tag}", f"etb{tag}"
+        self.user = f"etb{tag}"
+        subnet = 100 + (int(tag, 16) % 100)
+        self.host_ip, self.host = f"10.213.{subnet}.{4 * self.index + 1}", f"10.213.{subnet}.{4 * self.index + 2}"
+        self.port = 22
+        self.home = self.workdir / "home"
+        self.key = self.workdir / "id_ed25519"
+        self.host_key = self.workdir / "ssh_host_ed25519_key"
+        self._sshd: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------ setup
+
+    def _wrappers(self) -> Path:
+        bin_dir = self.workdir / "bin"
+        bin_dir.mkdir()
+        root = self.sysroot
+        # `-0 "$0"` makes sys.executable this wrapper, so TVM's worker processes re-enter qemu.
+        (bin_dir / "python3").write_text(
+            f'#!/bin/sh\nexec qemu-aarch64-static -L {root} -0 "$0" {root}/usr/bin/python3.11 "$@"\n')
+        (bin_dir / "uname").write_text(f'#!/bin/sh\nexec qemu-aarch64-static -L {root} {root}/bin/uname "$@"\n')
+        for tool in ("python3", "uname"):
+            (bin_dir / tool).chmod(0o755)
+        (bin_dir / "python3.11").symlink_to("python3")
+        return bin_dir
+
+    def _sshd_config(self, bin_dir: Path) -> Path:
+        config = self.workdir / "sshd_config"
+        config.write_text("\n".join([
+            f"Port {self.port}", f"ListenAddress {self.host}", f"HostKey {self.host_key}",
+            f"AuthorizedKeysFile {self.workdir}/authorized_keys", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "UsePAM no", "StrictModes no",
+            f"PidFile {self.workdir}/sshd.pid", f"AllowUsers {self.user}", "AllowTcpForwarding yes",
+            "Subsystem sftp internal-sftp", f"SetEnv PATH={bin_dir}:/usr/bin:/bin", "LogLevel ERROR",
+            "MaxSessions 32", "MaxStartups 32",
+        ]) + "\n")
+        return config
+
+    def start(self) -> "StandinBoard":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.chmod(0o755)
+        _sh("ip", "netns", "add", self.netns)
+        _sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_board)
+        _sh("ip", "link", "set", self.veth_board, "netns", self.netns)
+        _sh("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.veth_host)
+        _sh("ip", "link", "set", self.veth_host, "up")
+        for cmd in (["ip", "addr", "add", f"{self.host}/30", "dev", self.veth_board],
+                    ["ip", "link", "set", self.veth_board, "up"], ["ip", "link", "set", "lo", "up"]):
+            _sh("ip", "netns", "exec", self.netns, *cmd)
+        self.home.mkdir()
+        _sh("useradd", "-M", "-d", str(self.home), "-s", "/bin/sh", self.user)
+        _sh("chown", self.user, str(self.home))
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        shutil.copy(self.key.with_suffix(".pub"), self.workdir / "authorized_keys")
+        config = self._sshd_config(self._wrappers())
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        self._sshd = subprocess.Popen(["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
+                                      stdout=subprocess.DEVNULL, stderr=open(self.workdir / "sshd.log", "w"),
+                                      start_new_session=True)
+        self._wait_listening()
+        return self
+
+    def _wait_listening(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._sshd and self._sshd.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(self.workdir / 'sshd.log').read_text()[-500:]}")
+            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=1):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("sshd did not start listening")
+
+    # ------------------------------------------------------------ faults
+
+    def processes(self) -> list[int]:
+        """Pids of every process of the test user (what the board is running)."""
+        out = subprocess.run(["pgrep", "-u", self.user], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def kill_user_processes(self, pattern: str) -> None:
+        """Kill the board's processes whose command line matches ``pattern``."""
+        subprocess.run(["pkill", "-KILL", "-u", self.user, "-f", pattern], capture_output=True)
+
+    def regenerate_host_key(self) -> None:
+        """Reinstall the board's SSH identity (a changed host key) and restart sshd."""
+        self.host_key.unlink()
+        self.host_key.with_suffix(".pub").unlink()
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
+        self._stop_sshd()
+        config = self.workdir / "sshd_config"
+        self._sshd = subprocess.Popen(["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
+                                      stdout=subprocess.DEVNULL, stderr=open(self.workdir / "sshd.log", "a"),
+                                      start_new_session=True)
+        self._wait_listening()
+
+    # ------------------------------------------------------------ teardown
+
+    def _stop_sshd(self) -> None:
+        if self._sshd and self._sshd.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._sshd.pid, 15)
+            try:
+                self._sshd.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._sshd.pid, 9)
+                self._sshd.wait()
+
+    def stop(self) -> None:
+        self._stop_sshd()
+        subprocess.run(["pkill", "-KILL", "-u", self.user], capture_output=True)
+        for _ in range(50):
+            if not self.processes():
+                break
+            time.sleep(0.1)
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.veth_host], capture_output=True)
+        subprocess.run(["userdel", self.user], capture_output=True)
