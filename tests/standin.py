@@ -102,7 +102,8 @@ class StandinBoard:
                     ["ip", "link", "set", self.veth_board, "up"], ["ip", "link", "set", "lo", "up"]):
             _sh("ip", "netns", "exec", self.netns, *cmd)
         self.home.mkdir()
-        _sh("useradd", "-M", "-d", str(self.home), "-s", "/bin/sh", self.user)
+        # password "*": no password login, but not "locked" (sshd without PAM refuses locked accounts)
+        _sh("useradd", "-M", "-d", str(self.home), "-s", "/bin/sh", "-p", "*", self.user)
         _sh("chown", self.user, str(self.home))
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))

@@ -16,7 +16,7 @@ echo '@@mem_kb'; awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null
 echo '@@disk_kb'; df -Pk "$HOME" 2>/dev/null | awk 'NR==2 {print $4}'
 echo '@@python'; python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || true
 echo '@@cuda'; (nvcc --version 2>/dev/null || cat /usr/local/cuda/version.json 2>/dev/null) | grep -Eo 'release [0-9]+\.[0-9]+|"version" *: *"[0-9]+\.[0-9]+' | head -1 | grep -Eo '[0-9]+\.[0-9]+' || true
-echo '@@runtimes'; ls "$HOME/.edgetune/runtime" 2>/dev/null | grep -v '\.' || true
+echo '@@runtimes'; for d in "$HOME"/.edgetune/runtime/*/; do [ -f "$d.complete" ] && basename "$d"; done 2>/dev/null; true
 echo '@@end'
 """
 

@@ -27,6 +27,9 @@ from ..errors import AuthError, BoardUnreachableError, HostKeyError, RemoteComma
 from .inventory import Board
 
 log = logging.getLogger(__name__)
+# paramiko logs channel failures (e.g. probing a server that is still starting) at ERROR; keep
+# them out of the user's terminal unless the CLI's --verbose turns logging on.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def known_hosts_path() -> Path:
@@ -251,7 +254,30 @@ class SSHConnection:
 
     @contextlib.contextmanager
     def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
-        """Forward 127.0.0.1:LOCAL (OS-chosen unless given) to REMOTE_HOST:REMOTE_PORT on the board."""
+        """Forward 127.0.0.1:LOCAL (OS-chosen unless given) to REMOTE_HOST:REMOTE_PORT on the board.
+
+        The forwarding runs in a child process (see ``forward.py`` for why); yields LOCAL.
+        """
+        from .forward import forward
+
+        with forward(self.target, "local", timeout=self.connect_timeout * self.retries + 30,
+                     remote_port=remote_port, remote_host=remote_host, local_port=local_port,
+                     connect_timeout=self.connect_timeout, retries=self.retries) as port:
+            yield port
+
+    @contextlib.contextmanager
+    def reverse_tunnel(self, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
+        """Let the board reach LOCAL_HOST:LOCAL_PORT here as its own 127.0.0.1:PORT (yielded)."""
+        from .forward import forward
+
+        with forward(self.target, "reverse", timeout=self.connect_timeout * self.retries + 30,
+                     local_port=local_port, local_host=local_host,
+                     connect_timeout=self.connect_timeout, retries=self.retries) as port:
+            yield port
+
+    @contextlib.contextmanager
+    def tunnel_inprocess(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
+        """The forwarding itself, pumped by threads of this process (used by the forwarder child)."""
         transport = self.client().get_transport()
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -290,8 +316,8 @@ class SSHConnection:
             log.debug("tunnel to %s had channel errors: %s", self.name, "; ".join(errors))
 
     @contextlib.contextmanager
-    def reverse_tunnel(self, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
-        """Let the board reach LOCAL_HOST:LOCAL_PORT here as its own 127.0.0.1:PORT (returned)."""
+    def reverse_tunnel_inprocess(self, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
+        """Remote forwarding pumped by threads of this process (used by the forwarder child)."""
         transport = self.client().get_transport()
         stop = threading.Event()
 
@@ -313,26 +339,32 @@ class SSHConnection:
 
 
 def _pump(sock: socket.socket, chan: Any, stop: threading.Event) -> None:
-    try:
-        while not stop.is_set():
-            ready, _, _ = select.select([sock, chan], [], [], 0.5)
-            if sock in ready:
-                data = sock.recv(65536)
+    """Copy bytes both ways between a local socket and an SSH channel until either side closes.
+
+    One thread per direction: a single loop deadlocks when both peers write at once and each
+    waits for the other to read (seen with TVM RPC through the tunnel).
+    """
+
+    def copy(read: Any, write: Any) -> None:
+        try:
+            while not stop.is_set():
+                data = read(65536)
                 if not data:
                     break
-                chan.sendall(data)
-            if chan in ready:
-                data = chan.recv(65536)
-                if not data:
-                    break
-                sock.sendall(data)
-    except (OSError, EOFError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            chan.close()
-        with contextlib.suppress(Exception):
-            sock.close()
+                write(data)
+        except (OSError, EOFError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                chan.close()
+            with contextlib.suppress(Exception):
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    back = threading.Thread(target=copy, args=(chan.recv, sock.sendall), daemon=True)
+    back.start()
+    copy(sock.recv, chan.sendall)
+    back.join()
 
 
 def _sha256(path: Path) -> str:

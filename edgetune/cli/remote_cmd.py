@@ -1,0 +1,148 @@
+"""``edgetune deploy``, ``edgetune bench`` and ``edgetune tracker``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import UsageError
+from ._common import boundary, out, print_json, progress
+
+tracker_app = typer.Typer(help="A TVM RPC tracker for a farm of boards.", no_args_is_help=True)
+
+
+def _tracker_addr(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"malformed tracker address '{text}'", "write it as HOST:PORT, e.g. 127.0.0.1:9190")
+    return host, int(port)
+
+
+@boundary
+def deploy(
+    package: Path = typer.Argument(..., help="A package directory from `edgetune package`."),
+    device: str = typer.Option(..., "--device", "-d", help="Board name (see `edgetune devices list`)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Push a package, verify its checksums on the board, run it there against the reference."""
+    from ..remote.board import deploy_package
+    from ..remote.inventory import get_board
+
+    with progress(not json_out) as report:
+        report(f"deploying {package.name} to {device}")
+        result = deploy_package(package, get_board(device))
+    if json_out:
+        print_json(result.__dict__)
+    else:
+        status = "[green]passed[/]" if result.check["passed"] else "[red]FAILED[/]"
+        out.print(f"deployed {package.name} to {device}:{result.remote_path} ({result.uploaded_files} files, checksums verified)")
+        for name, o in result.check["outputs"].items():
+            out.print(f"  {name}: max abs error {o.get('max_abs_error', o.get('error'))}")
+        out.print(f"  reference check on the board {status}")
+    if not result.check["passed"]:
+        raise typer.Exit(6)
+
+
+@boundary
+def bench(
+    package: Path = typer.Argument(..., help="A package directory from `edgetune package`."),
+    device: str = typer.Option(..., "--device", "-d", help="Board name, or with --tracker a tracker key (profile)."),
+    tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker; --device is then the key."),
+    number: int = typer.Option(10, help="Runs per measurement."),
+    repeat: int = typer.Option(10, help="Measurements."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Latency of a package on a board (TVM remote time evaluator): mean, p50, p90, std."""
+    from ..remote.bench import bench_on_board, bench_on_tracker
+    from ..remote.inventory import get_board
+
+    with progress(not json_out) as report:
+        report(f"benchmarking {package.name} on {device}")
+        if tracker:
+            result = bench_on_tracker(package, _tracker_addr(tracker), device, number, repeat)
+        else:
+            result = bench_on_board(package, get_board(device), number, repeat)
+    if json_out:
+        print_json(result.to_json())
+        return
+    out.print(f"{package.name} on {result.device}: mean {result.mean_ms:.3f} ms  p50 {result.p50_ms:.3f}  "
+              f"p90 {result.p90_ms:.3f}  std {result.std_ms:.3f}  ({result.repeat}×{result.number} runs)")
+    out.print(f"  outputs vs reference: {'[green]match[/]' if result.check['passed'] else '[red]DIFFER[/]'}")
+
+
+@tracker_app.command("start")
+@boundary
+def tracker_start(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+                  port: int = typer.Option(9190, help="Port (0: any free one).")) -> None:
+    """Start a tracker in the background."""
+    from ..remote.rpc import start_tracker
+
+    info = start_tracker(host, port)
+    out.print(f"tracker running at {info.host}:{info.port} (pid {info.pid}); attach boards with "
+              f"`edgetune tracker attach BOARD --tracker {info.host}:{info.port}`")
+
+
+@tracker_app.command("stop")
+@boundary
+def tracker_stop() -> None:
+    """Stop the tracker started by `edgetune tracker start`."""
+    from ..remote.rpc import stop_tracker
+
+    info = stop_tracker()
+    out.print(f"stopped tracker at {info.host}:{info.port}" if info else "no tracker running")
+
+
+@tracker_app.command("status")
+@boundary
+def tracker_status(tracker: str = typer.Option(None, "--tracker", help="HOST:PORT (default: the one edgetune started)."),
+                   json_out: bool = typer.Option(False, "--json")) -> None:
+    """Boards registered per key, and queued requests."""
+    from ..remote import rpc
+
+    if tracker:
+        addr = _tracker_addr(tracker)
+    else:
+        info = rpc.tracker_state()
+        if info is None:
+            raise UsageError("no tracker is running", "start one with `edgetune tracker start`, or pass --tracker HOST:PORT")
+        addr = (info.host, info.port)
+    status = rpc.tracker_status(*addr)
+    if json_out:
+        print_json(status)
+        return
+    table = Table("key", "servers", box=None, header_style="bold")
+    for key, count in status["servers"].items():
+        table.add_row(key, str(count))
+    out.print(f"tracker {addr[0]}:{addr[1]}")
+    out.print(table if status["servers"] else "no servers registered")
+
+
+@tracker_app.command("attach")
+@boundary
+def tracker_attach(boards: list[str] = typer.Argument(..., help="Board names to register."),
+                   tracker: str = typer.Option(None, "--tracker", help="HOST:PORT (default: the one edgetune started).")) -> None:
+    """Start RPC servers on boards and register them with the tracker; runs until Ctrl-C."""
+    import contextlib
+    import time
+
+    from ..remote import rpc
+    from ..remote.board import RemoteBoard
+    from ..remote.inventory import get_board
+
+    addr = _tracker_addr(tracker) if tracker else None
+    if addr is None:
+        info = rpc.tracker_state()
+        if info is None:
+            raise UsageError("no tracker is running", "start one with `edgetune tracker start`")
+        addr = (info.host, info.port)
+    with contextlib.ExitStack() as stack:
+        for name in boards:
+            board = get_board(name)
+            rb = stack.enter_context(RemoteBoard(board))
+            stack.enter_context(rpc.tracker_server(rb, addr, board.tracker_key))
+            out.print(f"{name} registered under key '{board.tracker_key}' at {addr[0]}:{addr[1]}")
+        out.print("serving; press Ctrl-C to stop the servers")
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,84 @@
+"""Port forwarding over SSH in a process of its own: ``python -m edgetune.remote.forward``.
+
+Why a separate process: TVM frees remote RPC objects (a network round trip) while holding the
+GIL, so a tunnel pumped by threads of the same Python process can deadlock against it (seen:
+the main thread blocked in recv inside TVMFFIObjectDecRef, the pump threads unable to run).
+
+Protocol: the parent writes one JSON line (the SSH target and the forwards), the child answers
+one JSON line (``{"port": N}`` or ``{"error": ..., "kind": ...}``) and forwards until its stdin
+closes, so it never outlives its parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from .. import errors
+from ..errors import RemoteError
+
+
+def _serve(spec: dict[str, Any]) -> None:
+    from .ssh import SSHConnection, SSHTarget
+
+    conn = SSHConnection(SSHTarget(**spec["target"]), spec.get("connect_timeout", 10.0), spec.get("retries", 3))
+    try:
+        if spec["mode"] == "local":
+            ctx = conn.tunnel_inprocess(spec["remote_port"], spec.get("remote_host", "127.0.0.1"), spec.get("local_port", 0))
+        else:
+            ctx = conn.reverse_tunnel_inprocess(spec["local_port"], spec.get("local_host", "127.0.0.1"))
+        with ctx as port:
+            print(json.dumps({"port": port}), flush=True)
+            while sys.stdin.read(1):  # until the parent closes our stdin (or dies)
+                pass
+    except errors.EdgetuneError as err:
+        print(json.dumps({"error": err.message, "hint": err.hint, "kind": type(err).__name__}), flush=True)
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def forward(target: Any, mode: str, timeout: float = 60.0, **spec: Any) -> Iterator[int]:
+    """Run a forwarder child for ``target`` (an SSHTarget); yields the forwarded port."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgetune.remote.forward"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(json.dumps({"target": asdict(target), "mode": mode, **spec}) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not select.select([proc.stdout], [], [], 0.2)[0]:
+            if proc.poll() is not None:
+                break
+        line = proc.stdout.readline() if select.select([proc.stdout], [], [], 0)[0] else ""
+        answer = json.loads(line) if line.strip() else {"error": "the SSH forwarder did not start", "kind": "RemoteError"}
+        if "error" in answer:
+            cls = getattr(errors, answer.get("kind", ""), RemoteError)
+            raise cls(answer["error"], answer.get("hint")) if issubclass(cls, errors.EdgetuneError) else RemoteError(answer["error"])
+        yield int(answer["port"])
+    finally:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+def main() -> None:
+    """Child entry point."""
+    _serve(json.loads(sys.stdin.readline()))
+
+
+if __name__ == "__main__":
+    main()
