@@ -14,13 +14,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 import models  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+# A cache every user can read: the stand-in board's own user runs the cached aarch64 sysroot.
+os.environ.setdefault("EDGETUNE_CACHE_DIR", "/var/tmp/edgetune-test-cache")
 EXAMPLES = REPO / "examples"
 
 
 @pytest.fixture(autouse=True)
 def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """User profile dirs are per-test; the cache (sysroot, runtime bundle) is shared and kept."""
-    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(tmp_path_factory.mktemp("targets")))
+    config = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(config / "targets"))
+    monkeypatch.setenv("EDGETUNE_DEVICES_FILE", str(config / "devices.toml"))
+    monkeypatch.setenv("EDGETUNE_KNOWN_HOSTS", str(config / "known_hosts"))
+    monkeypatch.setenv("EDGETUNE_SSH_CONFIG", str(config / "ssh_config"))
 
 
 @pytest.fixture(scope="session")

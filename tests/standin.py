@@ -46,12 +46,18 @@ def _sh(*args: str) -> str:
 class StandinBoard:
     """One stand-in board. ``host``/``port``/``user``/``key`` are what edgetune needs."""
 
-    workdir: Path
     sysroot: Path
     index: int = 0
+    workdir: Path | None = None
 
     def __post_init__(self) -> None:
         tag = uuid.uuid4().hex[:6]
+        if self.workdir is None:
+            # sshd reads authorized_keys as the board's user: every parent must be traversable,
+            # which pytest's private tmp dirs are not.
+            base = Path("/var/tmp/edgetune-standin")
+            base.mkdir(mode=0o755, exist_ok=True)
+            self.workdir = base / tag
         self.netns = f"etb{tag}"
         self.veth_host, self.veth_board = f"eth{tag}", f"etb{tag}"
         self.user = f"etb{tag}"
@@ -171,3 +177,16 @@ class StandinBoard:
         subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
         subprocess.run(["ip", "link", "del", self.veth_host], capture_output=True)
         subprocess.run(["userdel", self.user], capture_output=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def python_processes(user: str) -> list[str]:
+    """Command lines of the user's Python (qemu) processes: what must not outlive a test."""
+    out = subprocess.run(["pgrep", "-a", "-u", user, "-f", "python3"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def host_forwarders() -> list[str]:
+    """edgetune SSH forwarder processes on this host."""
+    out = subprocess.run(["pgrep", "-a", "-f", "edgetune.remote.forward"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]

@@ -45,6 +45,14 @@ class BoardServer:
     log_path: str
 
 
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,9 +151,9 @@ def tracker_server(rb: RemoteBoard, tracker: tuple[str, int], key: str, start_ti
 
 
 def _registered(tracker: tuple[str, int], key: str, port: int) -> bool:
-    summary = _tvm.rpc_tracker_summary(*tracker)
-    return any(s.get("key", "").startswith(f"server:{key}") and s.get("addr", [None, None])[1] == port or
-               (key in str(s.get("key", "")) and port in (s.get("addr") or [None, None])) for s in summary.get("server_info", []))
+    """True once the tracker lists ``server:KEY`` at our forwarded port."""
+    servers = _tvm.rpc_tracker_summary(*tracker).get("server_info", [])
+    return any(s.get("key") == f"server:{key}" and list(s.get("addr", []))[1:] == [port] for s in servers)
 
 
 # ---------------------------------------------------------------- tracker on the host
@@ -180,11 +188,9 @@ def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RpcError(f"the tracker exited: {log_file.read_text().strip()[-300:]}")
-        try:
-            _tvm.rpc_tracker_summary(host, port)
+        if _listening(host, port):  # TVM's own connect retries for 60 s: probe with a plain socket
             break
-        except Exception:  # noqa: BLE001 — not listening yet
-            time.sleep(0.2)
+        time.sleep(0.2)
     else:
         os.killpg(proc.pid, signal.SIGKILL)
         raise RpcError(f"the tracker did not start within {timeout:.0f}s")
@@ -226,10 +232,12 @@ def stop_tracker() -> TrackerInfo | None:
 
 def tracker_status(host: str, port: int) -> dict[str, Any]:
     """Servers registered per key and queue lengths."""
+    if not _listening(host, port):
+        raise RpcError(f"no tracker answers at {host}:{port}", "start one with `edgetune tracker start`")
     try:
         summary = _tvm.rpc_tracker_summary(host, port)
     except Exception as err:
-        raise RpcError(f"no tracker answers at {host}:{port}", "start one with `edgetune tracker start`") from err
+        raise RpcError(f"the tracker at {host}:{port} did not answer: {err}") from err
     keys: dict[str, int] = {}
     for server in summary.get("server_info", []):
         key = str(server.get("key", "")).split(":")[1] if ":" in str(server.get("key", "")) else str(server.get("key"))

@@ -1,0 +1,262 @@
+"""Boards over SSH + TVM RPC against stand-in Raspberry Pis (real sshd in a network namespace,
+aarch64 Python under qemu-user). Skips with the reason where root/namespaces/qemu are missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import standin
+from conftest import run_edgetune
+from edgetune.errors import AuthError, BoardUnreachableError, HostKeyError, RemoteError, RpcError
+from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
+
+pytestmark = pytest.mark.remote
+
+
+@pytest.fixture(scope="module")
+def boards(tmp_path_factory):
+    """Start stand-in boards on demand; all are stopped at the end of the module."""
+    reason = standin.unavailable()
+    if reason:
+        pytest.skip(reason)
+    from edgetune.emulation import sysroot
+
+    started: list[standin.StandinBoard] = []
+
+    def make() -> standin.StandinBoard:
+        board = standin.StandinBoard(sysroot("aarch64"), len(started))
+        started.append(board)
+        return board.start()
+
+    yield make
+    for board in started:
+        board.stop()
+
+
+@pytest.fixture(scope="module")
+def pi4_package(tmp_path_factory):
+    from edgetune.package import PackageOptions, package
+
+    import models
+
+    model = models.exporter_style_onnx(tmp_path_factory.mktemp("m") / "net.onnx")
+    out = tmp_path_factory.mktemp("pkg") / "net-pi4"
+    package(PackageOptions(model=model, device="pi4", output=out, verify=False))
+    # a reference is needed for deploy/bench comparisons: build it with the host reference
+    from edgetune.package import write_manifest, write_reference
+    from edgetune.importer import import_model
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    write_reference(out, import_model(model), 0)
+    write_manifest(out, manifest)
+    return out
+
+
+def _board(sb: standin.StandinBoard, name: str = "pi", **kw) -> Board:
+    return Board(name, "pi4", sb.host, sb.user, sb.port, str(sb.key), **kw)
+
+
+def _no_orphans(sb: standin.StandinBoard) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (standin.python_processes(sb.user) or standin.host_forwarders()):
+        time.sleep(0.2)
+    assert standin.python_processes(sb.user) == [], "orphan Python processes on the board"
+    assert standin.host_forwarders() == [], "orphan SSH forwarders on the host"
+
+
+def test_add_check_setup_deploy_bench(boards, pi4_package):
+    sb = boards()
+    add = run_edgetune("devices", "add", "mypi", "--profile", "pi4", "--host", sb.host, "--user", sb.user, "--key", str(sb.key))
+    assert add.returncode == 0, add.stderr
+    assert get_board("mypi").host == sb.host
+
+    before = run_edgetune("devices", "check", "mypi", "--json")
+    assert before.returncode == 1  # reachable, but no runtime yet
+    items = {i["name"]: i for i in json.loads(before.stdout)["items"]}
+    assert items["arch"]["ok"] and items["ssh"]["ok"] and not items["runtime"]["ok"]
+    assert "devices setup mypi" in items["runtime"]["detail"]
+    assert "added the host key" in before.stderr  # accept-new says so
+
+    setup = run_edgetune("devices", "setup", "mypi")
+    assert setup.returncode == 0 and "installed runtime" in setup.stdout, setup.stderr
+    again = run_edgetune("devices", "setup", "mypi")
+    assert "already installed" in again.stdout
+
+    after = run_edgetune("devices", "check", "mypi")
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "TVM runtime 0.27.0.post1" in after.stdout
+
+    deploy = run_edgetune("deploy", str(pi4_package), "--device", "mypi", "--json")
+    assert deploy.returncode == 0, deploy.stderr
+    result = json.loads(deploy.stdout)
+    assert result["check"]["passed"] and result["remote_path"].endswith("/.edgetune/packages/net-pi4")
+
+    bench = run_edgetune("bench", str(pi4_package), "--device", "mypi", "--number", "2", "--repeat", "3", "--json")
+    assert bench.returncode == 0, bench.stderr
+    stats = json.loads(bench.stdout)
+    assert stats["p50_ms"] > 0 and stats["repeat"] == 3 and stats["check"]["passed"]
+    _no_orphans(sb)
+
+
+def test_tracker_farm_two_boards_one_key(boards, pi4_package):
+    import contextlib
+
+    from edgetune.remote import rpc
+    from edgetune.remote.bench import bench_on_tracker
+    from edgetune.remote.board import RemoteBoard, setup_board
+
+    pis = [_board(boards(), f"farm{i}") for i in range(2)]
+    for b in pis:
+        setup_board(b)
+    tracker = rpc.start_tracker("127.0.0.1", 0)
+    try:
+        addr = (tracker.host, tracker.port)
+        with contextlib.ExitStack() as stack:
+            for b in pis:
+                stack.enter_context(rpc.tracker_server(stack.enter_context(RemoteBoard(b)), addr, "pi4"))
+            assert rpc.tracker_status(*addr)["servers"] == {"pi4": 2}
+            # both boards serve: holding one session, a second request is still answered
+            first = rpc.request_session(addr, "pi4", timeout=60)
+            second = rpc.request_session(addr, "pi4", timeout=60)
+            assert first is not second
+            del first, second
+            results: list = []
+            workers = [threading.Thread(target=lambda: results.append(bench_on_tracker(pi4_package, addr, "pi4", 1, 2))) for _ in range(2)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(300)
+            assert len(results) == 2 and all(r.check["passed"] for r in results)
+            with pytest.raises(RpcError, match="no server is registered under key 'pi5'"):
+                rpc.request_session(addr, "pi5", timeout=5)
+    finally:
+        rpc.stop_tracker()
+    assert rpc.tracker_state() is None
+
+
+def test_wrong_key_is_one_clear_line(boards, tmp_path):
+    sb = boards()
+    other = tmp_path / "other_key"
+    standin._sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other))
+    add_board(Board("wrongkey", "pi4", sb.host, sb.user, sb.port, str(other)))
+    proc = run_edgetune("devices", "check", "wrongkey")
+    assert proc.returncode == 8
+    lines = proc.stderr.strip().splitlines()
+    assert [ln for ln in lines if ln.startswith("error:")] == [f"error: board wrongkey refused authentication for user '{sb.user}'"]
+    assert "Traceback" not in proc.stderr and "PRIVATE KEY" not in proc.stderr + proc.stdout
+
+
+def test_changed_host_key_is_refused(boards):
+    from edgetune.remote.board import RemoteBoard
+
+    sb = boards()
+    board = _board(sb, "rekeyed")
+    with RemoteBoard(board) as rb:
+        rb.facts()  # accept-new records the key
+    sb.regenerate_host_key()
+    with pytest.raises(HostKeyError) as info, RemoteBoard(board) as rb:
+        rb.facts()
+    assert "CHANGED" in info.value.message and "ssh-keygen -R" in info.value.hint
+
+
+def test_strict_policy_refuses_unknown_host_key(boards):
+    from edgetune.remote.board import RemoteBoard
+
+    with pytest.raises(HostKeyError, match="unknown"), RemoteBoard(_board(boards(), "strict", host_key_policy="strict")) as rb:
+        rb.facts()
+
+
+def test_unreachable_board(boards):
+    from edgetune.remote.board import check_board
+
+    sb = boards()
+    start = time.monotonic()
+    with pytest.raises(BoardUnreachableError, match="cannot reach board closed"):
+        check_board(Board("closed", "pi4", sb.host, sb.user, 2222, str(sb.key)))  # nothing listens there
+    assert time.monotonic() - start < 60  # bounded retries, no endless wait
+
+
+def test_rpc_server_killed_mid_bench(boards, pi4_package):
+    from edgetune.remote.bench import bench_on_board
+    from edgetune.remote.board import setup_board
+
+    sb = boards()
+    board = _board(sb, "dies")
+    setup_board(board)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            bench_on_board(pi4_package, board, number=50, repeat=200)
+        except BaseException as err:  # noqa: BLE001 — asserted below
+            errors.append(err)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any("popen_worker" in p for p in standin.python_processes(sb.user)):
+        time.sleep(0.5)
+    time.sleep(3)  # the session is measuring now
+    sb.kill_user_processes("rpc_server|popen_worker")
+    worker.join(300)
+    assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RpcError), errors
+    _no_orphans(sb)
+
+
+def test_interrupted_upload_is_reported_and_recovers(boards, tmp_path):
+    from edgetune.remote.board import RemoteBoard, setup_board
+
+    sb = boards()
+    board = _board(sb, "flaky")
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (200 << 20))
+    with RemoteBoard(board) as rb:
+        home = rb.facts().home
+        killer = threading.Timer(0.5, sb.kill_user_processes, args=("sftp|sshd",))
+        killer.start()
+        with pytest.raises(RemoteError) as info:
+            rb.conn.put(big, f"{home}/big.bin")
+        killer.join()
+    assert "upload of big.bin" in info.value.message or isinstance(info.value, BoardUnreachableError)
+    assert not Path(f"{home}/big.bin").exists()
+    assert setup_board(board).runtime  # a fresh connection works again
+    _no_orphans(sb)
+
+
+def test_inventory_validation_and_ssh_config(tmp_path, monkeypatch):
+    from edgetune.errors import ProfileError
+    from edgetune.remote.ssh import resolve_target
+
+    devices = Path(os.environ["EDGETUNE_DEVICES_FILE"])
+    devices.parent.mkdir(parents=True, exist_ok=True)
+    devices.write_text('[boards.a]\nprofile = "pi4"\nhost = "pi-a"\nusr = "pi"\n')
+    with pytest.raises(ProfileError, match="unknown key 'usr'"):
+        load_inventory()
+    devices.write_text('[boards.a]\nprofile = "pi4"\nhost = "pi-a"\n')
+    ssh_config = Path(os.environ["EDGETUNE_SSH_CONFIG"])
+    ssh_config.write_text("Host pi-a\n  HostName 192.0.2.7\n  User alice\n  Port 2200\n  IdentityFile ~/.ssh/id_pi\n")
+    target = resolve_target(get_board("a"))
+    assert (target.host, target.user, target.port) == ("192.0.2.7", "alice", 2200)
+    assert target.key_filename.endswith("/.ssh/id_pi")
+    explicit = resolve_target(Board("b", "pi4", "pi-a", user="bob", port=22))
+    assert (explicit.user, explicit.port) == ("bob", 22)  # board fields win over ~/.ssh/config
+
+
+def test_devices_cli_add_list_remove():
+    assert run_edgetune("devices", "add", "x", "--profile", "pi4", "--host", "192.0.2.1", "--user", "pi").returncode == 0
+    dup = run_edgetune("devices", "add", "x", "--profile", "pi4", "--host", "192.0.2.1")
+    assert dup.returncode == 2 and "already exists" in dup.stderr
+    bad = run_edgetune("devices", "add", "y", "--profile", "pi9", "--host", "h")
+    assert bad.returncode == 2 and "unknown device profile 'pi9'" in bad.stderr
+    listing = json.loads(run_edgetune("devices", "list", "--json").stdout)
+    assert listing == [{"name": "x", "profile": "pi4", "host": "192.0.2.1", "user": "pi", "host-key-policy": "accept-new"}]
+    assert run_edgetune("devices", "remove", "x").returncode == 0
+    assert json.loads(run_edgetune("devices", "list", "--json").stdout) == []
