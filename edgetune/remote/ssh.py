@@ -210,7 +210,7 @@ class SSHConnection:
             code = stdout.channel.recv_exit_status()
         except socket.timeout as exc:
             raise RemoteCommandError(f"command on {self.name} timed out after {timeout:.0f}s: {command[:120]}") from exc
-        except (OSError, EOFError) as exc:
+        except _TRANSPORT_ERRORS() as exc:
             raise BoardUnreachableError(f"lost the connection to {self.name}: {_reason(exc)}") from exc
         result = Result(code, out, err)
         if check and code != 0:
@@ -231,7 +231,7 @@ class SSHConnection:
         partial = f"{remote}.partial"
         try:
             self.sftp().put(str(local), partial)
-        except (OSError, EOFError) as err:
+        except _TRANSPORT_ERRORS() as err:
             with contextlib.suppress(Exception):
                 self.sftp().remove(partial)
             raise RemoteError(f"upload of {local.name} to {self.name} failed: {_reason(err)}", "the partial file was removed; run the command again") from err
@@ -247,7 +247,7 @@ class SSHConnection:
         """Download ``remote`` to ``local``."""
         try:
             self.sftp().get(remote, str(local))
-        except (OSError, EOFError) as err:
+        except _TRANSPORT_ERRORS() as err:
             raise RemoteError(f"download of {remote} from {self.name} failed: {_reason(err)}") from err
 
     # -------------------------------------------------------------- tunnels
@@ -365,6 +365,13 @@ def _pump(sock: socket.socket, chan: Any, stop: threading.Event) -> None:
     back.start()
     copy(sock.recv, chan.sendall)
     back.join()
+
+
+def _TRANSPORT_ERRORS() -> tuple[type[BaseException], ...]:  # noqa: N802 — used like a constant
+    """What a dropped connection raises: socket errors, EOF, and paramiko's own SSHException."""
+    import paramiko
+
+    return (OSError, EOFError, paramiko.SSHException)
 
 
 def _sha256(path: Path) -> str:
