@@ -48,8 +48,25 @@ def _timed(rows: list, step: str, fn):
     return value
 
 
-def measure(board, package: Path) -> list[dict]:
+def _session_steps(rows: list, local_port: int, package: Path) -> None:
+    """Connect, upload, load, run twice; the remote objects die when this returns."""
+    import numpy as np
+    from tvm.runtime.vm import VirtualMachine
+
     from edgetune import _tvm
+
+    session = _timed(rows, "rpc connect", lambda: _tvm.rpc_connect("127.0.0.1", local_port))
+    _timed(rows, f"upload {package.name}/model.so", lambda: session.upload(str(package / "model.so")))
+    lib = _timed(rows, "load module", lambda: session.load_module("model.so"))
+    manifest = json.loads((package / "manifest.json").read_text())
+    dev = session.cpu(0)
+    vm = VirtualMachine(lib, dev)
+    inputs = [_tvm.tvm().runtime.tensor(np.zeros(s["shape"], s["dtype"]), dev) for s in manifest["inputs"]]
+    _timed(rows, "first run", lambda: vm["main"](*inputs))
+    _timed(rows, "second run", lambda: vm["main"](*inputs))
+
+
+def measure(board, package: Path) -> list[dict]:
     from edgetune.remote.board import RemoteBoard, setup_board
     from edgetune.remote.rpc import board_server
 
@@ -63,19 +80,7 @@ def measure(board, package: Path) -> list[dict]:
     with RemoteBoard(board) as rb:
         running = board_server(rb)
         server = _timed(rows, "rpc server start + tunnel", running.__enter__)
-        session = _timed(rows, "rpc connect", lambda: _tvm.rpc_connect("127.0.0.1", server.local_port))
-        _timed(rows, f"upload {package.name}/model.so", lambda: session.upload(str(package / "model.so")))
-        lib = _timed(rows, "load module", lambda: session.load_module("model.so"))
-        import numpy as np
-        from tvm.runtime.vm import VirtualMachine
-
-        manifest = json.loads((package / "manifest.json").read_text())
-        dev = session.cpu(0)
-        vm = VirtualMachine(lib, dev)
-        args = [_tvm.tvm().runtime.tensor(np.zeros(s["shape"], s["dtype"]), dev) for s in manifest["inputs"]]
-        _timed(rows, "first run", lambda: vm["main"](*args))
-        _timed(rows, "second run", lambda: vm["main"](*args))
-        del vm, lib, args, session
+        _session_steps(rows, server.local_port, package)
         _timed(rows, "rpc server stop + tunnel close", lambda: running.__exit__(None, None, None))
     return rows
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 import standin
 from conftest import run_edgetune
-from edgetune.errors import AuthError, BoardUnreachableError, HostKeyError, RemoteError, RpcError
+from edgetune.errors import BoardUnreachableError, HostKeyError, RemoteError, RpcError
 from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
 
 pytestmark = pytest.mark.remote
