@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__, elf, emulation, reference
 from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
-from .errors import PackageError, VerificationError
+from .errors import PackageError, ProfileError, VerificationError
 from .importer import detect_format, import_model
 from .model import ImportedModel
 from .profiles import Profile, get_profile
@@ -184,13 +184,26 @@ def write_tarball(package: Path) -> Path:
     return tarball
 
 
+def resolve_device(device: str) -> Profile:
+    """``--device`` names a profile, or a board from the inventory (then its profile)."""
+    try:
+        return get_profile(device)
+    except ProfileError:
+        from .remote.inventory import load_inventory
+
+        boards = load_inventory()
+        if device in boards:
+            return get_profile(boards[device].profile)
+        raise
+
+
 def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
     """Build a verified package for ``opts.device``; see the module docstring.
 
     Raises ProfileError, ToolchainError, ModelError (and subclasses), BuildError,
     VerificationError or PackageError. Nothing is left at ``opts.output`` on failure.
     """
-    profile = get_profile(opts.device)
+    profile = resolve_device(opts.device)
     detect_format(opts.model)
     output = opts.output.resolve()
     _check_output(output, opts.force)

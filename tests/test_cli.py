@@ -93,3 +93,10 @@ def test_debug_shows_traceback(tmp_path, squeezenet):
     proc = run_edgetune("package", str(_truncated(tmp_path, squeezenet)), "-d", "host", "-o", str(tmp_path / "o"),
                         env={"EDGETUNE_DEBUG": "1"})
     assert proc.returncode == 3 and "Traceback" in proc.stderr
+
+
+def test_package_for_a_board_uses_its_profile(tmp_path, exporter_onnx):
+    assert run_edgetune("devices", "add", "lab-pi", "--profile", "pi4-32", "--host", "192.0.2.9").returncode == 0
+    proc = run_edgetune("package", str(exporter_onnx), "--device", "lab-pi", "-o", str(tmp_path / "p"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["manifest"]["profile"]["name"] == "pi4-32"

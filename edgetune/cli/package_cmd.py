@@ -13,7 +13,7 @@ from .inspect_cmd import INPUT_SHAPE_HELP
 @boundary
 def package(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
-    device: str = typer.Option(..., "--device", "-d", help="Device profile (see `edgetune targets`)."),
+    device: str = typer.Option(..., "--device", "-d", help="Device profile (`edgetune targets`) or board (`edgetune devices list`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
