@@ -45,12 +45,16 @@ class BoardServer:
     log_path: str
 
 
-def _listening(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+def _listening(host: str, port: int, attempts: int = 1, timeout: float = 1.0) -> bool:
+    """A plain TCP probe. TVM's tracker listens with a backlog of 1, so concurrent clients can
+    see a dropped SYN (a 1 s retransmit): callers that need an answer ask for a few attempts."""
+    for _ in range(attempts):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _free_port() -> int:
@@ -232,7 +236,7 @@ def stop_tracker() -> TrackerInfo | None:
 
 def tracker_status(host: str, port: int) -> dict[str, Any]:
     """Servers registered per key and queue lengths."""
-    if not _listening(host, port):
+    if not _listening(host, port, attempts=3, timeout=5.0):
         raise RpcError(f"no tracker answers at {host}:{port}", "start one with `edgetune tracker start`")
     try:
         summary = _tvm.rpc_tracker_summary(host, port)
