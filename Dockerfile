@@ -37,13 +37,17 @@ COPY pyproject.toml README.md /src/
 COPY targets /src/targets
 COPY edgetune /src/edgetune
 COPY edgetune_runtime /src/edgetune_runtime
-RUN pip install "/src[jetson]" \
+# Behind a TLS-intercepting proxy, pass its CA bundle: --build-arg PIP_CERT=/path (mounted).
+ARG PIP_CERT=
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+ && pip install "/src[jetson]" \
  && rm -rf /src
 
 USER 1000
 # The board runtime bundle (aarch64 TVM runtime wheels, trimmed) and the libcuda stub, cached
 # in the image: packaging and `devices setup` then work offline.
-RUN python -c "from edgetune.bundle import runtime_bundle; from edgetune.remote.board import bundle_archive; runtime_bundle('aarch64'); bundle_archive('aarch64')" \
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+ && python -c "from edgetune.bundle import runtime_bundle; from edgetune.remote.board import bundle_archive; runtime_bundle('aarch64'); bundle_archive('aarch64')" \
  && python -c "from edgetune.toolchain import cuda_stub_dir; cuda_stub_dir()" \
  && edgetune targets
 
