@@ -114,13 +114,17 @@ class StandinBoard:
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
         shutil.copy(self.key.with_suffix(".pub"), self.workdir / "authorized_keys")
-        config = self._sshd_config(self._wrappers())
+        self._sshd_config(self._wrappers())
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        self._sshd = subprocess.Popen(["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                                      stdout=subprocess.DEVNULL, stderr=open(self.workdir / "sshd.log", "w"),
-                                      start_new_session=True)
-        self._wait_listening()
+        self._spawn_sshd()
         return self
+
+    def _spawn_sshd(self) -> None:
+        with open(self.workdir / "sshd.log", "a") as log:
+            self._sshd = subprocess.Popen(
+                ["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(self.workdir / "sshd_config")],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        self._wait_listening()
 
     def _wait_listening(self, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout
@@ -149,11 +153,7 @@ class StandinBoard:
         self.host_key.with_suffix(".pub").unlink()
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
         self._stop_sshd()
-        config = self.workdir / "sshd_config"
-        self._sshd = subprocess.Popen(["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                                      stdout=subprocess.DEVNULL, stderr=open(self.workdir / "sshd.log", "a"),
-                                      start_new_session=True)
-        self._wait_listening()
+        self._spawn_sshd()
 
     # ------------------------------------------------------------ teardown
 

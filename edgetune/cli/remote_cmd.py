@@ -20,6 +20,18 @@ def _tracker_addr(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _tracker_or_running(tracker: str | None) -> tuple[str, int]:
+    """HOST:PORT from the option, else the tracker `edgetune tracker start` left running."""
+    from ..remote.rpc import tracker_state
+
+    if tracker:
+        return _tracker_addr(tracker)
+    info = tracker_state()
+    if info is None:
+        raise UsageError("no tracker is running", "start one with `edgetune tracker start`, or pass --tracker HOST:PORT")
+    return info.host, info.port
+
+
 @boundary
 def deploy(
     package: Path = typer.Argument(..., help="A package directory from `edgetune package`."),
@@ -101,13 +113,7 @@ def tracker_status(tracker: str = typer.Option(None, "--tracker", help="HOST:POR
     """Boards registered per key, and queued requests."""
     from ..remote import rpc
 
-    if tracker:
-        addr = _tracker_addr(tracker)
-    else:
-        info = rpc.tracker_state()
-        if info is None:
-            raise UsageError("no tracker is running", "start one with `edgetune tracker start`, or pass --tracker HOST:PORT")
-        addr = (info.host, info.port)
+    addr = _tracker_or_running(tracker)
     status = rpc.tracker_status(*addr)
     if json_out:
         print_json(status)
@@ -131,12 +137,7 @@ def tracker_attach(boards: list[str] = typer.Argument(..., help="Board names to 
     from ..remote.board import RemoteBoard
     from ..remote.inventory import get_board
 
-    addr = _tracker_addr(tracker) if tracker else None
-    if addr is None:
-        info = rpc.tracker_state()
-        if info is None:
-            raise UsageError("no tracker is running", "start one with `edgetune tracker start`")
-        addr = (info.host, info.port)
+    addr = _tracker_or_running(tracker)
     with contextlib.ExitStack() as stack:
         for name in boards:
             board = get_board(name)
