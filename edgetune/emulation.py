@@ -85,6 +85,4 @@ def run_loader(profile: Profile, package: Path, args: list[str], timeout: float 
     lines = proc.stdout.strip().splitlines()
     if not lines:
         raise ToolchainError(f"the emulated runtime failed: {proc.stderr.strip()[-500:]}")
-    result = json.loads(lines[-1])
-    result["_returncode"] = proc.returncode
-    return result
+    return json.loads(lines[-1])

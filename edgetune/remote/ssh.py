@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..util import sha256_file
 from ..errors import AuthError, BoardUnreachableError, HostKeyError, RemoteCommandError, RemoteError
 from .inventory import Board
 
@@ -236,7 +237,7 @@ class SSHConnection:
                 self.sftp().remove(partial)
             raise RemoteError(f"upload of {local.name} to {self.name} failed: {_reason(err)}", "the partial file was removed; run the command again") from err
         if verify:
-            want = _sha256(local)
+            want = sha256_file(local)
             got = self.run(["sha256sum", partial]).stdout.split()[0]
             if got != want:
                 self.run(["rm", "-f", partial], check=False)
@@ -372,12 +373,6 @@ def _TRANSPORT_ERRORS() -> tuple[type[BaseException], ...]:  # noqa: N802 — us
     import paramiko
 
     return (OSError, EOFError, paramiko.SSHException)
-
-
-def _sha256(path: Path) -> str:
-    from ..util import sha256_file
-
-    return sha256_file(path)
 
 
 def _reason(err: BaseException) -> str:
