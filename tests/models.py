@@ -89,6 +89,40 @@ def exporter_style_onnx(out: Path, seed: int = 0) -> Path:
     return out
 
 
+def small_cnn_onnx(out: Path, seed: int = 0, width: int = 16, size: int = 32, head: int = 10) -> Path:
+    """A small real CNN for tuning tests: conv3x3/2 → relu → conv3x3 → relu → global average
+    pool → linear. Two networks built with the same ``width``/``size`` share their first
+    conv workload; a different ``head`` gives them one task apart."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+
+    def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        scale = np.sqrt(2.0 / int(np.prod(shape[1:]))) if len(shape) > 1 else 0.1
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [init("w1", (width, 3, 3, 3)), init("b1", (width,)), init("w2", (width, width, 3, 3)),
+             init("b2", (width,)), init("fc", (head, width)), init("fcb", (head,))]
+    nodes = [
+        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(nodes, "small_cnn",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, head])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return out
+
+
 def unsupported_onnx(out: Path) -> Path:
     """A valid ONNX model using two ops TVM 0.27 cannot convert (Celu, LpNormalization)."""
     import onnx

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import BuildError, ModelError, ProfileError, ToolchainError
+from ..errors import BuildError, ModelError, ProfileError, ToolchainError
 
 log = logging.getLogger(__name__)
 

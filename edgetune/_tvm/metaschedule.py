@@ -1,0 +1,522 @@
+"""MetaSchedule (Ansor's successor in TVM 0.27) behind plain Python: task extraction, tuning
+contexts, a cross-compiling builder, runners with hard timeouts, the JSON records database,
+applying records at build time, and trace edits for Droplet descent and schedule transfer.
+
+The tuning *loop* lives in :mod:`edgetune.tuning`; this module only turns its requests into
+MetaSchedule calls, so every ``tvm.s_tir.meta_schedule`` name is spelled here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _cuda_compile_env, _last_line, tvm
+
+log = logging.getLogger(__name__)
+
+WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE = "database_tuning_record.json"
+FAILED_RUN_SECS = 1e10  # MetaSchedule's convention for a candidate that failed to build or run
+
+
+def ms() -> Any:
+    """``tvm.s_tir.meta_schedule`` (imported once, after the version gate)."""
+    tvm()
+    import tvm.s_tir.meta_schedule as _ms
+
+    return _ms
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def tuning_module(mod: Any) -> Any:
+    """The module records apply to and tasks come from: inference-decomposed, canonical, unfused.
+
+    Handing ``compile_relax`` a fused module silently stops records from matching (DESIGN §3).
+    """
+    from tvm import relax
+
+    seq = tvm().transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                      relax.transform.CanonicalizeBindings()])
+    return seq(mod)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One tunable kernel of a network: a fused TIR function and how often the network calls it."""
+
+    name: str
+    shash: str
+    weight: int
+    flops: float
+    mod: Any  # the TIR IRModule MetaSchedule tunes
+
+
+def workload_hash(mod: Any) -> str:
+    """The structural hash the JSON database files a workload under (as it writes it)."""
+    import tvm_ffi
+
+    return str(tvm_ffi.structural_hash(mod))
+
+
+def extract_workloads(mod: Any, target: Any) -> list[Workload]:
+    """Fuse ``mod`` as the build will and list its kernels; scheduled ones are skipped."""
+    from tvm import relax
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    fused = relax.pipeline.zero_pipeline()(tuning_module(mod))
+    out = []
+    for task in ms().relax_integration.extract_tasks(fused, target):
+        tir = task.dispatched[0]
+        if tir.attrs is not None and tir.attrs.get("tirx.is_scheduled", False):
+            continue
+        try:
+            flops = float(estimate_tir_flops(tir))
+        except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
+            flops = 0.0
+        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir))
+    return out
+
+
+def space_summary(target: Any) -> str:
+    """Which schedule-rule family MetaSchedule picks for ``target`` (for --list-tasks)."""
+    keys = [str(k) for k in target.keys]
+    if target.kind.name == "cuda":
+        return "cuda (multi-level tiling for GPU threads, cross-thread reduction, auto-bind)"
+    if "arm_cpu" in keys:
+        return "arm (multi-level tiling with NEON vectorization, parallel, unroll)"
+    return "llvm (multi-level tiling, vectorization, parallel, unroll)"
+
+
+# ---------------------------------------------------------------- contexts and search
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Evolutionary search settings (MetaSchedule's defaults are sized for big budgets)."""
+
+    population_size: int = 512
+    init_measured_ratio: float = 0.2
+    init_min_unmeasured: int = 50
+    genetic_num_iters: int = 4
+    genetic_mutate_prob: float = 0.85
+    eps_greedy: float = 0.05
+
+
+class TaskContext:
+    """A MetaSchedule TuneContext for one workload, with its evolutionary search started."""
+
+    def __init__(self, workload: Workload, target: Any, seed: int, threads: int, config: SearchConfig):
+        m = ms()
+        strategy = m.search_strategy.EvolutionarySearch(
+            population_size=config.population_size, init_measured_ratio=config.init_measured_ratio,
+            init_min_unmeasured=config.init_min_unmeasured, genetic_num_iters=config.genetic_num_iters,
+            genetic_mutate_prob=config.genetic_mutate_prob, eps_greedy=config.eps_greedy)
+        self.workload = workload
+        self.ctx = m.TuneContext(mod=workload.mod, target=target, space_generator="post-order-apply",
+                                 search_strategy=strategy, task_name=workload.name,
+                                 rand_state=seed, num_threads=threads,
+                                 logger=logging.getLogger("edgetune.tvm.task")).clone()
+        self.started = False
+        self._rng = random.Random(seed)
+
+    def start(self, database: Any, cost_model: Any, max_trials: int, per_iter: int) -> None:
+        """Generate the design space and prime the evolutionary search (warm-starts from records)."""
+        spaces = self.ctx.generate_design_space()
+        self.ctx.pre_tuning(max_trials=max_trials, num_trials_per_iter=per_iter, design_spaces=spaces,
+                            database=database, cost_model=cost_model)
+        self.started = True
+
+    def propose(self) -> list[Any]:
+        """The evolutionary search's next batch (empty when the space is exhausted)."""
+        return list(self.ctx.generate_measure_candidates() or [])
+
+    def notify(self, candidates: list[Any], results: list[Any]) -> None:
+        """Tell the evolutionary search what its batch measured (also for foreign batches)."""
+        if self.started and candidates:
+            self.ctx.search_strategy.notify_runner_results(candidates, results)
+
+    def stop(self) -> None:
+        if self.started:
+            self.ctx.post_tuning()
+            self.started = False
+
+    def baseline(self) -> Any | None:
+        """The untuned kernel as a candidate (an empty trace): the "before" time of the task."""
+        from tvm.s_tir import schedule as s
+
+        sch = s.Schedule(self.workload.mod)
+        return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+    @staticmethod
+    def is_baseline(candidate: Any) -> bool:
+        return len(candidate.sch.trace.insts) == 0
+
+    # ---- traces: Droplet descent and transfer
+
+    def candidate_from_trace(self, trace: Any, mod: Any | None = None,
+                             provider: Callable[..., Any] | None = None) -> Any | None:
+        """Replay ``trace`` on this task's module and re-apply the postprocessors; None if the
+        trace does not fit (another structure) or a postprocessor rejects the schedule."""
+        from tvm.s_tir import schedule as s
+
+        sch = s.Schedule(mod if mod is not None else self.workload.mod, debug_mask=0,
+                         seed=self._rng.randrange(1 << 30))
+        try:
+            if provider is None:
+                trace.apply_to_schedule(sch, remove_postproc=True)
+            else:
+                trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=functools.partial(provider, sch))
+            sch.enter_postproc()  # marks where postprocessing starts, so replays can strip it
+            for post in self.ctx.space_generator.postprocs:
+                if not post.apply(sch):
+                    return None
+            # The database replays stored traces on the original module: keep only those that do.
+            sch.trace.apply_to_schedule(s.Schedule(self.workload.mod, debug_mask=0), remove_postproc=True)
+        except Exception:  # noqa: BLE001 — a trace from elsewhere that does not replay is no candidate
+            return None
+        return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+    def predict(self, cost_model: Any, candidates: list[Any]) -> list[float]:
+        """Cost-model scores (higher is faster) for ranking untried candidates."""
+        if not candidates:
+            return []
+        return [float(x) for x in cost_model.predict(self.ctx, candidates)]
+
+
+def decisions(trace: Any) -> list[tuple[int, str, Any, tuple[Any, ...]]]:
+    """The sampling decisions of a trace: (instruction index, kind, decision, attrs)."""
+    out = []
+    insts = list(trace.insts)
+    decs = trace.decisions
+    for idx, inst in enumerate(insts):
+        if inst in decs:
+            out.append((idx, str(inst.kind.name), _py(decs[inst]), tuple(_py(a) for a in inst.attrs)))
+    return out
+
+
+def with_decision(trace: Any, inst_index: int, decision: Any) -> Any:
+    """``trace`` with one decision replaced (postprocessors dropped; re-applied on replay)."""
+    inst = list(trace.insts)[inst_index]
+    return trace.with_decision(inst, decision, remove_postproc=True)
+
+
+def loop_extent(sch: Any, loop_rv: Any) -> int | None:
+    """The constant extent of a loop random variable in ``sch`` (None if symbolic)."""
+    extent = sch.get(loop_rv).extent
+    return int(extent.value) if hasattr(extent, "value") else None
+
+
+def fit_decisions(sch: Any, inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
+    """Decision provider for replaying another workload's trace: tile splits are refitted to
+    this module's loop extents, other decisions kept."""
+    from ...tuning.droplet import fit_tile
+
+    if str(inst.kind.name) != "SamplePerfectTile" or decision is None:
+        return decision
+    extent = loop_extent(sch, inputs[0])
+    if extent is None:
+        return decision
+    max_inner = int(_py(attrs[1])) if len(attrs) > 1 else 0
+    return fit_tile([int(x) for x in _py(decision)], extent, max_inner)
+
+
+def structure(mod: Any) -> tuple[str, ...]:
+    """The block names of a TIR workload: traces replay on workloads with the same blocks."""
+    from tvm.s_tir import schedule as s
+
+    sch = s.Schedule(mod)
+    try:
+        blocks = sch.get_child_blocks(sch.get_sblock("root", func_name="main"))
+    except Exception:  # noqa: BLE001 — no root block: nothing to match on
+        return ()
+    return tuple(str(sch.get(b).name_hint) for b in blocks)
+
+
+def similar_workloads(database: Any, mod: Any, limit: int) -> list[Any]:
+    """Other workloads in ``database`` with the same block structure as ``mod`` (different shapes)."""
+    want, own = structure(mod), workload_hash(mod)
+    out = []
+    for wl in _workloads(database):
+        if workload_hash(wl.mod) != own and structure(wl.mod) == want:
+            out.append(wl.mod)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def mean_secs(result: Any) -> float | None:
+    """Mean run time of a measured candidate, None if it failed."""
+    if result.error_msg or result.run_secs is None:
+        return None
+    secs = [float(_py(x)) for x in result.run_secs]
+    return sum(secs) / len(secs) if secs and min(secs) < FAILED_RUN_SECS else None
+
+
+def _py(value: Any) -> Any:
+    if hasattr(value, "value"):
+        return value.value
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "__iter__"):
+        return [_py(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- database
+
+
+def open_database(directory: Path) -> Any:
+    """MetaSchedule's JSON database in ``directory`` (which must exist and be repaired)."""
+    return ms().database.JSONDatabase(path_workload=str(directory / WORKLOADS_FILE),
+                                      path_tuning_record=str(directory / RECORDS_FILE),
+                                      module_equality="structural")
+
+
+def commit(database: Any, workload_mod: Any, candidates: list[Any], results: list[Any], target: Any) -> None:
+    """Append one measured batch; failed candidates are kept with MetaSchedule's failure time."""
+    m = ms()
+    wl = database.commit_workload(workload_mod)
+    for cand, res in zip(candidates, results):
+        secs = mean_secs(res)
+        run_secs = [float(_py(x)) for x in res.run_secs] if secs is not None else [FAILED_RUN_SECS]
+        database.commit_tuning_record(m.database.TuningRecord(cand.sch.trace, wl, run_secs, target, cand.args_info))
+
+
+def top_traces(database: Any, workload_mod: Any, k: int) -> list[tuple[Any, float]]:
+    """The ``k`` fastest valid records of a workload: (trace, mean seconds)."""
+    if not database.has_workload(workload_mod):
+        return []
+    wl = database.commit_workload(workload_mod)
+    out = []
+    for rec in database.get_top_k(wl, k):
+        secs = [float(x) for x in rec.run_secs]
+        if secs and min(secs) < FAILED_RUN_SECS:
+            out.append((rec.trace, sum(secs) / len(secs)))
+    return out
+
+
+def load_workload(database: Any, shash: str) -> Any | None:
+    """The TIR module filed under ``shash`` in ``database``, if any."""
+    for rec_wl in _workloads(database):
+        if workload_hash(rec_wl.mod) == shash:
+            return rec_wl.mod
+    return None
+
+
+def _workloads(database: Any) -> list[Any]:
+    seen, out = set(), []
+    for rec in database.get_all_tuning_records():
+        key = id(rec.workload)
+        if key not in seen:
+            seen.add(key)
+            out.append(rec.workload)
+    return out
+
+
+def make_cost_model(threads: int) -> Any:
+    """MetaSchedule's XGBoost cost model."""
+    return ms().cost_model.XGBModel(num_tuning_cores=threads, tree_method="auto")
+
+
+def update_cost_model(cost_model: Any, task: TaskContext, candidates: list[Any], results: list[Any]) -> None:
+    if candidates:
+        cost_model.update(task.ctx, candidates, results)
+
+
+def runner_result(run_secs: Sequence[float] | None, error: str | None) -> Any:
+    return ms().runner.RunnerResult(list(run_secs) if run_secs is not None else None, error)
+
+
+# ---------------------------------------------------------------- builder
+
+
+def build_candidate(mod: Any, target: Any, _params: Any) -> Any:
+    """Build one candidate (runs in a builder worker). Unlike MetaSchedule's default it does not
+    import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out)."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    if target.kind.name == "cuda":
+        from ..toolchain import find_cuda_for_worker
+
+        with _cuda_compile_env(find_cuda_for_worker()):
+            with target:
+                return tvm_build(mod, target=target)
+    return tvm_build(mod, target=target)
+
+
+def export_candidate(rt_mod: Any, cc: str | None) -> str:
+    """Link a candidate into a shared library for the board (runs in a builder worker)."""
+    from tvm.support import cc as tvm_cc
+
+    path = os.path.join(tempfile.mkdtemp(prefix="edgetune-cand-"), "candidate.so")
+    rt_mod.export_library(path, fcompile=tvm_cc.cross_compiler(cc) if cc else None)
+    return path
+
+
+def make_builder(cc: str | None, workers: int, timeout: float) -> Any:
+    """A parallel host builder whose candidates are shared libraries for the board's arch."""
+    return ms().builder.LocalBuilder(max_workers=workers, timeout_sec=timeout, f_build=build_candidate,
+                                     f_export=functools.partial(export_candidate, cc=cc))
+
+
+def remove_artifact(path: str | None) -> None:
+    if path:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def builder_input(candidate: Any, target: Any) -> Any:
+    return ms().builder.BuilderInput(candidate.sch.mod, target)
+
+
+def runner_input(artifact: str, device_type: str, candidate: Any) -> Any:
+    return ms().runner.RunnerInput(artifact, device_type, candidate.args_info)
+
+
+# ---------------------------------------------------------------- runners
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """How each candidate is timed (TVM's time evaluator settings)."""
+
+    number: int = 3
+    repeat: int = 1
+    min_repeat_ms: int = 40
+    flush_cpu_cache: bool = False
+
+    def config(self) -> Any:
+        return ms().runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+                                           enable_cpu_cache_flush=self.flush_cpu_cache)
+
+
+def make_local_runner(evaluator: Evaluator, timeout: float) -> Any:
+    """Time candidates on this machine, one at a time (parallel runs would disturb each other)."""
+    return ms().runner.LocalRunner(timeout_sec=timeout, evaluator_config=evaluator.config())
+
+
+@dataclass(frozen=True)
+class RpcEndpoint:
+    """Where candidates run: a server (``tracker`` False) or a tracker key (``tracker`` True)."""
+
+    host: str
+    port: int
+    key: str = ""
+    tracker: bool = False
+
+
+def _connect(endpoint: RpcEndpoint, timeout: float) -> Any:
+    """An RPC session that gives up after ``timeout`` seconds instead of waiting forever."""
+    from tvm import rpc
+
+    if not endpoint.tracker:
+        return rpc.connect(endpoint.host, endpoint.port, key=endpoint.key, session_timeout=timeout)
+    tracker = rpc.connect_tracker(endpoint.host, endpoint.port)
+    return tracker.request(endpoint.key, priority=1, session_timeout=timeout)
+
+
+def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_type: str,
+                args_info: tuple[Any, ...], timeout: float) -> list[float]:
+    """Upload, load and time one candidate on a board (runs in a runner worker, which the pool
+    kills after ``timeout``)."""
+    from tvm.s_tir.meta_schedule.runner import rpc_runner as r
+
+    session = _connect(endpoint, timeout)
+    remote_path = None
+    try:
+        device = session.device(device_type, 0)
+        remote_path = os.path.basename(artifact)
+        rt_mod = r.default_upload_module(session, artifact, remote_path)
+        args = r.default_alloc_argument(session, device, args_info, 1)
+        return [float(x) for x in r.default_run_evaluator(session, rt_mod, device, evaluator, args)]
+    finally:
+        with contextlib.suppress(Exception):
+            session.get_function("tvm.rpc.server.remove")(remote_path)
+
+
+def probe(endpoint: RpcEndpoint, timeout: float) -> bool:
+    """Whether a server (or, for a tracker, any server under the key) answers within ``timeout``."""
+    from tvm.support.popen_pool import PopenPoolExecutor
+
+    pool = PopenPoolExecutor(max_workers=1, timeout=timeout)
+    try:
+        pool.submit(_ping, endpoint, timeout).result()
+        return True
+    except Exception:  # noqa: BLE001 — any failure means no answer
+        return False
+    finally:
+        pool.shutdown()
+
+
+def _ping(endpoint: RpcEndpoint, timeout: float) -> None:
+    _connect(endpoint, timeout).cpu(0)
+
+
+class PoolRunner:
+    """Candidates timed over RPC by a pool of ``workers`` processes, each killed after ``timeout``.
+
+    MetaSchedule's RPCRunner waits forever on a dead board; here a stuck candidate becomes an
+    error result and its worker process is replaced.
+    """
+
+    def __init__(self, endpoint: RpcEndpoint, evaluator: Evaluator, workers: int, timeout: float):
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        self.endpoint, self.timeout = endpoint, timeout
+        self.evaluator = evaluator.config()
+        self.pool = PopenPoolExecutor(max_workers=workers, timeout=timeout)
+
+    def run(self, artifacts: list[str], device_type: str, candidates: list[Any]) -> list[Any]:
+        futures = [self.pool.submit(rpc_measure, self.endpoint, self.evaluator, art, device_type,
+                                    tuple(a.as_json() for a in c.args_info), self.timeout)
+                   for art, c in zip(artifacts, candidates)]
+        return [self._result(f) for f in futures]
+
+    def _result(self, future: Any) -> Any:
+        try:
+            return runner_result(future.result(), None)
+        except TimeoutError:
+            return runner_result(None, f"timed out after {self.timeout:.0f} s")
+        except Exception as err:  # noqa: BLE001 — a failed candidate is data
+            return runner_result(None, f"RPC error: {_last_line(err)}")
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+class LocalPoolRunner:
+    """MetaSchedule's LocalRunner behind the same ``run``/``close`` interface as :class:`PoolRunner`."""
+
+    def __init__(self, evaluator: Evaluator, timeout: float):
+        self.runner = make_local_runner(evaluator, timeout)
+
+    def run(self, artifacts: list[str], device_type: str, candidates: list[Any]) -> list[Any]:
+        inputs = [runner_input(a, device_type, c) for a, c in zip(artifacts, candidates)]
+        return [f.result() for f in self.runner.run(inputs)]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.runner.pool.shutdown()
+
+
+# ---------------------------------------------------------------- build with records
+
+
+def compile_with_records(mod: Any, target: Any, database_dir: Path) -> Any:
+    """``compile_relax`` with the records in ``database_dir`` applied (untuned kernels stay as the
+    default pipeline leaves them; on GPU, DLight schedules them)."""
+    database = open_database(database_dir)
+    return ms().relax_integration.compile_relax(database, tuning_module(mod), target, params=None)

@@ -1,0 +1,1 @@
+"""Auto-tuning: tasks, records, the multi-network scheduler, Droplet descent, the tuning loop."""

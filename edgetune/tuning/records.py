@@ -1,0 +1,256 @@
+"""Tuning records on disk: one MetaSchedule JSON database per device profile.
+
+The two files are append-only JSON lines (``database_workload.json``: ``[hash, ir]``;
+``database_tuning_record.json``: ``[workload index, [trace, run_secs, target, args]]``), so a
+killed run leaves at most one torn last line, which :meth:`RecordStore.repair` cuts off. Reading
+statistics, listing, exporting and importing need no TVM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import logging
+import os
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..util import cache_dir
+
+log = logging.getLogger(__name__)
+
+WORKLOADS = "database_workload.json"
+RECORDS = "database_tuning_record.json"
+META = "profile.json"
+FAILED = 1e10  # MetaSchedule's run time for a candidate that did not build or run
+
+
+def default_dir(profile: str) -> Path:
+    """Where records for ``profile`` live unless ``--records`` says otherwise."""
+    return cache_dir() / "records" / profile
+
+
+@dataclass(frozen=True)
+class WorkloadStats:
+    """What the records say about one workload."""
+
+    shash: str
+    trials: int
+    failures: int
+    best_ms: float | None  # mean run time of the best valid record
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class RecordStore:
+    """A records directory for one profile."""
+
+    def __init__(self, directory: Path, profile: str):
+        self.dir = Path(directory)
+        self.profile = profile
+
+    # ---- lifecycle
+
+    def exists(self) -> bool:
+        return (self.dir / WORKLOADS).is_file()
+
+    def prepare(self, target: dict[str, Any]) -> int:
+        """Create the directory (MetaSchedule's database does not), record which profile and
+        target it serves, refuse another profile's records, and repair torn lines.
+        Returns how many torn lines were dropped."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / META
+        if meta.is_file():
+            have = json.loads(meta.read_text())
+            if have.get("profile") != self.profile:
+                raise UsageError(f"{self.dir} holds records for profile '{have.get('profile')}', not '{self.profile}'",
+                                 "give another --records directory, or omit it for the profile's default")
+            if have.get("target") != target:
+                log.warning("the '%s' target changed since these records were measured; they still apply "
+                            "but their timings may not hold", self.profile)
+        meta.write_text(json.dumps({"profile": self.profile, "target": target}, indent=2))
+        for name in (WORKLOADS, RECORDS):
+            (self.dir / name).touch()
+        return self.repair()
+
+    def repair(self) -> int:
+        """Cut an incomplete or unparsable tail (a run killed mid-write) from both files."""
+        dropped = 0
+        for name in (WORKLOADS, RECORDS):
+            path = self.dir / name
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            good = _valid_prefix(data)
+            if good < len(data):
+                dropped += max(1, data[good:].count(b"\n"))
+                with path.open("r+b") as fh:
+                    fh.truncate(good)
+                log.warning("dropped a torn record at the end of %s (an interrupted run)", path.name)
+        return dropped
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the directory for one tuning run; a second run on it is refused."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / ".lock"
+        with path.open("a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as err:
+                fh.seek(0)
+                raise UsageError(f"records in {self.dir} are in use by another tuning run (pid {fh.read().strip() or '?'})",
+                                 "wait for it to finish, or give this run its own --records directory") from err
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # ---- reading
+
+    def workloads(self) -> list[str]:
+        """Workload hashes in file order (a record's index points into this list)."""
+        return [row[0] for row in _lines(self.dir / WORKLOADS)]
+
+    def stats(self) -> dict[str, WorkloadStats]:
+        """Per workload hash: trials measured, failures, best mean time."""
+        hashes = self.workloads()
+        trials: dict[str, list[int]] = {}
+        best: dict[str, float] = {}
+        for idx, rec in _lines(self.dir / RECORDS):
+            shash = hashes[idx]
+            secs = [float(x) for x in rec[1]] or [FAILED]
+            count = trials.setdefault(shash, [0, 0])
+            count[0] += 1
+            if min(secs) >= FAILED:
+                count[1] += 1
+                continue
+            mean = sum(secs) / len(secs)
+            best[shash] = min(best.get(shash, mean), mean)
+        return {h: WorkloadStats(h, c[0], c[1], best[h] * 1e3 if h in best else None) for h, c in trials.items()}
+
+    def baselines(self) -> dict[str, float]:
+        """Per workload hash: seconds of the untuned kernel (the record with an empty trace)."""
+        hashes = self.workloads()
+        out: dict[str, float] = {}
+        for idx, rec in _lines(self.dir / RECORDS):
+            insts = rec[0][0] if rec[0] else []
+            secs = [float(x) for x in rec[1]]
+            if not insts and secs and min(secs) < FAILED:
+                out.setdefault(hashes[idx], sum(secs) / len(secs))
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """For ``records ls``: totals and where the files are."""
+        stats = self.stats()
+        size = sum((self.dir / n).stat().st_size for n in (WORKLOADS, RECORDS) if (self.dir / n).is_file())
+        return {"profile": self.profile, "path": str(self.dir), "workloads": len(self.workloads()),
+                "tuned_workloads": sum(1 for s in stats.values() if s.best_ms is not None),
+                "trials": sum(s.trials for s in stats.values()), "failures": sum(s.failures for s in stats.values()),
+                "bytes": size}
+
+    # ---- moving records between machines
+
+    def export(self, archive: Path) -> Path:
+        """Write the records (and the profile they are for) into a ``.tar.gz``."""
+        self.repair()
+        with tarfile.open(archive, "w:gz") as tar:
+            for name in (META, WORKLOADS, RECORDS):
+                if (self.dir / name).is_file():
+                    tar.add(self.dir / name, arcname=name)
+        return archive
+
+    def import_(self, archive: Path) -> tuple[int, int]:
+        """Merge an exported archive into this store (duplicates skipped).
+        Returns (workloads added, records added). Raises UsageError for another profile."""
+        files = _read_archive(archive)
+        meta = json.loads(files.get(META, b"{}") or b"{}")
+        if meta.get("profile") not in (None, self.profile):
+            raise UsageError(f"{archive} holds records for profile '{meta.get('profile')}', not '{self.profile}'",
+                             f"import it with --device {meta.get('profile')}")
+        self.prepare(meta.get("target", {}) if not (self.dir / META).is_file() else
+                     json.loads((self.dir / META).read_text()).get("target", {}))
+        theirs = [json.loads(line) for line in _text_lines(files.get(WORKLOADS, b""))]
+        ours = self.workloads()
+        index = {h: i for i, h in enumerate(ours)}
+        new_workloads = []
+        for shash, ir in theirs:
+            if shash not in index:
+                index[shash] = len(ours) + len(new_workloads)
+                new_workloads.append([shash, ir])
+        have = {_record_key(i, r) for i, r in _lines(self.dir / RECORDS)}
+        new_records = []
+        for idx, rec in (json.loads(line) for line in _text_lines(files.get(RECORDS, b""))):
+            row = [index[theirs[idx][0]], rec]
+            if _record_key(*row) not in have:
+                have.add(_record_key(*row))
+                new_records.append(row)
+        _append(self.dir / WORKLOADS, new_workloads)
+        _append(self.dir / RECORDS, new_records)
+        return len(new_workloads), len(new_records)
+
+
+def _record_key(idx: int, rec: Any) -> str:
+    return f"{idx}:{json.dumps(rec[0], sort_keys=True)}"
+
+
+def _append(path: Path, rows: list[Any]) -> None:
+    if rows:
+        with path.open("a") as fh:
+            fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _read_archive(archive: Path) -> dict[str, bytes]:
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            out = {}
+            for member in tar.getmembers():
+                if member.isfile() and member.name in (META, WORKLOADS, RECORDS):
+                    out[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+            return out
+    except (OSError, tarfile.TarError) as err:
+        raise UsageError(f"cannot read records archive {archive}: {err}", "give a file written by `edgetune records export`") from err
+
+
+def _valid_prefix(data: bytes) -> int:
+    """Length of the longest prefix made of complete, parsable JSON lines."""
+    good = 0
+    for line in io.BytesIO(data):
+        if not line.endswith(b"\n"):
+            break
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError:
+                break
+        good += len(line)
+    return good
+
+
+def _text_lines(data: bytes) -> list[str]:
+    return [line for line in data.decode().splitlines() if line.strip()]
+
+
+def _lines(path: Path) -> Iterator[Any]:
+    if not path.is_file():
+        return
+    with path.open() as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    return  # a torn tail: repair() cuts it before the database opens

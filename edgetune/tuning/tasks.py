@@ -1,0 +1,76 @@
+"""The tuning tasks of one or more networks for a profile: identical kernels are one task,
+counted in every network that calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import _tvm
+from ..errors import UsageError
+from ..importer import import_model
+from ..model import ImportedModel
+from ..profiles import Profile
+
+
+@dataclass(frozen=True)
+class Task:
+    """One kernel to tune; ``calls[j]`` = times network j runs it per inference."""
+
+    name: str
+    shash: str
+    flops: float
+    calls: tuple[int, ...]
+    workload: Any  # the adapter's Workload (holds the TIR module)
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """Tasks of several networks, deduplicated by workload hash."""
+
+    networks: tuple[str, ...]
+    models: tuple[ImportedModel, ...]
+    tasks: tuple[Task, ...]
+    target: Any
+
+    def network_tasks(self, j: int) -> dict[int, int]:
+        """Task index → calls per inference, for network j."""
+        return {i: t.calls[j] for i, t in enumerate(self.tasks) if t.calls[j]}
+
+    def rows(self, stats: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """For ``--list-tasks``: name, FLOPs, weight per network, and what the records hold."""
+        out = []
+        for t in self.tasks:
+            s = (stats or {}).get(t.shash)
+            out.append({"task": t.name, "workload": t.shash, "flops": t.flops,
+                        "weight": dict(zip(self.networks, t.calls)),
+                        "trials": s.trials if s else 0, "best_ms": s.best_ms if s else None})
+        return out
+
+
+def network_names(paths: Sequence[Path]) -> tuple[str, ...]:
+    """Networks are named by file stem; two files with one stem are an error."""
+    names = tuple(p.stem for p in paths)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UsageError(f"two models are both called '{dupes[0]}'", "rename one file: networks are named by file stem")
+    return names
+
+
+def build_task_set(paths: Sequence[Path], profile: Profile,
+                   input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> TaskSet:
+    """Import every model and extract its kernels for ``profile``'s target."""
+    from .._tvm import metaschedule as ms
+
+    names = network_names(paths)
+    target = _tvm.make_target(profile.target_spec())
+    models = tuple(import_model(p, input_shapes) for p in paths)
+    merged: dict[str, dict[str, Any]] = {}
+    for j, model in enumerate(models):
+        for wl in ms.extract_workloads(model.mod, target):
+            entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
+            entry["calls"][j] += wl.weight
+    tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
+    return TaskSet(names, models, tasks, target)
