@@ -72,8 +72,8 @@ def _check_library(library: Path, profile: Profile) -> None:
             )
 
 
-def compile_model(model: ImportedModel, profile: Profile, out_dir: Path) -> CompiledArtifact:
-    """Build ``model`` for ``profile`` into ``out_dir/model.so``.
+def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records: Path | None = None) -> CompiledArtifact:
+    """Build ``model`` for ``profile`` into ``out_dir/model.so`` (with tuning ``records`` applied).
 
     Raises ToolchainError (missing compiler/nvcc, checked first), ProfileError (bad target) or
     BuildError.
@@ -83,7 +83,7 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path) -> Comp
     out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / LIBRARY
     start = time.perf_counter()
-    _tvm.build(model.mod, target, library, cc, cuda)
+    _tvm.build(model.mod, target, library, cc, cuda, records)
     _check_library(library, profile)
     return CompiledArtifact(
         library=library,

@@ -54,6 +54,8 @@ class PackageOptions:
     rtol: float = 1e-3
     atol: float = 1e-5
     seed: int = 0
+    records: Path | None = None  # None: the profile's default records directory
+    use_records: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,31 @@ def write_tarball(package: Path) -> Path:
     return tarball
 
 
+def _tuning_summary(model: ImportedModel, profile: Profile, opts: PackageOptions) -> tuple[Any, dict[str, Any] | None]:
+    """The records that apply to ``model`` and what they say per task (None: build untuned)."""
+    from .tuning.records import RecordStore, default_dir
+
+    store = RecordStore(opts.records or default_dir(profile.name), profile.name)
+    if not opts.use_records:
+        return store, None
+    if opts.records is not None and not store.exists():
+        raise PackageError(f"no tuning records in {opts.records}", "run `edgetune tune` first, or drop --records")
+    if not store.exists():
+        return store, None
+    from .tuning.tasks import task_rows
+
+    store.repair()
+    rows = task_rows(model, profile, store.stats())
+    tuned = [r for r in rows if r["best_ms"] is not None]
+    if not tuned:
+        return store, None
+    estimate = sum(r["calls"] * r["best_ms"] for r in tuned)
+    return store, {"records": store.dir.name, "tuned_tasks": len(tuned), "total_tasks": len(rows),
+                   "trials": sum(r["trials"] for r in rows),
+                   "estimated_latency_ms": round(estimate, 6) if len(tuned) == len(rows) else None,
+                   "tasks": rows}
+
+
 def resolve_device(device: str) -> Profile:
     """``--device`` names a profile, or a board from the inventory (then its profile)."""
     try:
@@ -219,11 +246,14 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         model = import_model(opts.model, opts.input_shapes)
         timings["import_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})")
-        artifact = compile_model(model, profile, staging)
+        store, tuning = _tuning_summary(model, profile, opts)
+        progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
+                 + (f" with {tuning['tuned_tasks']} tuned kernel(s)" if tuning else ""))
+        artifact = compile_model(model, profile, staging, store.dir if tuning else None)
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
         manifest = build_manifest(model, artifact, profile)
+        manifest["tuning"] = tuning
         if opts.verify:
             t0 = time.perf_counter()
             progress(f"computing reference outputs ({reference.runtime_label(model.format)})")

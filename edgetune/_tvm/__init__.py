@@ -260,11 +260,13 @@ def _count_call_tir(func: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- build
 
 
-def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None) -> None:
+def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
+          records: Path | None = None) -> None:
     """Compile ``mod`` for ``target`` with the default (fusing) pipeline and export a .so.
 
     ``cc`` is the cross compiler driver used to link (None: the host's). For CUDA targets,
-    ``cuda`` supplies nvcc so kernels are embedded as a compiled fatbin, not source.
+    ``cuda`` supplies nvcc so kernels are embedded as a compiled fatbin, not source. With
+    ``records`` (a tuning records directory), tuned kernels replace the default ones.
     """
     tvm()
     from tvm import relax
@@ -273,7 +275,12 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     ctx = _cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
     try:
         with ctx, target:
-            exe = tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
+            if records is not None:
+                from .metaschedule import compile_with_records
+
+                exe = compile_with_records(mod, target, records)
+            else:
+                exe = tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
         fcompile = tvm_cc.cross_compiler(cc) if cc else None
         exe.export_library(str(out), fcompile=fcompile)
     except (ToolchainError, BuildError):

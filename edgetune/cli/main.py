@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import devices_cmd, inspect_cmd, package_cmd, remote_cmd, targets_cmd
+from . import devices_cmd, inspect_cmd, package_cmd, records_cmd, remote_cmd, targets_cmd, tune_cmd
 from ._common import setup_logging
 
 app = typer.Typer(
@@ -38,11 +38,13 @@ def _root(
 
 app.command("targets")(targets_cmd.targets)
 app.command("inspect")(inspect_cmd.inspect)
+app.command("tune")(tune_cmd.tune)
 app.command("package")(package_cmd.package)
 app.command("deploy")(remote_cmd.deploy)
 app.command("bench")(remote_cmd.bench)
 app.add_typer(devices_cmd.app, name="devices")
 app.add_typer(remote_cmd.tracker_app, name="tracker")
+app.add_typer(records_cmd.app, name="records")
 
 
 def main() -> None:

@@ -21,14 +21,18 @@ def package(
     force: bool = typer.Option(False, "--force", help="Replace an existing package at OUTPUT."),
     rtol: float = typer.Option(1e-3, help="Reference check: relative tolerance (of the output's max magnitude)."),
     atol: float = typer.Option(1e-5, help="Reference check: absolute tolerance."),
+    records: Path = typer.Option(None, "--records", help="Tuning records directory (default: the profile's, if any)."),
+    use_records: bool = typer.Option(True, "--records-apply/--no-records", help="Apply tuning records."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Compile MODEL for a device profile and write a deployable package."""
+    """Compile MODEL for a device profile and write a deployable package (tuned kernels from
+    `edgetune tune` records are applied automatically)."""
     from ..package import PackageOptions, package as build_package
     from ..util import parse_input_shapes
 
     opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),
-                          verify=verify, tar=tar, force=force, rtol=rtol, atol=atol)
+                          verify=verify, tar=tar, force=force, rtol=rtol, atol=atol, records=records,
+                          use_records=use_records)
     with progress(not json_out) as report:
         result = build_package(opts, report)
     if json_out:
@@ -43,6 +47,12 @@ def package(
                   f"max abs error {v['max_abs_error']:.3g}, max rel error {v['max_rel_error']:.3g}")
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
+    t = m.get("tuning")
+    if t:
+        est = f", estimated {t['estimated_latency_ms']:.3f} ms on the board" if t.get("estimated_latency_ms") else ""
+        out.print(f"  tuned kernels: {t['tuned_tasks']} of {t['total_tasks']} ({t['trials']} trials{est})")
+    else:
+        out.print("  [yellow]untuned[/]: no tuning records for this profile (run `edgetune tune` first for speed)")
     if result.tarball:
         out.print(f"  archive {result.tarball}")
     out.print(f"  run it on the board: python -m edgetune_runtime run {result.path} --input x.npy")

@@ -36,6 +36,14 @@ def default_dir(profile: str) -> Path:
     return cache_dir() / "records" / profile
 
 
+def list_stores() -> list["RecordStore"]:
+    """Every profile's records under the user cache."""
+    root = cache_dir() / "records"
+    if not root.is_dir():
+        return []
+    return [RecordStore(d, d.name) for d in sorted(root.iterdir()) if (d / WORKLOADS).is_file()]
+
+
 @dataclass(frozen=True)
 class WorkloadStats:
     """What the records say about one workload."""

@@ -379,6 +379,7 @@ class TuneLoop:
             if i is None:
                 return "all latency targets met" if self.scheduler.targets_met() else "no task left to improve"
             kind, batch = self._propose(i)
+            batch = batch[: self.opts.trials - self.spent]
             if not batch:
                 self.scheduler.tasks[i].stop("search space exhausted")
                 continue

@@ -74,3 +74,16 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
     return TaskSet(names, models, tasks, target)
+
+
+def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per kernel of one model: calls, trials and best time measured on the board (for manifests)."""
+    from .._tvm import metaschedule as ms
+
+    target = _tvm.make_target(profile.target_spec())
+    rows = []
+    for wl in ms.extract_workloads(model.mod, target):
+        s = stats.get(wl.shash)
+        rows.append({"task": wl.name, "workload": wl.shash, "calls": wl.weight, "flops": wl.flops,
+                     "trials": s.trials if s else 0, "best_ms": s.best_ms if s else None})
+    return rows

@@ -1,0 +1,92 @@
+"""``edgetune records ls|show|export|import``: the tuning databases, one per profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ._common import boundary, out, print_json
+
+app = typer.Typer(help="Tuning records (one database per device profile).", no_args_is_help=True)
+
+RECORDS_HELP = "Records directory (default: the profile's in the user cache)."
+
+
+def _store(device: str, records: Path | None):  # noqa: ANN202 — RecordStore, imported lazily
+    from ..package import resolve_device
+    from ..tuning.records import RecordStore, default_dir
+
+    profile = resolve_device(device)
+    return RecordStore(records or default_dir(profile.name), profile.name)
+
+
+@app.command("ls")
+@boundary
+def ls(json_out: bool = typer.Option(False, "--json")) -> None:
+    """Every profile with records in the user cache: workloads, trials, size."""
+    from ..tuning.records import list_stores
+
+    rows = [s.summary() for s in list_stores()]
+    if json_out:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no tuning records yet (`edgetune tune MODEL --device PROFILE` makes some)")
+        return
+    table = Table("profile", "workloads", "tuned", "trials", "failed", "size", "path")
+    for r in rows:
+        table.add_row(r["profile"], str(r["workloads"]), str(r["tuned_workloads"]), str(r["trials"]),
+                      str(r["failures"]), f"{r['bytes'] / 1e6:.1f} MB", r["path"])
+    out.print(table)
+
+
+@app.command("show")
+@boundary
+def show(device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
+         records: Path = typer.Option(None, "--records", help=RECORDS_HELP),
+         json_out: bool = typer.Option(False, "--json")) -> None:
+    """Per workload: trials, failures and the best measured time."""
+    from ..errors import UsageError
+
+    store = _store(device, records)
+    if not store.exists():
+        raise UsageError(f"no records for {store.profile} in {store.dir}", "tune a model first: edgetune tune MODEL --device ...")
+    stats = sorted(store.stats().values(), key=lambda s: -(s.best_ms or 0))
+    if json_out:
+        print_json({"summary": store.summary(), "workloads": [s.to_json() for s in stats]})
+        return
+    table = Table("workload", "trials", "failed", "best ms")
+    for s in stats:
+        table.add_row(s.shash, str(s.trials), str(s.failures), f"{s.best_ms:.4f}" if s.best_ms is not None else "-")
+    out.print(table)
+    summary = store.summary()
+    out.print(f"{summary['workloads']} workloads, {summary['trials']} trials in {summary['path']}")
+
+
+@app.command("export")
+@boundary
+def export(archive: Path = typer.Argument(..., help="The .tar.gz to write."),
+           device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
+           records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
+    """Write a profile's records into an archive (to share them or move them to another host)."""
+    from ..errors import UsageError
+
+    store = _store(device, records)
+    if not store.exists():
+        raise UsageError(f"no records for {store.profile} in {store.dir}", "nothing to export")
+    store.export(archive)
+    out.print(f"exported {store.summary()['trials']} records for {store.profile} → {archive}")
+
+
+@app.command("import")
+@boundary
+def import_(archive: Path = typer.Argument(..., help="An archive from `edgetune records export`."),
+            device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
+            records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
+    """Merge an exported archive into a profile's records (duplicates are skipped)."""
+    store = _store(device, records)
+    with store.lock():
+        workloads, added = store.import_(archive)
+    out.print(f"imported {added} records ({workloads} new workloads) into {store.dir}")

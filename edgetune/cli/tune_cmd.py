@@ -1,0 +1,135 @@
+"""``edgetune tune MODEL... --device D``: auto-tune kernels on the board, with a live task table."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from ._common import boundary, err, out, print_json
+from .inspect_cmd import INPUT_SHAPE_HELP
+from .remote_cmd import _tracker_addr
+
+
+@boundary
+def tune(
+    models: list[Path] = typer.Argument(..., help="One or more .onnx / .tflite files (networks are named by file stem)."),
+    device: str = typer.Option(..., "--device", "-d", help="Profile (host: measured here) or board; with --tracker, the profile."),
+    trials: int = typer.Option(1000, "--trials", "-n", help="Trial budget of this job; rerunning the same command resumes it."),
+    records: Path = typer.Option(None, "--records", help="Records directory (default: the profile's in the user cache)."),
+    list_tasks: bool = typer.Option(False, "--list-tasks", help="Only print the task table (name, FLOPs, weight)."),
+    objective: str = typer.Option("sum", "--objective", help="sum | targets | geomean over the networks' latencies."),
+    latency: list[str] = typer.Option([], "--latency", help="Latency target NAME=25ms (objective targets)."),
+    weight: list[str] = typer.Option([], "--weight", help="Network weight NAME=2 (objective sum)."),
+    search: str = typer.Option("evolutionary", "--search", help="evolutionary | droplet | hybrid (explore, then Droplet descent)."),
+    explore: float = typer.Option(0.5, "--explore", help="hybrid: share of the budget explored before descent."),
+    transfer: bool = typer.Option(False, "--transfer", help="Seed new tasks from same-structure records of other networks."),
+    tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker: measure on every board under --key."),
+    key: str = typer.Option(None, "--key", help="Tracker key (default: the profile name)."),
+    batch: int = typer.Option(32, "--batch", help="Candidates per measured batch."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per candidate before it counts as failed."),
+    early_stop: int = typer.Option(None, "--early-stop", help="Stop a task after this many batches without gain."),
+    seed: int = typer.Option(0, "--seed", help="Search seed."),
+    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
+    timed on the board; records persist, so `edgetune package` picks them up."""
+    from ..tuning.scheduler import parse_amounts
+    from ..tuning.session import TuneOptions, list_tasks as list_task_table, tune as run_tune
+    from ..tuning.tasks import network_names
+    from ..util import parse_input_shapes
+
+    names = network_names(models)
+    opts = TuneOptions(
+        models=tuple(models), device=device, trials=trials, records=records, objective=objective,
+        weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
+        search=search, explore=explore, transfer=transfer, batch=batch,
+        tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
+        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape))
+    if list_tasks:
+        taskset, stats = list_task_table(opts)
+        _render_tasks(taskset.networks, taskset.rows(stats), json_out)
+        return
+    with _live(not json_out) as (show, notice):
+        result = run_tune(opts, show, notice)
+    if json_out:
+        print_json(result.to_json())
+    else:
+        _render_result(result)
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+def _render_tasks(networks: tuple[str, ...], rows: list[dict[str, Any]], json_out: bool) -> None:
+    if json_out:
+        print_json(rows)
+        return
+    table = Table("task", "GFLOP", *(f"weight {n}" if len(networks) > 1 else "weight" for n in networks), "trials", "best ms")
+    for r in rows:
+        table.add_row(r["task"], f"{r['flops'] / 1e9:.4f}", *(str(r["weight"][n]) for n in networks), str(r["trials"]),
+                      f"{r['best_ms']:.4f}" if r["best_ms"] is not None else "-")
+    out.print(table)
+    out.print(f"{len(rows)} tasks; {sum(1 for r in rows if r['best_ms'] is not None)} already have records")
+
+
+def _fmt(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.4g}"
+
+
+def _table(snap: Any) -> Table:
+    eta = f", about {snap.eta_s / 60:.0f} min left" if snap.eta_s else ""
+    title = (f"{snap.device} via {snap.runner}: {snap.spent}/{snap.budget} trials, "
+             f"{snap.elapsed_s / 60:.1f} min{eta}")
+    table = Table("task", "trials", "best ms", "untuned ms", "speedup", "status", title=title, title_justify="left")
+    for t in snap.tasks:
+        table.add_row(t.name, str(t.trials), _fmt(t.best_ms), _fmt(t.baseline_ms),
+                      f"{t.speedup:.1f}×" if t.speedup else "-", t.status)
+    for n in snap.networks:
+        target = f" (target {n.target_ms:.4g}{' met' if n.met else ''})" if n.target_ms is not None else ""
+        table.add_row(f"[bold]network {n.name}[/]", "", _fmt(n.estimate_ms), _fmt(n.before_ms), "", target)
+    if snap.message:
+        table.caption = snap.message
+    return table
+
+
+@contextlib.contextmanager
+def _live(enabled: bool) -> Iterator[tuple[Callable[[Any], None], Callable[[str], None]]]:
+    """Live table on a TTY; one line per batch (at most every 10 s) otherwise; nothing with --json."""
+    if not enabled:
+        yield (lambda _s: None), (lambda _m: None)
+        return
+    if err.is_terminal:
+        with Live(console=err, refresh_per_second=2, transient=False) as live:
+            yield (lambda s: live.update(_table(s))), (lambda m: live.console.print(f"edgetune: {m}"))
+        return
+    last = [0.0]
+
+    def line(s: Any) -> None:
+        if time.monotonic() - last[0] >= 10 or s.spent >= s.budget:
+            last[0] = time.monotonic()
+            nets = "  ".join(f"{n.name} {_fmt(n.estimate_ms)} ms" for n in s.networks)
+            err.print(f"edgetune: [{s.spent}/{s.budget}] {s.elapsed_s:.0f}s  {nets}  {s.message}", markup=False)
+
+    yield line, (lambda m: err.print(f"edgetune: {m}", markup=False))
+
+
+def _render_result(result: Any) -> None:
+    s = result.snapshot
+    if result.interrupted:
+        err.print(f"interrupted: {s.spent_now} trials of this run are saved in {result.records}; "
+                  "run the same command to resume", markup=False)
+    out.print(_table(s))
+    out.print(f"stopped: {result.stop_reason}; {s.spent_now} trials this run ({s.spent}/{s.budget} for this job), "
+              f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min; records in {result.records}")
+    for n in s.networks:
+        if n.before_ms and n.estimate_ms:
+            out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms untuned → {n.estimate_ms:.4g} ms tuned "
+                      f"({n.before_ms / n.estimate_ms:.1f}×)")
+    out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")
