@@ -36,6 +36,7 @@ def tune(
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per candidate before it counts as failed."),
     early_stop: int = typer.Option(None, "--early-stop", help="Stop a task after this many batches without gain."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
+    population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -52,7 +53,7 @@ def tune(
         weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
-        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape))
+        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape), population=population)
     if list_tasks:
         taskset, stats = list_task_table(opts)
         _render_tasks(taskset.networks, taskset.rows(stats), json_out)

@@ -210,7 +210,7 @@ class RecordStore:
 
 
 def _record_key(idx: int, rec: Any) -> str:
-    return f"{idx}:{json.dumps(rec[0], sort_keys=True)}"
+    return f"{idx}:{json.dumps(rec[:2], sort_keys=True)}"  # trace and run times
 
 
 def _append(path: Path, rows: list[Any]) -> None:

@@ -123,6 +123,7 @@ class TuneResult:
     interrupted: bool
     failures: int
     transferred: dict[str, int]
+    batches: dict[str, int]  # measured batches by how they were proposed
 
     def to_json(self) -> dict[str, Any]:
         s = self.snapshot
@@ -130,7 +131,7 @@ class TuneResult:
             "device": s.device, "runner": s.runner, "records": str(self.records), "budget": s.budget,
             "trials_total": s.spent, "trials_this_run": s.spent_now, "failed_candidates": self.failures,
             "elapsed_s": round(s.elapsed_s, 1), "stop_reason": self.stop_reason, "interrupted": self.interrupted,
-            "transferred": self.transferred,
+            "transferred": self.transferred, "batches": self.batches,
             "networks": [{"name": n.name, "before_ms": n.before_ms, "estimate_ms": n.estimate_ms,
                           "target_ms": n.target_ms, "met": n.met} for n in s.networks],
             "tasks": [{"name": t.name, "trials": t.trials, "best_ms": t.best_ms, "baseline_ms": t.baseline_ms,
@@ -304,6 +305,7 @@ class TuneLoop:
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
         self.failed_batches = 0
+        self.batches: dict[str, int] = {}
 
     # ---- setup
 
@@ -370,7 +372,8 @@ class TuneLoop:
             for ctx in self.contexts.values():
                 with contextlib.suppress(Exception):
                     ctx.stop()
-        return TuneResult(self.snapshot(reason), self.store.dir, reason, interrupted, self.failures, self.transferred)
+        return TuneResult(self.snapshot(reason), self.store.dir, reason, interrupted, self.failures, self.transferred,
+                          dict(self.batches))
 
     def _loop(self) -> str:
         self.progress(self.snapshot("starting"))
@@ -510,15 +513,15 @@ class TuneLoop:
             if ms.mean_secs(r) is None:
                 log.debug("candidate failed: %s", r.error_msg)
         baseline = next((t for c, t in zip(batch, times) if ctx.is_baseline(c)), None) if kind.startswith("baseline") else None
-        improved = self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=baseline)
+        self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=baseline)
         if kind == "droplet":
             d = self.droplets[i]
             if not valid or d.center_secs is None or not droplet.improved(min(valid), d.center_secs):
                 d.converged_at = self.scheduler.tasks[i].best
         self.spent_now += len(batch)
+        self.batches[kind] = self.batches.get(kind, 0) + 1
         self._write_journal()
         self.failed_batches = self.failed_batches + 1 if not valid and _run_failures(results) else 0
-        del improved
 
     def _check_boards(self, results: list[Any]) -> None:
         """After batches where nothing ran, ask whether the boards are still there."""

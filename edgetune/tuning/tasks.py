@@ -73,7 +73,17 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
             entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
-    return TaskSet(names, models, tasks, target)
+    return TaskSet(names, models, _unique(tasks), target)
+
+
+def _unique(tasks: tuple[Task, ...]) -> tuple[Task, ...]:
+    """Two networks may each have a ``fused_matmul_add`` of another shape: name them apart."""
+    seen: dict[str, int] = {}
+    out = []
+    for t in tasks:
+        n = seen[t.name] = seen.get(t.name, 0) + 1
+        out.append(t if n == 1 else Task(f"{t.name}#{n}", t.shash, t.flops, t.calls, t.workload))
+    return tuple(out)
 
 
 def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any]) -> list[dict[str, Any]]:

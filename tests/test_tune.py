@@ -1,0 +1,168 @@
+"""Tuning with real MetaSchedule on this host (tiny budgets): records, resume after kill -9,
+packages built from records, several networks with objectives, Droplet descent, transfer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import models
+from conftest import run_edgetune
+from edgetune.tuning.records import RecordStore
+from edgetune.tuning.session import TuneOptions, tune
+
+FAST = {"batch": 4, "population": 32, "timeout": 60.0}
+
+
+@pytest.fixture(scope="module")
+def nets(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("nets")
+    return {
+        "a": models.small_cnn_onnx(d / "a.onnx"),
+        "b": models.small_cnn_onnx(d / "b.onnx", seed=1, head=5),  # same convs as a, another classifier
+        "wide": models.small_cnn_onnx(d / "wide.onnx", seed=2, width=24),  # same structure, other shapes
+    }
+
+
+@pytest.fixture(scope="module")
+def tuned_a(nets, tmp_path_factory) -> tuple[Path, object]:
+    """``a`` tuned for 30 trials: every task measured (baseline + a batch) at least once."""
+    records = tmp_path_factory.mktemp("rec") / "host"
+    result = tune(TuneOptions(models=(nets["a"],), device="host", trials=30, records=records, **FAST))
+    return records, result
+
+
+def _copy(records: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "records"
+    shutil.copytree(records, dst, ignore=shutil.ignore_patterns("runs", ".lock"))
+    return dst
+
+
+def test_local_tuning_records_and_estimates(tuned_a):
+    records, result = tuned_a
+    snap = result.snapshot
+    assert snap.spent == 30 and result.stop_reason == "budget spent"
+    assert all(t.trials > 0 and t.best_ms is not None and t.baseline_ms is not None for t in snap.tasks)
+    (net,) = snap.networks
+    assert net.estimate_ms < net.before_ms  # tuned kernels beat the untuned (unscheduled) ones
+    stats = RecordStore(records, "host").stats()
+    assert sum(s.trials for s in stats.values()) == 30
+    assert json.loads((records / "profile.json").read_text())["profile"] == "host"
+
+
+def test_package_applies_records_and_passes_the_reference_check(tuned_a, nets, tmp_path):
+    from edgetune.package import PackageOptions, package
+
+    records, result = tuned_a
+    tuned = package(PackageOptions(model=nets["a"], device="host", output=tmp_path / "tuned", records=records))
+    plain = package(PackageOptions(model=nets["a"], device="host", output=tmp_path / "plain", use_records=False))
+    t = tuned.manifest["tuning"]
+    assert t["tuned_tasks"] == t["total_tasks"] == len(result.snapshot.tasks)
+    assert t["trials"] == 30 and t["estimated_latency_ms"] > 0
+    assert {r["task"] for r in t["tasks"]} == {x.name for x in result.snapshot.tasks}
+    assert plain.manifest["tuning"] is None
+    assert tuned.verification["status"] == "passed"
+
+    import edgetune_runtime
+
+    fast = edgetune_runtime.load(tuned.path).benchmark(number=20, repeat=5)["min_ms"]
+    slow = edgetune_runtime.load(plain.path).benchmark(number=20, repeat=5)["min_ms"]
+    assert fast < slow, f"records were not applied: tuned {fast} ms, untuned {slow} ms"
+
+
+def test_list_tasks_cli_shows_records(tuned_a, nets):
+    records, _ = tuned_a
+    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--list-tasks", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert {"task", "flops", "weight", "trials", "best_ms"} <= set(rows[0])
+    assert all(r["trials"] > 0 for r in rows)
+
+
+def _record_lines(records: Path) -> int:
+    path = records / "database_tuning_record.json"
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def test_resume_after_kill_9(nets, tmp_path):
+    records = tmp_path / "rec"
+    args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "36",
+            "--batch", "4", "--population", "32", "--records", str(records), "--json"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while _record_lines(records) < 12 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, "tuning ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its build/run workers
+        proc.wait()
+    before = _record_lines(records)
+    with (records / "database_tuning_record.json").open("a") as fh:
+        fh.write('[0,[[["GetSBl')  # as if killed in the middle of a write
+    again = run_edgetune(*args[3:])
+    assert again.returncode == 0, again.stderr
+    out = json.loads(again.stdout)
+    assert out["trials_total"] == 36
+    assert 0 < out["trials_this_run"] <= 36 - 8  # the earlier run's trials were not spent again
+    lines = _record_lines(records)
+    assert 36 <= lines <= 36 + 5  # at most the batch in flight measured twice
+    assert lines >= before
+    done = run_edgetune(*args[3:])  # nothing left to do
+    assert json.loads(done.stdout)["trials_this_run"] == 0
+
+
+def test_records_cli_show_export_import(tuned_a, tmp_path):
+    records, _ = tuned_a
+    show = run_edgetune("records", "show", "--device", "host", "--records", str(records), "--json")
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["summary"]["trials"] == 30
+    exp = run_edgetune("records", "export", str(tmp_path / "r.tar.gz"), "--device", "host", "--records", str(records))
+    assert exp.returncode == 0, exp.stderr
+    imp = run_edgetune("records", "import", str(tmp_path / "r.tar.gz"), "--device", "host", "--records", str(tmp_path / "copy"))
+    assert imp.returncode == 0 and "imported 30 records" in imp.stdout
+    wrong = run_edgetune("records", "import", str(tmp_path / "r.tar.gz"), "--device", "pi4", "--records", str(tmp_path / "pi"))
+    assert wrong.returncode == 2 and "records for profile 'host'" in wrong.stderr
+
+
+def test_two_networks_with_targets_share_tasks_and_starve_the_met_one(nets, tmp_path):
+    opts = TuneOptions(models=(nets["a"], nets["b"]), device="host", trials=40, records=tmp_path / "r",
+                       objective="targets", targets={"a": 1e-7, "b": 10.0}, **FAST)
+    result = tune(opts)
+    tasks = {t.name: t for t in result.snapshot.tasks}
+    # the convolutions, pooling and reshape are one task each, called by both networks
+    assert len(tasks) == 6 and "fused_matmul_add1#2" in tasks
+    b_only = tasks["fused_matmul_add1#2"]
+    assert b_only.trials == FAST["batch"] + 1  # warm-up only (baseline + one batch): b met its target
+    a_net, b_net = result.snapshot.networks
+    assert b_net.met and not a_net.met
+    assert result.snapshot.spent == 40
+
+
+def test_droplet_improves_or_keeps_the_best(tuned_a, nets, tmp_path):
+    records, first = tuned_a
+    records = _copy(records, tmp_path)
+    before = {t.name: t.best_ms for t in first.snapshot.tasks}
+    result = tune(TuneOptions(models=(nets["a"],), device="host", trials=24, records=records, search="droplet", **FAST))
+    assert result.batches.get("droplet", 0) >= 1
+    for t in result.snapshot.tasks:
+        assert t.best_ms <= before[t.name] + 1e-12, f"{t.name}: best got worse"
+
+
+def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
+    records, _ = tuned_a
+    records = _copy(records, tmp_path)
+    result = tune(TuneOptions(models=(nets["wide"],), device="host", trials=12, records=records, transfer=True, **FAST))
+    assert result.transferred["similar"] >= 1
+    assert result.batches.get("baseline+transfer", 0) >= 1
+    assert result.failures < result.snapshot.spent_now
+    exact = tune(TuneOptions(models=(nets["a"],), device="host", trials=0, records=records, transfer=True, **FAST))
+    assert exact.transferred["exact"] == len(exact.snapshot.tasks)
