@@ -259,3 +259,76 @@ def test_devices_cli_add_list_remove():
     assert listing == [{"name": "x", "profile": "pi4", "host": "192.0.2.1", "user": "pi", "host-key-policy": "accept-new"}]
     assert run_edgetune("devices", "remove", "x").returncode == 0
     assert json.loads(run_edgetune("devices", "list", "--json").stdout) == []
+
+
+# ---------------------------------------------------------------- tuning on boards
+
+
+def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
+    """Candidates cross-compiled here, timed on the (emulated) Pi through the SSH tunnel."""
+    import models
+    from edgetune.package import PackageOptions, package
+    from edgetune.remote.board import setup_board
+    from edgetune.tuning.records import RecordStore
+    from edgetune.tuning.session import TuneOptions, tune
+
+    sb = boards()
+    board = _board(sb, "tunepi")
+    add_board(board)
+    setup_board(board)
+    model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
+    records = tmp_path / "records"
+    result = tune(TuneOptions(models=(model,), device="tunepi", trials=10, batch=4, population=32, records=records))
+    assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 10
+    assert result.failures == 0, result.errors
+    measured = [t for t in result.snapshot.tasks if t.best_ms is not None]
+    assert len(measured) == 2  # the two heaviest tasks: baseline + one batch each
+    assert json.loads((records / "profile.json").read_text())["target"]["mtriple"] == "aarch64-linux-gnu"
+    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 10
+    _no_orphans(sb)
+
+    pkg = package(PackageOptions(model=model, device="tunepi", output=tmp_path / "pkg", records=records))
+    assert pkg.manifest["tuning"]["tuned_tasks"] == 2
+    assert pkg.verification["status"] == "passed" and "qemu" in pkg.verification["executed_on"]
+
+
+def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
+    """Two boards under one key measure in parallel; one dies mid-run, tuning finishes on the other."""
+    import contextlib
+
+    import models
+    from edgetune.remote import rpc
+    from edgetune.remote.board import RemoteBoard, setup_board
+    from edgetune.tuning.session import TuneOptions, tune
+
+    sbs = [boards() for _ in range(2)]
+    pis = [_board(sb, f"tfarm{i}") for i, sb in enumerate(sbs)]
+    for b in pis:
+        setup_board(b)
+    model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
+    records = tmp_path / "records"
+    notices: list[str] = []
+    tracker = rpc.start_tracker("127.0.0.1", 0)
+    try:
+        addr = (tracker.host, tracker.port)
+        with contextlib.ExitStack() as stack:
+            for b in pis:
+                stack.enter_context(rpc.tracker_server(stack.enter_context(RemoteBoard(b)), addr, "pi4"))
+            box: dict = {}
+            worker = threading.Thread(target=lambda: box.setdefault("r", tune(
+                TuneOptions(models=(model,), device="pi4", tracker=addr, key="pi4", trials=20, batch=4,
+                            population=32, records=records, timeout=45), notice=notices.append)))
+            worker.start()
+            path = records / "database_tuning_record.json"
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and (not path.is_file() or len(path.read_text().splitlines()) < 5):
+                time.sleep(0.5)
+            sbs[1].kill_user_processes("rpc_server|popen_worker")  # the second board dies
+            worker.join(900)
+            assert not worker.is_alive()
+    finally:
+        rpc.stop_tracker()
+    result = box["r"]
+    assert result.snapshot.runner.startswith("tracker") and result.snapshot.spent == 20
+    assert any("2 board(s)" in n for n in notices)
+    assert result.failures < 20 - 5  # the live board kept measuring

@@ -221,7 +221,7 @@ def loop_extent(sch: Any, loop_rv: Any) -> int | None:
 def fit_decisions(sch: Any, inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
     """Decision provider for replaying another workload's trace: tile splits are refitted to
     this module's loop extents, other decisions kept."""
-    from ...tuning.droplet import fit_tile
+    from ..tuning.droplet import fit_tile
 
     if str(inst.kind.name) != "SamplePerfectTile" or decision is None:
         return decision
@@ -428,11 +428,28 @@ def _connect(endpoint: RpcEndpoint, timeout: float) -> Any:
     return tracker.request(endpoint.key, priority=1, session_timeout=timeout)
 
 
+def _host_random_fill(tensor: Any) -> None:
+    """Random inputs made here and copied over: the board's runtime-only TVM has no
+    ``tvm.contrib.random`` (it lives in the compiler library)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shape, dtype = tuple(int(x) for x in tensor.shape), str(tensor.dtype)
+    if dtype.startswith("float") or dtype.startswith("bfloat"):
+        data = rng.uniform(-1.0, 1.0, shape).astype(dtype)
+    elif dtype == "bool":
+        data = rng.integers(0, 2, shape).astype(dtype)
+    else:
+        data = rng.integers(0, 8, shape).astype(dtype)
+    tensor.copyfrom(data)
+
+
 def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_type: str,
                 args_info: tuple[Any, ...], timeout: float) -> list[float]:
     """Upload, load and time one candidate on a board (runs in a runner worker, which the pool
     kills after ``timeout``)."""
     from tvm.s_tir.meta_schedule.runner import rpc_runner as r
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
     session = _connect(endpoint, timeout)
     remote_path = None
@@ -440,7 +457,7 @@ def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_typ
         device = session.device(device_type, 0)
         remote_path = os.path.basename(artifact)
         rt_mod = r.default_upload_module(session, artifact, remote_path)
-        args = r.default_alloc_argument(session, device, args_info, 1)
+        args = alloc_argument_common(_host_random_fill, device, args_info, 1)
         return [float(x) for x in r.default_run_evaluator(session, rt_mod, device, evaluator, args)]
     finally:
         with contextlib.suppress(Exception):

@@ -129,6 +129,8 @@ def _render_result(result: Any) -> None:
     out.print(_table(s))
     out.print(f"stopped: {result.stop_reason}; {s.spent_now} trials this run ({s.spent}/{s.budget} for this job), "
               f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min; records in {result.records}")
+    for e in result.errors:
+        out.print(f"  [yellow]a failed candidate:[/] {e}")
     for n in s.networks:
         if n.before_ms and n.estimate_ms:
             out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms untuned → {n.estimate_ms:.4g} ms tuned "

@@ -189,6 +189,8 @@ class Scheduler:
         t.since_improved = 0 if improved else t.since_improved + 1
         if t.best is not None:
             t.history.append(t.best)
+        if t.best is None and t.batches >= 3:
+            t.stop("every candidate failed")
         if self.early_stop and t.since_improved >= self.early_stop:
             t.stop(f"no gain in {self.early_stop} batches")
         return improved

@@ -124,6 +124,7 @@ class TuneResult:
     failures: int
     transferred: dict[str, int]
     batches: dict[str, int]  # measured batches by how they were proposed
+    errors: tuple[str, ...] = ()  # the first distinct candidate errors
 
     def to_json(self) -> dict[str, Any]:
         s = self.snapshot
@@ -131,7 +132,7 @@ class TuneResult:
             "device": s.device, "runner": s.runner, "records": str(self.records), "budget": s.budget,
             "trials_total": s.spent, "trials_this_run": s.spent_now, "failed_candidates": self.failures,
             "elapsed_s": round(s.elapsed_s, 1), "stop_reason": self.stop_reason, "interrupted": self.interrupted,
-            "transferred": self.transferred, "batches": self.batches,
+            "transferred": self.transferred, "batches": self.batches, "errors": list(self.errors),
             "networks": [{"name": n.name, "before_ms": n.before_ms, "estimate_ms": n.estimate_ms,
                           "target_ms": n.target_ms, "met": n.met} for n in s.networks],
             "tasks": [{"name": t.name, "trials": t.trials, "best_ms": t.best_ms, "baseline_ms": t.baseline_ms,
@@ -306,6 +307,7 @@ class TuneLoop:
         self.start = time.monotonic()
         self.failed_batches = 0
         self.batches: dict[str, int] = {}
+        self.errors: list[str] = []
 
     # ---- setup
 
@@ -373,7 +375,7 @@ class TuneLoop:
                 with contextlib.suppress(Exception):
                     ctx.stop()
         return TuneResult(self.snapshot(reason), self.store.dir, reason, interrupted, self.failures, self.transferred,
-                          dict(self.batches))
+                          dict(self.batches), tuple(self.errors))
 
     def _loop(self) -> str:
         self.progress(self.snapshot("starting"))
@@ -511,7 +513,10 @@ class TuneLoop:
         self.failures += len(times) - len(valid)
         for r in results:
             if ms.mean_secs(r) is None:
+                msg = _first_line(r.error_msg)
                 log.debug("candidate failed: %s", r.error_msg)
+                if msg not in self.errors and len(self.errors) < 5:
+                    self.errors.append(msg)
         baseline = next((t for c, t in zip(batch, times) if ctx.is_baseline(c)), None) if kind.startswith("baseline") else None
         self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=baseline)
         if kind == "droplet":
