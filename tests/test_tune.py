@@ -166,3 +166,44 @@ def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
     assert result.failures < result.snapshot.spent_now
     exact = tune(TuneOptions(models=(nets["a"],), device="host", trials=0, records=records, transfer=True, **FAST))
     assert exact.transferred["exact"] == len(exact.snapshot.tasks)
+
+
+def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path):
+    """GPU schedule rules, and candidates compiled by nvcc here: what a Jetson would time."""
+    from edgetune import _tvm, elf, profiles
+    from edgetune._tvm import metaschedule as ms
+    from edgetune.build import check_toolchain
+    from edgetune.errors import ToolchainError
+    from edgetune.importer import import_model
+
+    profile = profiles.get_profile("jetson-orin-nano")
+    try:
+        cc, cuda = check_toolchain(profile)
+    except ToolchainError as err:
+        pytest.skip(f"no CUDA 13 nvcc: {err.message}")
+    target = _tvm.make_target(profile.target_spec())
+    heaviest = max(ms.extract_workloads(import_model(nets["a"]).mod, target), key=lambda w: w.flops)
+    ctx = ms.TaskContext(heaviest, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
+    (tmp_path / "db").mkdir()
+    ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)
+    candidates = ctx.propose()
+    built = ms.make_builder(cc, 2, 120, cuda).build([ms.builder_input(c, target) for c in candidates])
+    assert built and all(b.error_msg is None for b in built), [b.error_msg for b in built]
+    for b in built:
+        lib = Path(b.artifact_path)
+        assert elf.machine(lib) == "aarch64" and elf.cuda_archs(lib) == ["sm_87"]
+        ms.remove_artifact(b.artifact_path)
+
+
+def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
+    records = _copy(tuned_a[0], tmp_path)
+    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--trials", "0")
+    assert res.returncode == 0, res.stderr
+    assert "network a" in res.stdout and "stopped: budget spent" in res.stdout and "edgetune package" in res.stdout
+    board = run_edgetune("tune", str(nets["a"]), "--device", "pi4", "--records", str(tmp_path / "r"), "--trials", "8")
+    assert board.returncode == 2 and "cannot be measured on this host" in board.stderr and "devices add" in board.stderr
+    target = run_edgetune("tune", str(nets["a"]), "--device", "host", "--objective", "targets", "--latency", "x=1ms")
+    assert target.returncode == 2 and "NAME one of: a" in target.stderr
+    missing = run_edgetune("tune", str(nets["a"]), "--device", "host", "--objective", "targets", "--records", str(tmp_path / "q"))
+    assert missing.returncode == 2 and "needs a latency target for a" in missing.stderr
+    assert "Traceback" not in board.stderr + target.stderr + missing.stderr

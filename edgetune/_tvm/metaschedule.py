@@ -342,19 +342,17 @@ def runner_result(run_secs: Sequence[float] | None, error: str | None) -> Any:
 # ---------------------------------------------------------------- builder
 
 
-def build_candidate(mod: Any, target: Any, _params: Any) -> Any:
+def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> Any:
     """Build one candidate (runs in a builder worker). Unlike MetaSchedule's default it does not
-    import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out)."""
+    import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out).
+    With ``cuda`` (a CudaToolchain) GPU kernels are compiled by nvcc into a cubin."""
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    if target.kind.name == "cuda":
-        from ..toolchain import find_cuda_for_worker
-
-        with _cuda_compile_env(find_cuda_for_worker()):
-            with target:
-                return tvm_build(mod, target=target)
+    if cuda is not None:
+        with _cuda_compile_env(cuda), target:
+            return tvm_build(mod, target=target)
     return tvm_build(mod, target=target)
 
 
@@ -367,9 +365,10 @@ def export_candidate(rt_mod: Any, cc: str | None) -> str:
     return path
 
 
-def make_builder(cc: str | None, workers: int, timeout: float) -> Any:
+def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None) -> Any:
     """A parallel host builder whose candidates are shared libraries for the board's arch."""
-    return ms().builder.LocalBuilder(max_workers=workers, timeout_sec=timeout, f_build=build_candidate,
+    return ms().builder.LocalBuilder(max_workers=workers, timeout_sec=timeout,
+                                     f_build=functools.partial(build_candidate, cuda=cuda),
                                      f_export=functools.partial(export_candidate, cc=cc))
 
 

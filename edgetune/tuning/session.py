@@ -167,14 +167,14 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Callab
 
     opts.check()
     profile = resolve_device(opts.device)
-    cc, _cuda = check_toolchain(profile)
+    cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
     tasks = build_task_set(opts.models, profile, opts.input_shapes)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock():
         store.prepare(_tvm.target_to_json(tasks.target))
         with open_runner(opts, profile, notice) as runner:
-            loop = TuneLoop(opts, profile, tasks, store, runner, cc, progress, notice)
+            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice)
             return loop.run()
 
 
@@ -286,7 +286,8 @@ class TuneLoop:
     """One tuning run (build with :func:`tune`)."""
 
     def __init__(self, opts: TuneOptions, profile: Profile, tasks: TaskSet, store: RecordStore,
-                 runner: RunnerHandle, cc: str | None, progress: Progress, notice: Callable[[str], None]):
+                 runner: RunnerHandle, toolchain: tuple[str | None, Any], progress: Progress,
+                 notice: Callable[[str], None]):
         from .._tvm import metaschedule as ms
 
         self.ms, self.opts, self.profile, self.taskset = ms, opts, profile, tasks
@@ -294,7 +295,8 @@ class TuneLoop:
         self.threads = int(tasks.target.attrs.get("num-cores", os.cpu_count() or 1)) if hasattr(tasks.target, "attrs") else 1
         self.database = ms.open_database(store.dir)
         self.cost_model = ms.make_cost_model(os.cpu_count() or 1)
-        self.builder = ms.make_builder(cc, opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout))
+        self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
+                                       toolchain[1])
         self.contexts: dict[int, Any] = {}
         self.droplets: dict[int, DropletState] = {}
         self.rng = random.Random(opts.seed)
