@@ -153,9 +153,12 @@ class TaskContext:
             self.started = False
 
     def baseline(self) -> Any | None:
-        """The untuned kernel as a candidate (an empty trace): the "before" time of the task."""
+        """The untuned kernel as a candidate (an empty trace): the "before" time of the task.
+        None on GPUs, where an unscheduled kernel (no thread binding) does not build."""
         from tvm.s_tir import schedule as s
 
+        if self.ctx.target.kind.name == "cuda":
+            return None
         sch = s.Schedule(self.workload.mod)
         return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 

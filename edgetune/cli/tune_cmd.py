@@ -135,4 +135,5 @@ def _render_result(result: Any) -> None:
         if n.before_ms and n.estimate_ms:
             out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms untuned → {n.estimate_ms:.4g} ms tuned "
                       f"({n.before_ms / n.estimate_ms:.1f}×)")
-    out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")
+    if not result.interrupted:
+        out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")

@@ -15,7 +15,8 @@ import hashlib
 import json
 import logging
 import os
-import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -292,14 +293,13 @@ class TuneLoop:
 
         self.ms, self.opts, self.profile, self.taskset = ms, opts, profile, tasks
         self.store, self.runner, self.progress, self.notice = store, runner, progress, notice
-        self.threads = int(tasks.target.attrs.get("num-cores", os.cpu_count() or 1)) if hasattr(tasks.target, "attrs") else 1
+        self.threads = os.cpu_count() or 1  # host threads for the search; the board's cores are in the target
         self.database = ms.open_database(store.dir)
         self.cost_model = ms.make_cost_model(os.cpu_count() or 1)
         self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
                                        toolchain[1])
         self.contexts: dict[int, Any] = {}
         self.droplets: dict[int, DropletState] = {}
-        self.rng = random.Random(opts.seed)
         self.scheduler = self._scheduler()
         self.journal = store.dir / "runs" / f"{self._job_key()}.json"
         self.spent_before = self._read_journal()
@@ -310,6 +310,7 @@ class TuneLoop:
         self.failed_batches = 0
         self.batches: dict[str, int] = {}
         self.errors: list[str] = []
+        self.stop_requested = False
 
     # ---- setup
 
@@ -369,19 +370,46 @@ class TuneLoop:
             self.transferred["exact"] = known
             self.notice(f"{known} of {len(self.scheduler.tasks)} tasks already have records (reused as they are)")
         try:
-            reason = self._loop()
+            with self._graceful_stop():
+                reason = self._loop()
         except KeyboardInterrupt:
-            reason, interrupted = "interrupted", True
+            reason = "interrupted"
         finally:
             for ctx in self.contexts.values():
                 with contextlib.suppress(Exception):
                     ctx.stop()
+        interrupted = reason == "interrupted"
         return TuneResult(self.snapshot(reason), self.store.dir, reason, interrupted, self.failures, self.transferred,
                           dict(self.batches), tuple(self.errors))
+
+    @contextlib.contextmanager
+    def _graceful_stop(self) -> Iterator[None]:
+        """Ctrl-C (or SIGTERM) ends the run after dropping the batch in flight: the terminal's
+        Ctrl-C also reaches the build/run workers, so that batch's failures are not real. A
+        second Ctrl-C stops at once."""
+        self.stop_requested = False
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, _frame: Any) -> None:
+            if self.stop_requested:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            self.notice("stopping after the batch in flight (Ctrl-C again to stop at once)")
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
     def _loop(self) -> str:
         self.progress(self.snapshot("starting"))
         while self.spent < self.opts.trials:
+            if self.stop_requested:
+                return "interrupted"
             i = self.scheduler.next_task()
             if i is None:
                 return "all latency targets met" if self.scheduler.targets_met() else "no task left to improve"
@@ -390,7 +418,14 @@ class TuneLoop:
             if not batch:
                 self.scheduler.tasks[i].stop("search space exhausted")
                 continue
-            results = self._measure(batch)
+            try:
+                results = self._measure(batch)
+            except Exception:
+                if self.stop_requested:  # the workers were interrupted with us
+                    return "interrupted"
+                raise
+            if self.stop_requested:
+                return "interrupted"
             self._commit(i, kind, batch, results)
             self.progress(self.snapshot(f"{self.scheduler.tasks[i].name}: {kind} batch of {len(batch)}"))
             self._check_boards(results)
