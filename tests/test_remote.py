@@ -278,17 +278,22 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     setup_board(board)
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
-    result = tune(TuneOptions(models=(model,), device="tunepi", trials=10, batch=4, population=32, records=records))
-    assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 10
+    result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records))
+    assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 25
     assert result.failures == 0, result.errors
-    measured = [t for t in result.snapshot.tasks if t.best_ms is not None]
-    assert len(measured) == 2  # the two heaviest tasks: baseline + one batch each
+    assert all(t.best_ms is not None and t.trials == 5 for t in result.snapshot.tasks)  # baseline + one batch each
     assert json.loads((records / "profile.json").read_text())["target"]["mtriple"] == "aarch64-linux-gnu"
-    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 10
+    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25
+    # Droplet descent measures through the same builder and runner: on the board too
+    descent = tune(TuneOptions(models=(model,), device="tunepi", trials=4, batch=4, population=32, records=records,
+                               search="droplet"))
+    assert descent.batches == {"droplet": 1} and descent.failures == 0, (descent.batches, descent.errors)
+    before = {t.name: t.best_ms for t in result.snapshot.tasks}
+    assert all(t.best_ms <= before[t.name] for t in descent.snapshot.tasks if t.best_ms is not None)
     _no_orphans(sb)
 
     pkg = package(PackageOptions(model=model, device="tunepi", output=tmp_path / "pkg", records=records))
-    assert pkg.manifest["tuning"]["tuned_tasks"] == 2
+    assert pkg.manifest["tuning"]["tuned_tasks"] == 5
     assert pkg.verification["status"] == "passed" and "qemu" in pkg.verification["executed_on"]
 
 
@@ -332,3 +337,38 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
     assert result.snapshot.runner.startswith("tracker") and result.snapshot.spent == 20
     assert any("2 board(s)" in n for n in notices)
     assert result.failures < 20 - 5  # the live board kept measuring
+
+
+def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
+    import models
+    from edgetune.remote.board import setup_board
+    from edgetune.tuning.records import RecordStore
+    from edgetune.tuning.session import TuneOptions, tune
+
+    sb = boards()
+    board = _board(sb, "dying")
+    add_board(board)
+    setup_board(board)
+    model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
+    records = tmp_path / "records"
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            tune(TuneOptions(models=(model,), device="dying", trials=200, batch=4, population=32, records=records, timeout=30))
+        except BaseException as err:  # noqa: BLE001 — asserted below
+            errors.append(err)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    path = records / "database_tuning_record.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not path.is_file() or len(path.read_text().splitlines()) < 5):
+        time.sleep(0.5)
+    sb.kill_user_processes("rpc_server|popen_worker")
+    worker.join(600)
+    assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RemoteError), errors
+    assert "no board answers" in errors[0].message and "resume" in errors[0].hint
+    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) >= 5  # measured trials kept
+    _no_orphans(sb)

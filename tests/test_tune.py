@@ -207,3 +207,23 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     missing = run_edgetune("tune", str(nets["a"]), "--device", "host", "--objective", "targets", "--records", str(tmp_path / "q"))
     assert missing.returncode == 2 and "needs a latency target for a" in missing.stderr
     assert "Traceback" not in board.stderr + target.stderr + missing.stderr
+
+
+def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
+    records = tmp_path / "rec"
+    args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",
+            "--batch", "4", "--population", "32", "--records", str(records)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _record_lines(records) < 5 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert "run the same command to resume" in err and "Traceback" not in err
+    stats = RecordStore(records, "host").stats()
+    assert sum(s.trials for s in stats.values()) >= 5
+    assert sum(s.failures for s in stats.values()) == 0  # the interrupted batch was not recorded as failures
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert left == [], f"processes left behind: {left}"

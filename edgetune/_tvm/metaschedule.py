@@ -15,18 +15,17 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..tuning.records import FAILED as FAILED_RUN_SECS
+from ..tuning.records import RECORDS as RECORDS_FILE
+from ..tuning.records import WORKLOADS as WORKLOADS_FILE
 from . import _cuda_compile_env, _last_line, tvm
 
 log = logging.getLogger(__name__)
-
-WORKLOADS_FILE = "database_workload.json"
-RECORDS_FILE = "database_tuning_record.json"
-FAILED_RUN_SECS = 1e10  # MetaSchedule's convention for a candidate that failed to build or run
 
 
 def ms() -> Any:
@@ -308,14 +307,6 @@ def top_traces(database: Any, workload_mod: Any, k: int) -> list[tuple[Any, floa
         if secs and min(secs) < FAILED_RUN_SECS:
             out.append((rec.trace, sum(secs) / len(secs)))
     return out
-
-
-def load_workload(database: Any, shash: str) -> Any | None:
-    """The TIR module filed under ``shash`` in ``database``, if any."""
-    for rec_wl in _workloads(database):
-        if workload_hash(rec_wl.mod) == shash:
-            return rec_wl.mod
-    return None
 
 
 def _workloads(database: Any) -> list[Any]:

@@ -371,6 +371,7 @@ class TuneLoop:
             self.notice(f"{known} of {len(self.scheduler.tasks)} tasks already have records (reused as they are)")
         try:
             with self._graceful_stop():
+                self._warm_cost_model()
                 reason = self._loop()
         except KeyboardInterrupt:
             reason = "interrupted"
@@ -381,6 +382,21 @@ class TuneLoop:
         interrupted = reason == "interrupted"
         return TuneResult(self.snapshot(reason), self.store.dir, reason, interrupted, self.failures, self.transferred,
                           dict(self.batches), tuple(self.errors))
+
+    def _warm_cost_model(self, per_task: int = 64) -> None:
+        """On a resumed or shared database, train the cost model on the records first, so the
+        search does not start blind."""
+        with_records = [i for i, t in enumerate(self.scheduler.tasks) if t.best is not None and t.trials > 1]
+        if not with_records:
+            return
+        self.notice(f"training the cost model on the records of {len(with_records)} task(s)")
+        for i in with_records:
+            ctx = self._context(i)
+            measured = self.ms.top_traces(self.database, self.taskset.tasks[i].workload.mod, per_task)
+            pairs = [(ctx.candidate_from_trace(trace), secs) for trace, secs in measured]
+            cands = [c for c, _ in pairs if c is not None]
+            results = [self.ms.runner_result([secs], None) for c, secs in pairs if c is not None]
+            self.ms.update_cost_model(self.cost_model, ctx, cands, results)
 
     @contextlib.contextmanager
     def _graceful_stop(self) -> Iterator[None]:
