@@ -336,6 +336,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
     result = box["r"]
     assert result.snapshot.runner.startswith("tracker") and result.snapshot.spent == 20
     assert any("2 board(s)" in n for n in notices)
+    assert any("1 board(s) dropped out; continuing on 1" in n for n in notices), notices
     assert result.failures < 20 - 5  # the live board kept measuring
 
 

@@ -107,7 +107,7 @@ def _live(enabled: bool) -> Iterator[tuple[Callable[[Any], None], Callable[[str]
         yield (lambda _s: None), (lambda _m: None)
         return
     if err.is_terminal:
-        with Live(console=err, refresh_per_second=2, transient=False) as live:
+        with Live(console=err, refresh_per_second=2, transient=True) as live:
             yield (lambda s: live.update(_table(s))), (lambda m: live.console.print(f"edgetune: {m}"))
         return
     last = [0.0]

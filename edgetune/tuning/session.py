@@ -252,14 +252,26 @@ def _tracker_runner(opts: TuneOptions, profile: Profile, evaluator: Any, device_
     host, port = opts.tracker  # type: ignore[misc]
     key = opts.key or profile.name
 
-    def alive() -> int:
+    def servers() -> int:
         try:
-            status = tracker_status(host, port)
+            return int(tracker_status(host, port).get("servers", {}).get(key, 0))
         except EdgetuneError:
             return 0
-        return int(status.get("servers", {}).get(key, 0))
 
-    count = alive()
+    count = servers()
+    known = [count]
+
+    def alive() -> int:
+        """Servers under the key now; a busy one re-registers a moment after its session ends."""
+        seen = servers()
+        for wait in (2.0, 4.0):
+            if seen >= known[0]:
+                break
+            time.sleep(wait)
+            seen = max(seen, servers())
+        known[0] = seen
+        return seen
+
     if count == 0:
         raise RemoteError(f"no board is registered under key '{key}' at {host}:{port}",
                           "register boards with `edgetune tracker attach BOARD...`, or give --key")
@@ -307,7 +319,6 @@ class TuneLoop:
         self.failures = 0
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
-        self.failed_batches = 0
         self.batches: dict[str, int] = {}
         self.errors: list[str] = []
         self.stop_requested = False
@@ -557,7 +568,7 @@ class TuneLoop:
         ctx = self.contexts[i]
         wl = self.taskset.tasks[i].workload
         ms.commit(self.database, wl.mod, batch, results, self.taskset.target)
-        if kind == "evolutionary" or kind.endswith("evolutionary"):
+        if kind.endswith("evolutionary"):
             own = [(c, r) for c, r in zip(batch, results) if not ctx.is_baseline(c)]
             ctx.notify([c for c, _ in own], [r for _, r in own])
         ms.update_cost_model(self.cost_model, ctx, batch, results)
@@ -579,11 +590,10 @@ class TuneLoop:
         self.spent_now += len(batch)
         self.batches[kind] = self.batches.get(kind, 0) + 1
         self._write_journal()
-        self.failed_batches = self.failed_batches + 1 if not valid and _run_failures(results) else 0
 
     def _check_boards(self, results: list[Any]) -> None:
-        """After batches where nothing ran, ask whether the boards are still there."""
-        if self.failed_batches == 0 or self.runner.label == "local":
+        """After candidates failed on the board side, ask whether the boards are still there."""
+        if self.runner.label == "local" or not _run_failures(results):
             return
         alive = self.runner.alive()
         if alive == 0:
