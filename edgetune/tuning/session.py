@@ -592,8 +592,9 @@ class TuneLoop:
         self._write_journal()
 
     def _check_boards(self, results: list[Any]) -> None:
-        """After candidates failed on the board side, ask whether the boards are still there."""
-        if self.runner.label == "local" or not _run_failures(results):
+        """Whether the boards are still there: after candidates failed on the board side, and
+        after every batch on a farm (the tracker forgets a dead board before anything fails)."""
+        if self.runner.label == "local" or not (_run_failures(results) or self.runner.workers > 1):
             return
         alive = self.runner.alive()
         if alive == 0:
