@@ -187,8 +187,11 @@ class RecordStore:
         if meta.get("profile") not in (None, self.profile):
             raise UsageError(f"{archive} holds records for profile '{meta.get('profile')}', not '{self.profile}'",
                              f"import it with --device {meta.get('profile')}")
-        self.prepare(meta.get("target", {}) if not (self.dir / META).is_file() else
-                     json.loads((self.dir / META).read_text()).get("target", {}))
+        existing = self.dir / META
+        target = json.loads(existing.read_text()).get("target", {}) if existing.is_file() else meta.get("target", {})
+        if meta.get("target") not in (None, target):
+            log.warning("%s was measured with another '%s' target; its timings may not hold here", archive.name, self.profile)
+        self.prepare(target)
         theirs = [json.loads(line) for line in _text_lines(files.get(WORKLOADS, b""))]
         ours = self.workloads()
         index = {h: i for i, h in enumerate(ours)}
