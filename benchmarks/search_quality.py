@@ -30,12 +30,20 @@ def main() -> None:
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--size", type=int, default=56)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--report", action="store_true", help="only rebuild the table and plot from the saved JSON "
+                   "(e.g. after an interrupted run)")
     args = p.parse_args()
+    out = REPO / "benchmarks" / "results"
+    if args.report:
+        saved = json.loads((out / "search_quality.json").read_text())
+        args = argparse.Namespace(**saved["args"])
+        runs = {s: {int(k): v for k, v in by_seed.items() if v} for s, by_seed in saved["curves"].items()}
+        report({s: r for s, r in runs.items() if r}, args, out)
+        return
     from edgetune.tuning.session import TuneOptions
 
     work = Path(tempfile.mkdtemp(prefix="search-quality-"))
     model = models.small_cnn_onnx(work / "cnn.onnx", width=args.width, size=args.size)
-    out = REPO / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     runs: dict[str, dict[int, list]] = {"evolutionary": {}, "droplet": {}, "hybrid": {}}
     for seed in (int(s) for s in args.seeds.split(",")):
@@ -47,6 +55,11 @@ def main() -> None:
             print(f"seed {seed} {search:12s} {result.snapshot.spent:5d} trials  {result.snapshot.elapsed_s:7.1f} s  "
                   f"best {points[-1][1][0]:.4f} ms  batches {result.batches}", flush=True)
             (out / "search_quality.json").write_text(json.dumps({"args": vars(args), "curves": runs}, indent=1))
+    report(runs, args, out)
+
+
+def report(runs: dict[str, dict[int, list]], args: argparse.Namespace, out: Path) -> None:
+    """Medians over seeds at the checkpoints, the claim's verdict, JSON and PNG."""
     checkpoints = sorted({args.short, args.evolutionary, 100, 1000} & set(range(args.evolutionary + 1)))
     table = []
     for search, by_seed in runs.items():
@@ -65,9 +78,10 @@ def main() -> None:
     print(f"\nhybrid@{args.short} {hyb:.4f} ms vs evolutionary@{args.evolutionary} {evo:.4f} ms: "
           f"claim {'holds' if verdict else 'does not hold'} here")
     first = sorted(runs["evolutionary"])[0]
-    series = {f"{s} (seed {first})": [(t, lat[0]) for t, lat in runs[s][first] if lat[0] is not None] for s in runs}
+    series = {f"{s} (seed {first})": [(t, lat[0]) for t, lat in runs[s].get(first, []) if lat[0] is not None] for s in runs}
     png = plot(out / "search_quality.png", "estimated latency vs trials", series, "ms")
-    (out / "search_quality.json").write_text(json.dumps({"args": vars(args), "table": table, "claim_holds": verdict,
+    (out / "search_quality.json").write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "report"},
+                                                         "table": table, "claim_holds": verdict,
                                                          "curves": runs, "plot": png.name if png else None}, indent=1))
 
 
