@@ -87,3 +87,9 @@ def run_edgetune(*args: str, env: dict[str, str] | None = None, cwd: Path | None
     """The real console script in a subprocess (exit codes and stderr exactly as a user sees)."""
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-m", "edgetune", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=900)
+
+
+def record_lines(records: Path) -> int:
+    """Tuning records measured so far in a records directory (lines of its records file)."""
+    path = records / "database_tuning_record.json"
+    return len(path.read_text().splitlines()) if path.is_file() else 0

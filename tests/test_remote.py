@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import standin
-from conftest import run_edgetune
+from conftest import record_lines, run_edgetune
 from edgetune.errors import BoardUnreachableError, HostKeyError, RemoteError, RpcError
 from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
 
@@ -264,18 +264,32 @@ def test_devices_cli_add_list_remove():
 # ---------------------------------------------------------------- tuning on boards
 
 
+def _tuning_board(boards, name: str, add: bool = True) -> tuple[standin.StandinBoard, Board]:
+    """A stand-in Pi with the runtime installed (and in the inventory, for --device NAME)."""
+    from edgetune.remote.board import setup_board
+
+    sb = boards()
+    board = _board(sb, name)
+    if add:
+        add_board(board)
+    setup_board(board)
+    return sb, board
+
+
+def _wait_for_records(records: Path, lines: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and record_lines(records) < lines:
+        time.sleep(0.5)
+
+
 def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     """Candidates cross-compiled here, timed on the (emulated) Pi through the SSH tunnel."""
     import models
     from edgetune.package import PackageOptions, package
-    from edgetune.remote.board import setup_board
     from edgetune.tuning.records import RecordStore
     from edgetune.tuning.session import TuneOptions, tune
 
-    sb = boards()
-    board = _board(sb, "tunepi")
-    add_board(board)
-    setup_board(board)
+    sb, _ = _tuning_board(boards, "tunepi")
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
     result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records))
@@ -303,13 +317,10 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
 
     import models
     from edgetune.remote import rpc
-    from edgetune.remote.board import RemoteBoard, setup_board
+    from edgetune.remote.board import RemoteBoard
     from edgetune.tuning.session import TuneOptions, tune
 
-    sbs = [boards() for _ in range(2)]
-    pis = [_board(sb, f"tfarm{i}") for i, sb in enumerate(sbs)]
-    for b in pis:
-        setup_board(b)
+    sbs, pis = zip(*(_tuning_board(boards, f"tfarm{i}", add=False) for i in range(2)))
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
     notices: list[str] = []
@@ -324,10 +335,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
                 TuneOptions(models=(model,), device="pi4", tracker=addr, key="pi4", trials=20, batch=4,
                             population=32, records=records, timeout=45), notice=notices.append)))
             worker.start()
-            path = records / "database_tuning_record.json"
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and (not path.is_file() or len(path.read_text().splitlines()) < 5):
-                time.sleep(0.5)
+            _wait_for_records(records, 5)
             sbs[1].kill_user_processes("rpc_server|popen_worker")  # the second board dies
             worker.join(900)
             assert not worker.is_alive()
@@ -342,14 +350,10 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
 
 def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
     import models
-    from edgetune.remote.board import setup_board
     from edgetune.tuning.records import RecordStore
     from edgetune.tuning.session import TuneOptions, tune
 
-    sb = boards()
-    board = _board(sb, "dying")
-    add_board(board)
-    setup_board(board)
+    sb, _ = _tuning_board(boards, "dying")
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
     errors: list[BaseException] = []
@@ -362,10 +366,7 @@ def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
 
     worker = threading.Thread(target=run)
     worker.start()
-    path = records / "database_tuning_record.json"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and (not path.is_file() or len(path.read_text().splitlines()) < 5):
-        time.sleep(0.5)
+    _wait_for_records(records, 5)
     sb.kill_user_processes("rpc_server|popen_worker")
     worker.join(600)
     assert not worker.is_alive()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import models
-from conftest import run_edgetune
+from conftest import record_lines, run_edgetune
 from edgetune.tuning.records import RecordStore
 from edgetune.tuning.session import TuneOptions, tune
 
@@ -87,11 +87,6 @@ def test_list_tasks_cli_shows_records(tuned_a, nets):
     assert all(r["trials"] > 0 for r in rows)
 
 
-def _record_lines(records: Path) -> int:
-    path = records / "database_tuning_record.json"
-    return len(path.read_text().splitlines()) if path.is_file() else 0
-
-
 def test_resume_after_kill_9(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "36",
@@ -99,13 +94,13 @@ def test_resume_after_kill_9(nets, tmp_path):
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while _record_lines(records) < 12 and time.monotonic() < deadline and proc.poll() is None:
+        while record_lines(records) < 12 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.2)
         assert proc.poll() is None, "tuning ended before it could be killed"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its build/run workers
         proc.wait()
-    before = _record_lines(records)
+    before = record_lines(records)
     with (records / "database_tuning_record.json").open("a") as fh:
         fh.write('[0,[[["GetSBl')  # as if killed in the middle of a write
     again = run_edgetune(*args[3:])
@@ -113,7 +108,7 @@ def test_resume_after_kill_9(nets, tmp_path):
     out = json.loads(again.stdout)
     assert out["trials_total"] == 36
     assert 0 < out["trials_this_run"] <= 36 - 8  # the earlier run's trials were not spent again
-    lines = _record_lines(records)
+    lines = record_lines(records)
     assert 36 <= lines <= 36 + 5  # at most the batch in flight measured twice
     assert lines >= before
     done = run_edgetune(*args[3:])  # nothing left to do
@@ -215,7 +210,7 @@ def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
             "--batch", "4", "--population", "32", "--records", str(records)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 300
-    while _record_lines(records) < 5 and time.monotonic() < deadline and proc.poll() is None:
+    while record_lines(records) < 5 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
     out, err = proc.communicate(timeout=180)

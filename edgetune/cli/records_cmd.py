@@ -22,6 +22,15 @@ def _store(device: str, records: Path | None):  # noqa: ANN202 — RecordStore, 
     return RecordStore(records or default_dir(profile.name), profile.name)
 
 
+def _existing_store(device: str, records: Path | None, hint: str):  # noqa: ANN202
+    from ..errors import UsageError
+
+    store = _store(device, records)
+    if not store.exists():
+        raise UsageError(f"no records for {store.profile} in {store.dir}", hint)
+    return store
+
+
 @app.command("ls")
 @boundary
 def ls(json_out: bool = typer.Option(False, "--json")) -> None:
@@ -48,11 +57,7 @@ def show(device: str = typer.Option(..., "--device", "-d", help="Profile or boar
          records: Path = typer.Option(None, "--records", help=RECORDS_HELP),
          json_out: bool = typer.Option(False, "--json")) -> None:
     """Per workload: trials, failures and the best measured time."""
-    from ..errors import UsageError
-
-    store = _store(device, records)
-    if not store.exists():
-        raise UsageError(f"no records for {store.profile} in {store.dir}", "tune a model first: edgetune tune MODEL --device ...")
+    store = _existing_store(device, records, "tune a model first: edgetune tune MODEL --device ...")
     stats = sorted(store.stats().values(), key=lambda s: -(s.best_ms or 0))
     if json_out:
         print_json({"summary": store.summary(), "workloads": [s.to_json() for s in stats]})
@@ -71,11 +76,7 @@ def export(archive: Path = typer.Argument(..., help="The .tar.gz to write."),
            device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
            records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
     """Write a profile's records into an archive (to share them or move them to another host)."""
-    from ..errors import UsageError
-
-    store = _store(device, records)
-    if not store.exists():
-        raise UsageError(f"no records for {store.profile} in {store.dir}", "nothing to export")
+    store = _existing_store(device, records, "nothing to export")
     store.export(archive)
     out.print(f"exported {store.summary()['trials']} records for {store.profile} → {archive}")
 

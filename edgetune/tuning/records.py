@@ -52,6 +52,7 @@ class WorkloadStats:
     trials: int
     failures: int
     best_ms: float | None  # mean run time of the best valid record
+    baseline_ms: float | None = None  # the untuned kernel (the record with an empty trace)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -132,10 +133,11 @@ class RecordStore:
         return [row[0] for row in _lines(self.dir / WORKLOADS)]
 
     def stats(self) -> dict[str, WorkloadStats]:
-        """Per workload hash: trials measured, failures, best mean time."""
+        """Per workload hash: trials measured, failures, best mean time, untuned time."""
         hashes = self.workloads()
         trials: dict[str, list[int]] = {}
         best: dict[str, float] = {}
+        baseline: dict[str, float] = {}
         for idx, rec in _lines(self.dir / RECORDS):
             shash = hashes[idx]
             secs = [float(x) for x in rec[1]] or [FAILED]
@@ -146,18 +148,9 @@ class RecordStore:
                 continue
             mean = sum(secs) / len(secs)
             best[shash] = min(best.get(shash, mean), mean)
-        return {h: WorkloadStats(h, c[0], c[1], best[h] * 1e3 if h in best else None) for h, c in trials.items()}
-
-    def baselines(self) -> dict[str, float]:
-        """Per workload hash: seconds of the untuned kernel (the record with an empty trace)."""
-        hashes = self.workloads()
-        out: dict[str, float] = {}
-        for idx, rec in _lines(self.dir / RECORDS):
-            insts = rec[0][0] if rec[0] else []
-            secs = [float(x) for x in rec[1]]
-            if not insts and secs and min(secs) < FAILED:
-                out.setdefault(hashes[idx], sum(secs) / len(secs))
-        return out
+            if not (rec[0][0] if rec[0] else []):  # an empty trace: the untuned kernel
+                baseline.setdefault(shash, mean)
+        return {h: WorkloadStats(h, c[0], c[1], _ms(best.get(h)), _ms(baseline.get(h))) for h, c in trials.items()}
 
     def summary(self) -> dict[str, Any]:
         """For ``records ls``: totals and where the files are."""
@@ -210,6 +203,10 @@ class RecordStore:
         _append(self.dir / WORKLOADS, new_workloads)
         _append(self.dir / RECORDS, new_records)
         return len(new_workloads), len(new_records)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
 
 
 def _record_key(idx: int, rec: Any) -> str:

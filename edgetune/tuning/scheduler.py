@@ -103,23 +103,18 @@ class Scheduler:
 
     def latency(self, j: int) -> float | None:
         """Estimated latency of network j in seconds (None while one of its tasks is unmeasured)."""
-        total = 0.0
-        for i, mult in self.objective.networks[j].tasks.items():
-            best = self.tasks[i].best
-            if best is None:
-                return None
-            total += mult * best
-        return total
+        return self._network_total(j, "best")
 
     def baseline_latency(self, j: int) -> float | None:
         """Network j before tuning, from the untuned kernels' times."""
-        total = 0.0
-        for i, mult in self.objective.networks[j].tasks.items():
-            base = self.tasks[i].baseline
-            if base is None:
-                return None
-            total += mult * base
-        return total
+        return self._network_total(j, "baseline")
+
+    def _network_total(self, j: int, field: str) -> float | None:
+        """Σ calls × the tasks' ``field`` time over network j; None if one task has none."""
+        times = [(mult, getattr(self.tasks[i], field)) for i, mult in self.objective.networks[j].tasks.items()]
+        if any(t is None for _m, t in times):
+            return None
+        return sum(mult * t for mult, t in times)
 
     def latencies(self) -> list[float] | None:
         values = [self.latency(j) for j in range(len(self.objective.networks))]

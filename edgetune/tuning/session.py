@@ -327,7 +327,6 @@ class TuneLoop:
 
     def _scheduler(self) -> Scheduler:
         stats = self.store.stats()
-        baselines = self.store.baselines()
         states = []
         for t in self.taskset.tasks:
             s = stats.get(t.shash)
@@ -335,7 +334,7 @@ class TuneLoop:
             if s is not None:
                 state.trials = s.trials
                 state.best = s.best_ms / 1e3 if s.best_ms is not None else None
-                state.baseline = baselines.get(t.shash)
+                state.baseline = s.baseline_ms / 1e3 if s.baseline_ms is not None else None
                 if state.best is not None:
                     state.history.append(state.best)
                     state.batches = max(1, s.trials // self.opts.batch)
@@ -575,8 +574,8 @@ class TuneLoop:
         times = [ms.mean_secs(r) for r in results]
         valid = [t for t in times if t is not None]
         self.failures += len(times) - len(valid)
-        for r in results:
-            if ms.mean_secs(r) is None:
+        for r, t in zip(results, times):
+            if t is None:
                 msg = _first_line(r.error_msg)
                 log.debug("candidate failed: %s", r.error_msg)
                 if msg not in self.errors and len(self.errors) < 5:
