@@ -1,0 +1,660 @@
+"""Relax-level lowering for CPU targets: the graph edgetune's kernels are built from.
+
+TVM 0.27 legalizes every operator into plain loops over the model's own layout (NCHW for ONNX)
+and leaves weights as they are. Near-peak CPU kernels want something else (DESIGN §3, measured):
+
+* **NHWC activations**: channels innermost, so a convolution's output channels fill vector
+  registers and a pixel's inputs are contiguous. :func:`to_nhwc` rewrites NCHW convolutions,
+  pools and the elementwise/concat/mean ops between them; any other op gets the tensor back in
+  NCHW (a transpose the pass inserts only where needed).
+* **Packed weights**: a convolution's constant OHWI weights are repacked at compile time into
+  ``[OC/OCi, KH, KW, IC, OCi]`` (``OCi`` = the output-channel block one micro-kernel keeps in
+  registers), depthwise weights into ``[KH, KW, C]`` and a dense layer's ``[K, N]`` into
+  ``[N/NB, K, NB]``. The repacking runs in numpy here, so a cross build needs nothing on the host
+  but the numbers.
+
+The result is fused exactly like TVM's own pipeline (legalize, annotate, fold, fuse), so tuning
+tasks and the build see the same kernels. :data:`LEGACY` is the lowering of edgetune ≤ 0.1
+(TVM's legalization as it comes), kept because tuning records made with it only match it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import tvm
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """How a model's graph is lowered before fusion; ``key`` is stamped on tuning records."""
+
+    layout: str  # "nhwc" | "nchw" (the model's own)
+    pack: bool  # repack constant weights for the micro-kernels
+
+    @property
+    def key(self) -> str:
+        return f"{self.layout}{'-packed' if self.pack else ''}"
+
+
+NATIVE = Lowering("nchw", False)  # TVM's own legalization: edgetune ≤ 0.1 and GPU targets
+NHWC_PACKED = Lowering("nhwc", True)
+LOWERINGS = {lw.key: lw for lw in (NATIVE, NHWC_PACKED, Lowering("nchw", True), Lowering("nhwc", False))}
+LEGACY = NATIVE
+
+
+def lowering_for(target: Any, layout: str = "auto") -> Lowering:
+    """The lowering for ``target``: NHWC + packed weights on CPUs, TVM's own for GPUs."""
+    if target.kind.name != "llvm":
+        return NATIVE
+    if layout == "nchw":
+        return Lowering("nchw", True)
+    return NHWC_PACKED
+
+
+# ---------------------------------------------------------------- small graph clean-ups
+
+
+def drop_dropout(mod: Any) -> Any:
+    """``TupleGetItem(dropout(x), 0) → x``. DecomposeOpsForInference leaves dropout's tuple,
+    which trips layout passes (measured: "Expected nested to match tuple" on squeezenet)."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Drop(relax.PyExprMutator):
+        def visit_tuple_getitem_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
+            new = super().visit_tuple_getitem_(op)
+            value = new.tuple_value
+            if isinstance(value, relax.Var):
+                bound = self.lookup_binding(value)
+                value = value if bound is None else bound
+            if new.index == 0 and _op_name(value) == "relax.nn.dropout":
+                return value.args[0]
+            return new
+
+    return _map_functions(mod, lambda m, f: _Drop(m).visit_expr(f))
+
+
+def sum_of_stack_to_add(mod: Any) -> Any:
+    """ONNX ``Sum`` arrives as ``sum(stack([broadcast_to(a), broadcast_to(b)]), axis=0)``: a 5-D
+    op nothing fuses with. Rewrite it to ``a + b`` (broadcasting as ``add`` does), so residual
+    additions fuse into the convolution before them."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Sum(relax.PyExprMutator):
+        def _bound(self, expr: Any) -> Any:
+            if isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                return expr if bound is None else bound
+            return expr
+
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            if _op_name(new) != "relax.sum" or new.attrs.keepdims or [int(a) for a in (new.attrs.axis or [])] != [0]:
+                return new
+            stack = self._bound(new.args[0])
+            if _op_name(stack) != "relax.stack" or int(stack.attrs.axis) != 0:
+                return new
+            parts = list(getattr(self._bound(stack.args[0]), "fields", []))
+            if len(parts) < 2:
+                return new
+            terms = []
+            for part in parts:
+                inner = self._bound(part)
+                terms.append(inner.args[0] if _op_name(inner) == "relax.broadcast_to" else part)
+            total = terms[0]
+            for term in terms[1:]:
+                total = self.builder_.emit(relax.op.add(total, term))
+            want = [int(d) for d in new.ty.shape.values]
+            if [int(d) for d in total.ty.shape.values] != want:
+                total = relax.op.broadcast_to(total, want)
+            return total
+
+    return _map_functions(mod, lambda m, f: _Sum(m).visit_expr(f))
+
+
+_NUMPY_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multiply": "multiply",
+                 "relax.divide": "divide", "relax.power": "power", "relax.maximum": "maximum", "relax.minimum": "minimum"}
+_NUMPY_UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp", "relax.abs": "abs"}
+
+
+def fold_constants_numpy(mod: Any) -> Any:
+    """Evaluate the cheap constant arithmetic of decomposed batch norms and weight reshapes
+    (``expand_dims``, ``sqrt(var + eps)``, ``permute_dims`` …) in numpy. TVM's FoldConstant
+    compiles a kernel for every such call: 15 s of a ResNet-50 build, measured."""
+    import numpy as np
+    from tvm import relax
+
+    def fold(call: Any) -> Any | None:
+        name = _op_name(call)
+        args = [_const_array(a) for a in call.args if _is_tensor(a)]
+        if not args or any(a is None for a in args) or len(args) != sum(1 for a in call.args if _is_tensor(a)):
+            return None
+        dtype = str(call.ty.dtype)
+        if name in _NUMPY_BINARY and len(args) == 2 and args[0].dtype == args[1].dtype:
+            out = getattr(np, _NUMPY_BINARY[name])(args[0], args[1])
+        elif name in _NUMPY_UNARY and len(args) == 1:
+            out = getattr(np, _NUMPY_UNARY[name])(args[0])
+        elif name == "relax.rsqrt":
+            out = 1 / np.sqrt(args[0])
+        elif name in ("relax.expand_dims", "relax.reshape", "relax.squeeze", "relax.broadcast_to"):
+            shape = [int(d) for d in call.ty.shape.values]
+            out = np.broadcast_to(args[0], shape) if name == "relax.broadcast_to" else args[0].reshape(shape)
+        elif name == "relax.permute_dims":
+            axes = call.attrs.axes
+            out = np.transpose(args[0], None if axes is None else [int(a) for a in axes])
+        else:
+            return None
+        if str(out.dtype) != dtype:
+            return None
+        return relax.const(np.ascontiguousarray(out), dtype)
+
+    @relax.expr_functor.mutator
+    class _Fold(relax.PyExprMutator):
+        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+            value = self.visit_expr(binding.value)
+            folded = fold(value) if isinstance(value, relax.Call) else None
+            if folded is None:
+                return super().visit_var_binding_(binding)
+            self.set_var_remap(binding.var, self.builder_.emit(folded) if isinstance(binding.var, relax.DataflowVar)
+                               else self.builder_.emit_output(folded))
+            return None
+
+        def _inline(self, new: Any) -> Any:
+            bound = self.lookup_binding(new) if isinstance(new, relax.Var) else None
+            return bound if bound is not None and _const_array(bound) is not None else new
+
+        def visit_var_(self, op: Any) -> Any:  # noqa: N802 — constants inline into their users
+            return self._inline(super().visit_var_(op))
+
+        def visit_dataflow_var_(self, op: Any) -> Any:  # noqa: N802
+            return self._inline(super().visit_dataflow_var_(op))
+
+    return _map_functions(mod, lambda m, f: _Fold(m).visit_expr(f))
+
+
+def _map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
+    from tvm import relax
+
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()))
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            out[gv] = fn(mod, func)
+    return out
+
+
+def _op_name(expr: Any) -> str:
+    from tvm import relax
+
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm().ir.Op):
+        return str(expr.op.name)
+    return ""
+
+
+# ---------------------------------------------------------------- NHWC
+
+
+_UNARY = frozenset(f"relax.{n}" for n in (
+    "nn.relu", "nn.relu6", "nn.silu", "nn.gelu", "nn.gelu_tanh", "nn.leakyrelu", "nn.softplus", "nn.selu",
+    "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "negative", "square", "erf", "round", "floor",
+    "ceil", "sign", "sin", "cos", "clip", "astype", "hard_sigmoid", "hard_swish", "nn.hard_swish",
+))
+_BINARY = frozenset(f"relax.{n}" for n in (
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide", "floor_mod",
+))
+_POOLS = frozenset(("relax.nn.max_pool2d", "relax.nn.avg_pool2d"))
+_REDUCE = frozenset(("relax.mean", "relax.sum", "relax.max", "relax.min"))
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}  # NCHW axis → NHWC axis
+
+
+def to_nhwc(mod: Any) -> Any:
+    """Run NCHW convolutions (and the ops around them that do not care about layout) in NHWC
+    with OHWI weights. Transposes appear only where an op needs NCHW (graph inputs/outputs,
+    reshapes); constant operands are permuted once and folded later."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _NHWC(relax.PyExprMutator):
+        def __init__(self, mod: Any):
+            super().__init__(mod)
+            self.nhwc: dict[Any, Any] = {}  # new NCHW var → the same value in NHWC
+
+        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+            value = binding.value
+            if not isinstance(value, relax.Call) or not isinstance(value.op, tvm().ir.Op):
+                return super().visit_var_binding_(binding)
+            call = self.visit_expr(value)
+            converted = self._convert(call)
+            if converted is None:
+                return super().visit_var_binding_(binding)
+            new_nhwc, plain = converted
+            if plain:  # the result has no layout (e.g. mean over H, W without keepdims)
+                self.set_var_remap(binding.var, self._emit(binding.var, new_nhwc))
+                return None
+            nhwc_var = self.builder_.emit(new_nhwc)
+            back = self._emit(binding.var, relax.op.permute_dims(nhwc_var, TO_NCHW))
+            self.nhwc[back] = nhwc_var
+            self.set_var_remap(binding.var, back)
+            return None
+
+        def _emit(self, var: Any, expr: Any) -> Any:
+            if isinstance(var, relax.DataflowVar):
+                return self.builder_.emit(expr)
+            return self.builder_.emit_output(expr)
+
+        def _in_nhwc(self, arg: Any) -> Any:
+            if arg in self.nhwc:
+                return self.nhwc[arg]
+            ty = arg.ty
+            rank = getattr(ty, "ndim", -1)
+            if not 0 <= rank <= 4:
+                raise _NotConvertible
+            value = _const_array(arg)
+            shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
+            if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
+                return relax.const(value.reshape(shape).transpose(TO_NHWC).copy(), str(ty.dtype))
+            if rank < 4:
+                arg = relax.op.reshape(arg, shape)
+            return relax.op.permute_dims(arg, TO_NHWC)
+
+        def _convert(self, call: Any) -> tuple[Any, bool] | None:
+            name = str(call.op.name)
+            tensors = [a for a in call.args if _is_tensor(a)]
+            try:
+                if name == "relax.nn.conv2d":
+                    return self._conv(call)
+                if name == "relax.concat":
+                    return self._concat(call)
+                if not any(a in self.nhwc for a in tensors):
+                    return None
+                if name in _POOLS and call.attrs.layout == "NCHW" and call.attrs.out_layout == "NCHW":
+                    return _pool(call, self._in_nhwc(call.args[0])), False
+                if name == "relax.nn.adaptive_avg_pool2d" and call.attrs.layout == "NCHW":
+                    size = [int(s) for s in call.attrs.output_size] if call.attrs.output_size else None
+                    return relax.op.nn.adaptive_avg_pool2d(self._in_nhwc(call.args[0]), size, layout="NHWC"), False
+                if name in _UNARY or name in _BINARY:
+                    if not all(_rank(a) <= 4 for a in tensors) or _rank(call) != 4:
+                        return None
+                    args = [self._in_nhwc(a) if _is_tensor(a) else a for a in call.args]
+                    return relax.Call(call.op, args, call.attrs), False
+                if name in _REDUCE and call.attrs.axis is not None and _rank(call.args[0]) == 4:
+                    return self._reduce(call)
+            except _NotConvertible:
+                return None
+            return None
+
+        def _conv(self, call: Any) -> tuple[Any, bool] | None:
+            a = call.attrs
+            if not (a.data_layout == "NCHW" and a.kernel_layout == "OIHW" and a.out_layout == "NCHW"):
+                return None
+            value = _const_array(call.args[1])
+            weight = (relax.op.permute_dims(call.args[1], TO_NHWC) if value is None  # OIHW → OHWI
+                      else relax.const(value.transpose(TO_NHWC).copy(), str(call.args[1].ty.dtype)))
+            out = relax.op.nn.conv2d(self._in_nhwc(call.args[0]), weight, strides=_ints(a.strides),
+                                     padding=_ints(a.padding), dilation=_ints(a.dilation), groups=int(a.groups),
+                                     data_layout="NHWC", kernel_layout="OHWI", out_layout="NHWC",
+                                     out_dtype=a.out_dtype or None)
+            return out, False
+
+        def _concat(self, call: Any) -> tuple[Any, bool] | None:
+            parts = call.args[0]
+            fields = list(getattr(parts, "fields", []))
+            if not fields or not any(f in self.nhwc for f in fields) or _rank(call) != 4:
+                return None
+            axis = _AXIS[int(call.attrs.axis) % 4]
+            return relax.op.concat([self._in_nhwc(f) for f in fields], axis=axis), False
+
+        def _reduce(self, call: Any) -> tuple[Any, bool] | None:
+            axes = sorted(int(x) % 4 for x in call.attrs.axis)
+            keep = bool(call.attrs.keepdims)
+            if axes != [2, 3] or call.args[0] not in self.nhwc:
+                return None
+            op = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum,
+                  "relax.max": relax.op.max, "relax.min": relax.op.min}[str(call.op.name)]
+            return op(self.nhwc[call.args[0]], axis=[1, 2], keepdims=keep), not keep
+
+    return _map_functions(mod, lambda m, f: _NHWC(m).visit_expr(f))
+
+
+class _NotConvertible(Exception):
+    """An operand this pass cannot express in NHWC: keep the op in NCHW."""
+
+
+def _is_tensor(expr: Any) -> bool:
+    from tvm import relax
+
+    return isinstance(getattr(expr, "ty", None), relax.TensorType)
+
+
+def _rank(expr: Any) -> int:
+    return int(getattr(expr.ty, "ndim", -1))
+
+
+def _ints(values: Any) -> list[int]:
+    return [int(v) for v in values]
+
+
+def _pool(call: Any, data: Any) -> Any:
+    from tvm import relax
+
+    a = call.attrs
+    make = relax.op.nn.max_pool2d if str(call.op.name) == "relax.nn.max_pool2d" else relax.op.nn.avg_pool2d
+    return make(data, pool_size=_ints(a.pool_size), strides=_ints(a.strides), padding=_ints(a.padding),
+                dilation=_ints(a.dilation), ceil_mode=bool(a.ceil_mode), count_include_pad=bool(a.count_include_pad),
+                layout="NHWC", out_layout="NHWC")
+
+
+# ---------------------------------------------------------------- packed legalization
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What a micro-kernel needs to know about the target CPU."""
+
+    lanes: int  # fp32 lanes per vector register
+    registers: int  # vector registers
+    fma_latency: int  # cycles; with 2 pipes, 2 × latency independent accumulators keep them busy
+
+    @classmethod
+    def of(cls, target: Any) -> "CpuFacts":
+        from tvm.target import codegen
+
+        bits = int(codegen.llvm_get_vector_width(target)) if target.kind.name == "llvm" else 128
+        bits = bits if bits > 0 else 128
+        triple = str(target.attrs.get("mtriple", ""))
+        arm = triple.startswith(("aarch64", "arm"))
+        if arm:
+            registers = 32 if triple.startswith("aarch64") else 16
+        else:
+            registers = 32 if bits >= 512 else 16
+        # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency; A76+ and x86 ~4.
+        slow_fma = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
+        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4)
+
+
+def vector_widths(lanes: int) -> list[int]:
+    """Vector-block widths LLVM turns into whole registers (others legalize badly: a <25 x
+    float> conv measured 30× slower than <32 x float>): multiples of the native width and the
+    narrower power-of-two registers (AVX's 8, SSE/NEON's 4)."""
+    return sorted({lanes * k for k in (1, 2, 3, 4)} | {w for w in (4, 8) if w < lanes})
+
+
+def tile_rate(rows: int, vectors: int, cpu: CpuFacts) -> float:
+    """Estimated register-tile updates per cycle of a ``rows`` × ``vectors`` micro-kernel: two
+    FMA pipes, two loads per cycle (``rows`` broadcasts + ``vectors`` weight loads per step),
+    enough independent accumulators to cover the FMA latency, one cycle of loop overhead."""
+    fmas, loads = rows * vectors, rows + vectors
+    cycles = max(fmas / 2.0, loads / 2.0, float(cpu.fma_latency)) + 1.0
+    return rows / cycles
+
+
+def register_tile(oc: int, ow: int, cpu: CpuFacts) -> tuple[int, int]:
+    """(OCi, RW): the output-channel block and output-pixel row of one micro-kernel.
+
+    ``RW × ⌈OCi/lanes⌉`` accumulators stay in registers with the weight vectors and one
+    broadcast; the estimate prefers tiles that keep both FMA pipes busy (enough independent
+    accumulators) with few loads per FMA, and penalizes the zero channels that pad ``oc`` up to
+    a multiple of ``OCi``. ``RW`` divides ``ow`` (no row has a tail).
+    """
+    best, best_score = (cpu.lanes, 1), -1.0
+    for oci in vector_widths(cpu.lanes):
+        padded = -(-oc // oci) * oci
+        if oci > padded or (oci > oc and oci != min(w for w in vector_widths(cpu.lanes) if w >= oc)):
+            continue
+        vecs = -(-oci // cpu.lanes)
+        max_rw = (cpu.registers - vecs - 1) // vecs
+        for rw in _divisors(ow):
+            if rw > max_rw or rw > 28:
+                continue
+            score = tile_rate(rw, vecs, cpu) * oci * oc / padded
+            if score > best_score * 1.02 or (score >= best_score * 0.98 and oci > best[0]):
+                best, best_score = (oci, rw), max(score, best_score)
+    return best
+
+
+def dense_block(n: int, cpu: CpuFacts) -> int:
+    """NB: the output-feature block of a packed dense layer (features padded to a multiple)."""
+    best, best_score = cpu.lanes, -1.0
+    for nb in vector_widths(cpu.lanes):
+        padded = -(-n // nb) * nb
+        score = min(nb, 4 * cpu.lanes) * n / padded
+        if score > best_score:
+            best, best_score = nb, score
+    return best
+
+
+def pad_axis(array: Any, axis: int, multiple: int) -> Any:
+    """``array`` with zeros appended along ``axis`` up to a multiple of ``multiple``."""
+    import numpy as np
+
+    extra = -array.shape[axis] % multiple
+    if not extra:
+        return array
+    widths = [(0, 0)] * array.ndim
+    widths[axis] = (0, extra)
+    return np.pad(array, widths)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _const_array(expr: Any) -> Any | None:
+    """The numpy value of a Relax constant, else None."""
+    if type(expr).__name__ in ("GenericConst", "Constant") and hasattr(expr, "value"):
+        return expr.value.numpy()
+    return None
+
+
+def packed_legalize_map(target: Any) -> dict[str, Callable[[Any, Any], Any]]:
+    """Legalization overrides: convolutions and dense layers with constant weights become the
+    packed kernels edgetune's schedules know; anything else falls back to TVM's own."""
+    cpu = CpuFacts.of(target)
+    return {"relax.nn.conv2d": lambda bb, call: _legalize_conv2d(bb, call, cpu),
+            "relax.matmul": lambda bb, call: _legalize_matmul(bb, call, cpu)}
+
+
+def _default_legalize(bb: Any, call: Any) -> Any:
+    return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
+
+
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    from tvm import relax
+
+    a = call.attrs
+    weights = _const_array(call.args[1])
+    out_dtype = str(a.out_dtype) if a.out_dtype else str(call.ty.dtype)
+    layout = str(a.kernel_layout)
+    plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
+             and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
+    if not plain:
+        return _default_legalize(bb, call)
+    weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
+    oc, kh, kw, ic_g = weights.shape
+    ic = int(call.args[0].ty.shape.values[3])
+    groups = int(a.groups)
+    geometry = dict(strides=_ints(a.strides), padding=_ints(a.padding), dilation=_ints(a.dilation))
+    if groups == 1:
+        ow = int(call.ty.shape.values[2])
+        oci, _rw = register_tile(oc, ow, cpu)
+        padded = pad_axis(weights, 0, oci)
+        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+        return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed), **geometry, out_channels=oc,
+                          primfunc_name_hint="conv2d_nhwc")
+    if groups == ic == oc and ic_g == 1:
+        packed = weights.reshape(oc, kh, kw).transpose(1, 2, 0).copy()
+        return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
+                          primfunc_name_hint="depthwise_conv2d_nhwc")
+    return _default_legalize(bb, call)
+
+
+def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    from tvm import relax
+
+    weights = _const_array(call.args[1])
+    x = call.args[0]
+    if (weights is None or weights.ndim != 2 or _rank(x) < 2 or str(x.ty.dtype) != "float32"
+            or str(call.ty.dtype) != "float32"):
+        return _default_legalize(bb, call)
+    k, n = weights.shape
+    nb = dense_block(n, cpu)
+    packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
+    return bb.call_te(dense_packed, x, relax.const(packed), n, primfunc_name_hint="dense")
+
+
+# ---------------------------------------------------------------- TE computes
+
+
+def _pad_nhwc(data: Any, padding: Sequence[int]) -> Any:
+    from tvm import te, tirx
+
+    top, left, bottom, right = padding
+    if not any(padding):
+        return data
+    n, h, w, c = data.shape
+    zero = tirx.const(0.0, data.dtype)
+
+    def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        inside = tirx.all(y >= top, y < h + top, x >= left, x < w + left)
+        return tirx.if_then_else(inside, data[b, y - top, x - left, ch], zero)
+
+    return te.compute((n, h + top + bottom, w + left + right, c), value, name="pad")
+
+
+def _out_size(size: int, k: int, stride: int, dil: int, before: int, after: int) -> int:
+    return (size + before + after - (k - 1) * dil - 1) // stride + 1
+
+
+def _crop(out: Any, channels: int) -> Any:
+    """The first ``channels`` of the last axis (the packed kernels compute whole vector blocks)."""
+    from tvm import te
+
+    if int(out.shape[-1]) == channels:
+        return out
+    return te.compute((*out.shape[:-1], channels), lambda *idx: out[idx], name="crop")
+
+
+def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
+                       dilation: Sequence[int], out_channels: int) -> Any:
+    """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
+    output channels padded with zero filters to a multiple of OCi; the padding is cropped)."""
+    from tvm import te
+
+    n, h, w, ic = (int(x) for x in data.shape)
+    oco, kh, kw, _ic, oci = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
+    src = _pad_nhwc(data, padding)
+    ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
+
+    def value(b: Any, y: Any, x: Any, o: Any) -> Any:
+        return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc] * weights[o // oci, ry, rx, rc, o % oci],
+                      axis=[ry, rx, rc])
+
+    out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
+                     attrs={"edgetune.kernel": "conv2d_nhwc_packed"})
+    return _crop(out, out_channels)
+
+
+def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
+                          dilation: Sequence[int]) -> Any:
+    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C]."""
+    from tvm import te
+
+    n, h, w, c = (int(x) for x in data.shape)
+    kh, kw, _c = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
+    src = _pad_nhwc(data, padding)
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
+
+    return te.compute((n, oh, ow, c), value, name="depthwise_conv2d_nhwc",
+                      attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
+
+
+def dense_packed(data: Any, weights: Any, features: int) -> Any:
+    """``data[..., K] @ W[K, N]`` with W packed as [Np/NB, K, NB] (N padded to a multiple of NB)."""
+    from tvm import te
+
+    nbo, k, nb = (int(x) for x in weights.shape)
+    lead = [int(x) for x in data.shape[:-1]]
+    rk = te.reduce_axis((0, k), "rk")
+
+    def value(*idx: Any) -> Any:
+        *rows, j = idx
+        return te.sum(data[(*rows, rk)] * weights[j // nb, rk, j % nb], axis=[rk])
+
+    out = te.compute((*lead, nbo * nb), value, name="dense_packed", attrs={"edgetune.kernel": "dense_packed"})
+    return _crop(out, features)
+
+
+# ---------------------------------------------------------------- the pipeline
+
+
+def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
+    """Inference decomposition and the layout change: the unfused graph of this lowering."""
+    from tvm import relax
+
+    steps = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    mod = tvm().transform.Sequential(steps)(mod)
+    if lowering == NATIVE:
+        return mod
+    mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))
+    mod = relax.transform.CanonicalizeBindings()(mod)  # to_nhwc follows values through calls only
+    if lowering.layout == "nhwc":
+        mod = fold_constants_numpy(to_nhwc(mod))
+    return _fold_rest(tvm().transform.Sequential([relax.transform.CanonicalizeBindings(),
+                                                  relax.transform.DeadCodeElimination(["main"])])(mod))
+
+
+def _fold_rest(mod: Any) -> Any:
+    """TVM's FoldConstant, only when calls on constants are left (e.g. a TFLite ``dequantize``
+    of int8 weights): the pass spent seconds on ResNet-50 even with nothing to fold."""
+    from tvm import relax
+
+    found = []
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call) and not found:
+            tensors = [a for a in expr.args if _is_tensor(a)]
+            if tensors and all(_const_array(a) is not None for a in tensors):
+                found.append(expr)
+
+    for _gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func.body, visit)
+    return relax.transform.FoldConstant()(mod) if found else mod
+
+
+def fuse(mod: Any, target: Any, lowering: Lowering) -> Any:
+    """The fused module of ``lowering``: what tuning extracts tasks from and what the build
+    schedules (records apply to exactly these PrimFuncs)."""
+    from tvm import relax
+
+    prepared = prepare(mod, target, lowering)
+    custom = packed_legalize_map(target) if lowering.pack else None
+    with target:
+        legal = tvm().transform.Sequential([
+            relax.backend.DispatchSampling(),
+            relax.backend.DispatchSortScan(),
+            relax.transform.LegalizeOps(customize_legalize_map=custom),
+            relax.transform.AnnotateTIROpPattern(),
+        ])(prepared)
+        if lowering == NATIVE:  # exactly TVM's zero pipeline: records made with it must match
+            legal = relax.transform.FoldConstant()(legal)
+        else:
+            legal = _fold_rest(legal)
+        return tvm().transform.Sequential([relax.transform.FuseOps(), relax.transform.FuseTIR()])(legal)
