@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ class CompiledArtifact:
     model_sha256: str
     tvm_version: str
     build_seconds: float
+    lowering: str = ""
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # fused function → kind, calls, flops
 
     def save(self) -> Path:
         """Write ``artifact.json`` beside the library."""
@@ -72,8 +74,10 @@ def _check_library(library: Path, profile: Profile) -> None:
             )
 
 
-def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records: Path | None = None) -> CompiledArtifact:
-    """Build ``model`` for ``profile`` into ``out_dir/model.so`` (with tuning ``records`` applied).
+def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records: Path | None = None,
+                  layout: str = "auto") -> CompiledArtifact:
+    """Build ``model`` for ``profile`` into ``out_dir/model.so``: tuning ``records`` applied
+    where they match, default schedules for every other kernel.
 
     Raises ToolchainError (missing compiler/nvcc, checked first), ProfileError (bad target) or
     BuildError.
@@ -83,7 +87,7 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records
     out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / LIBRARY
     start = time.perf_counter()
-    _tvm.build(model.mod, target, library, cc, cuda, records)
+    info = _tvm.build(model.mod, target, library, cc, cuda, records, layout)
     _check_library(library, profile)
     return CompiledArtifact(
         library=library,
@@ -96,4 +100,6 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records
         model_sha256=model.sha256,
         tvm_version=_tvm.version(),
         build_seconds=round(time.perf_counter() - start, 3),
+        lowering=info.lowering,
+        kernels=dict(info.kernels),
     )

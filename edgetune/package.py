@@ -6,6 +6,7 @@ only when it is complete and verified: an error at any stage leaves nothing half
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -13,7 +14,7 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,10 +25,11 @@ import numpy as np
 from . import __version__, elf, emulation, reference
 from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
-from .errors import PackageError, ProfileError, VerificationError
+from .errors import PackageError, VerificationError
 from .importer import detect_format, import_model
 from .model import ImportedModel
-from .profiles import Profile, get_profile
+from .devices import resolve_device
+from .profiles import Profile
 from .util import sha256_file
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class PackageOptions:
     seed: int = 0
     records: Path | None = None  # None: the profile's default records directory
     use_records: bool = True
+    layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.lowering)
 
 
 @dataclass(frozen=True)
@@ -186,42 +189,69 @@ def write_tarball(package: Path) -> Path:
     return tarball
 
 
-def _tuning_summary(model: ImportedModel, profile: Profile, opts: PackageOptions) -> tuple[Any, dict[str, Any] | None]:
-    """The records that apply to ``model`` and what they say per task (None: build untuned)."""
-    from .tuning.records import RecordStore, default_dir
+@dataclass(frozen=True)
+class _Records:
+    """The tuning records a build applies (a consistent snapshot of the store) and what they say."""
 
-    store = RecordStore(opts.records or default_dir(profile.name), profile.name)
-    if not opts.use_records:
-        return store, None
-    if opts.records is not None and not store.exists():
-        raise PackageError(f"no tuning records in {opts.records}", "run `edgetune tune` first, or drop --records")
-    if not store.exists():
-        return store, None
+    directory: Path | None
+    summary: dict[str, Any] | None
+    notes: tuple[str, ...] = ()
+
+
+@contextlib.contextmanager
+def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lowering_key: str) -> Iterator[_Records]:
+    """The records that apply to ``model``, read from a snapshot (a tune may be appending to the
+    store meanwhile: readers never write to it). Records from another lowering (edgetune 0.1's
+    NCHW kernels) do not match the kernels built now: that is reported, never silently skipped."""
+    from .tuning.records import LEGACY_LOWERING, RecordStore, default_dir
     from .tuning.tasks import task_rows
 
-    store.repair()
-    rows = task_rows(model, profile, store.stats())
-    tuned = [r for r in rows if r["best_ms"] is not None]
-    if not tuned:
-        return store, None
-    estimate = sum(r["calls"] * r["best_ms"] for r in tuned)
-    return store, {"records": store.dir.name, "tuned_tasks": len(tuned), "total_tasks": len(rows),
-                   "trials": sum(r["trials"] for r in rows),
-                   "estimated_latency_ms": round(estimate, 6) if len(tuned) == len(rows) else None,
-                   "tasks": rows}
+    store = RecordStore(opts.records or default_dir(profile.name), profile.name)
+    if opts.records is not None and opts.use_records and not store.exists():
+        raise PackageError(f"no tuning records in {opts.records}", "run `edgetune tune` first, or drop --records")
+    if not opts.use_records or not store.exists():
+        yield _Records(None, None)
+        return
+    with store.snapshot() as snap:
+        stats = RecordStore(snap, profile.name).stats()
+        rows = task_rows(model, profile, stats, lowering_key)
+        tuned = [r for r in rows if r["best_ms"] is not None]
+        notes = []
+        if lowering_key != LEGACY_LOWERING and LEGACY_LOWERING in store.lowerings():
+            old = [r for r in task_rows(model, profile, stats, LEGACY_LOWERING) if r["best_ms"] is not None]
+            if old:
+                notes.append(f"{len(old)} kernel(s) of this model were tuned for TVM's NCHW kernels (edgetune 0.1, "
+                             f"{sum(r['trials'] for r in old)} trials); they do not apply to the {lowering_key} kernels "
+                             "built now — tune again, or package with --layout nchw to use them")
+        if not tuned:
+            yield _Records(None, None, tuple(notes))
+            return
+        estimate = sum(r["calls"] * r["best_ms"] for r in tuned)
+        summary = {"records": store.dir.name, "lowering": lowering_key, "tuned_tasks": len(tuned),
+                   "total_tasks": len(rows), "trials": sum(r["trials"] for r in rows),
+                   "estimated_latency_ms": round(estimate, 6) if len(tuned) == len(rows) else None, "tasks": rows}
+        yield _Records(snap, summary, tuple(notes))
 
 
-def resolve_device(device: str) -> Profile:
-    """``--device`` names a profile, or a board from the inventory (then its profile)."""
-    try:
-        return get_profile(device)
-    except ProfileError:
-        from .remote.inventory import load_inventory
+def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How the package's kernels were scheduled: counts per kind, and the kernels left as naive
+    loops with their share of the model's FLOPs."""
+    total = sum(k["calls"] * k["flops"] for k in kernels.values()) or 1.0
+    kinds: dict[str, int] = {}
+    for k in kernels.values():
+        kinds[k["kind"]] = kinds.get(k["kind"], 0) + 1
+    naive = sorted((name for name, k in kernels.items() if k["kind"] == "naive"),
+                   key=lambda n: -kernels[n]["calls"] * kernels[n]["flops"])
+    share = sum(kernels[n]["calls"] * kernels[n]["flops"] for n in naive) / total
+    return {"kinds": kinds, "tuned": kinds.get("tuned", 0), "naive": naive, "naive_flops_share": round(share, 4)}
 
-        boards = load_inventory()
-        if device in boards:
-            return get_profile(boards[device].profile)
-        raise
+
+def lowering_key(profile: Profile, layout: str) -> str:
+    """The lowering a build for ``profile`` uses with ``--layout``."""
+    from . import _tvm
+    from ._tvm import lowering
+
+    return lowering.lowering_for(_tvm.make_target(profile.target_spec()), layout).key
 
 
 def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
@@ -246,14 +276,18 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         model = import_model(opts.model, opts.input_shapes)
         timings["import_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        store, tuning = _tuning_summary(model, profile, opts)
-        progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
-                 + (f" with {tuning['tuned_tasks']} tuned kernel(s)" if tuning else ""))
-        artifact = compile_model(model, profile, staging, store.dir if tuning else None)
+        key = lowering_key(profile, opts.layout)
+        with _records(model, profile, opts, key) as recs:
+            progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
+                     + (f" with {recs.summary['tuned_tasks']} tuned kernel(s)" if recs.summary else
+                        ", untuned (default schedules)"))
+            artifact = compile_model(model, profile, staging, recs.directory, opts.layout)
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
         manifest = build_manifest(model, artifact, profile)
-        manifest["tuning"] = tuning
+        manifest["tuning"] = recs.summary
+        manifest["schedules"] = dict(schedule_summary(artifact.kernels), lowering=artifact.lowering,
+                                     notes=list(recs.notes))
         if opts.verify:
             t0 = time.perf_counter()
             progress(f"computing reference outputs ({reference.runtime_label(model.format)})")

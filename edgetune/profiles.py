@@ -23,7 +23,7 @@ RUNTIMES = ("cpu", "cuda")
 _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "": {"description": str, "arch": str, "runtime": str, "target": dict, "toolchain": dict, "board": dict},
     "toolchain": {"cc": str, "debian-packages": list, "emulator": str, "cuda-major": int},
-    "board": {"python": str, "memory-mb": int},
+    "board": {"python": str, "memory-mb": int, "peak-gflops": (int, float)},
 }
 _REQUIRED = ("description", "arch", "runtime", "target")
 
@@ -105,7 +105,8 @@ def _check_keys(data: dict[str, Any], section: str, where: str) -> None:
                 f"allowed keys there: {', '.join(schema)}",
             )
         if not isinstance(value, schema[key]):
-            raise ProfileError(f"{where}: '{key}' must be {schema[key].__name__}, got {value!r}")
+            kinds = schema[key] if isinstance(schema[key], tuple) else (schema[key],)
+            raise ProfileError(f"{where}: '{key}' must be {' or '.join(k.__name__ for k in kinds)}, got {value!r}")
 
 
 def parse_profile(name: str, data: dict[str, Any], source: str) -> Profile:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import logging
 import os
@@ -90,6 +91,19 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "__iter__"):
         return [_plain(v) for v in value]
     return str(value)
+
+
+def peak_gflops(profile: Any, target: Any) -> float | None:
+    """fp32 GFLOP/s a perfect kernel reaches on the profile's CPU: declared by a board profile
+    (``[board] peak-gflops``), measured once on the host, None when neither is known."""
+    declared = profile.board.get("peak-gflops")
+    if declared:
+        return float(declared)
+    if profile.is_native and target.kind.name == "llvm":
+        from .peak import host_peak
+
+        return host_peak(target)
+    return None
 
 
 # ---------------------------------------------------------------- frontends
@@ -243,6 +257,23 @@ def estimate_flops(mod: Any) -> float:
     return total
 
 
+def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:
+    """Per PrimFunc of a fused module: how often ``main`` calls it and its FLOPs per call."""
+    from tvm import tirx
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    calls = _count_call_tir(fused["main"])
+    out = {}
+    for gv, func in fused.functions_items():
+        if isinstance(func, tirx.PrimFunc) and gv.name_hint in calls:
+            try:
+                flops = float(estimate_tir_flops(tvm().IRModule({"main": func})))
+            except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
+                flops = 0.0
+            out[gv.name_hint] = {"calls": calls[gv.name_hint], "flops": flops}
+    return out
+
+
 def _count_call_tir(func: Any) -> dict[str, int]:
     from tvm import relax
 
@@ -260,27 +291,32 @@ def _count_call_tir(func: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- build
 
 
-def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
-          records: Path | None = None) -> None:
-    """Compile ``mod`` for ``target`` with the default (fusing) pipeline and export a .so.
+@dataclasses.dataclass(frozen=True)
+class BuildInfo:
+    """How a library was built: the lowering, and per kernel (fused function) how it was
+    scheduled — ``tuned`` (a record applied), a default rule's kind, or ``naive`` (plain loops)."""
 
-    ``cc`` is the cross compiler driver used to link (None: the host's). For CUDA targets,
-    ``cuda`` supplies nvcc so kernels are embedded as a compiled fatbin, not source. With
-    ``records`` (a tuning records directory), tuned kernels replace the default ones.
+    lowering: str
+    kernels: dict[str, dict[str, Any]]  # fused function → {"kind", "calls", "flops"}
+
+
+def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
+          records: Path | None = None, layout: str = "auto") -> BuildInfo:
+    """Compile ``mod`` for ``target`` and export a .so.
+
+    CPU targets: edgetune's lowering (:mod:`.lowering`), tuning ``records`` applied where they
+    match, default schedules (:mod:`.cpu_schedules`) for every other kernel. GPU targets: TVM's
+    pipeline with DLight schedules (records applied first). ``cc`` is the cross compiler driver
+    used to link (None: the host's); for CUDA, ``cuda`` supplies nvcc so kernels are embedded as
+    a compiled fatbin, not source.
     """
     tvm()
-    from tvm import relax
     from tvm.support import cc as tvm_cc
 
     ctx = _cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
     try:
         with ctx, target:
-            if records is not None:
-                from .metaschedule import compile_with_records
-
-                exe = compile_with_records(mod, target, records)
-            else:
-                exe = tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target))
+            exe, info = _compile(mod, target, records, layout)
         fcompile = tvm_cc.cross_compiler(cc) if cc else None
         exe.export_library(str(out), fcompile=fcompile)
     except (ToolchainError, BuildError):
@@ -290,6 +326,35 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
             f"TVM could not build for {target.kind.name}: {_last_line(err)}",
             "EDGETUNE_DEBUG=1 shows TVM's traceback",
         ) from err
+    return info
+
+
+def _compile(mod: Any, target: Any, records: Path | None, layout: str) -> tuple[Any, BuildInfo]:
+    from tvm import relax
+
+    from . import lowering
+
+    lw = lowering.lowering_for(target, layout)
+    if target.kind.name != "llvm":
+        if records is not None:
+            from .metaschedule import compile_with_records
+
+            return compile_with_records(mod, target, records), BuildInfo(lw.key, {})
+        return tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target)), BuildInfo(lw.key, {})
+    fused = lowering.fuse(mod, target, lw)
+    if records is not None:
+        from .metaschedule import apply_records
+
+        fused = apply_records(fused, target, records)
+    from .cpu_schedules import apply_default_schedules
+
+    table = kernel_table(fused)
+    fused, kinds = apply_default_schedules(fused, target)
+    kernels = {name: {"kind": kind, **table.get(name, {"calls": 0, "flops": 0.0})} for name, kind in kinds.items()}
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
+
+    rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
+    return tvm().compile(fused, target, relax_pipeline=rest), BuildInfo(lw.key, kernels)
 
 
 class CudaToolchain:

@@ -361,77 +361,66 @@ def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
 
 def classify(func: Any) -> str:
     """The kernel kind a function gets a default schedule as (``naive`` when none applies)."""
-    return default_schedule(func, None, classify_only=True)[1]
-
-
-def sketches(func: Any, target: Any, tunable: bool) -> list[Any]:
-    """Schedules of ``func`` (one per structural variant); empty when no rule applies.
-
-    ``tunable``: decisions are sampled (a MetaSchedule design space); else they are pinned to
-    the defaults and only the default variant is returned.
-    """
-    from tvm import s_tir
-
-    cpu = CpuFacts.of(target)
-    cores = int(target.attrs.get("num-cores", 1))
-    probe = s_tir.Schedule(func)
-    found = _main_microkernel(probe)
-    if found is None:
-        return []
-    _block, _kind, fn = found
-    out = []
-    for order in ((0, 1) if tunable else (0,)):
-        sch = s_tir.Schedule(func)
-        block, _kind, fn = _main_microkernel(sch)  # type: ignore[misc]
-        try:
-            fn(sch, block, cpu, cores, Decider(sch, tunable), order)
-        except Exception as err:  # noqa: BLE001 — a variant that does not apply is skipped
-            log.debug("schedule variant %d of %s failed: %s", order, _kind, err)
-            continue
-        out.append(sch)
-    return out
-
-
-def default_schedule(func: Any, target: Any, classify_only: bool = False) -> tuple[Any | None, str]:
-    """(scheduled function or None, kind): the default schedule of one PrimFunc."""
     from tvm import s_tir
 
     probe = s_tir.Schedule(func)
     found = _main_microkernel(probe)
     if found is not None:
-        if classify_only:
-            return None, found[1]
-        schs = sketches(func, target, tunable=False)
-        if schs:
-            return schs[0].mod["main"], found[1]
-        return None, "naive"
-    for kind, rule in (("elementwise", schedule_injective), ("reduction", schedule_reduction)):
+        return found[1]
+    reductions = sum(_is_reduction(probe, b) for b in _blocks(probe))
+    return "elementwise" if reductions == 0 else "reduction"
+
+
+def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
+    """The default (first) sketch of a micro-kernel task, decisions at their defaults."""
+    block, _kind, fn = _main_microkernel(sch)  # type: ignore[misc]
+    fn(sch, block, cpu, cores, Decider(sch, False), 0)
+
+
+def design_space(sch: Any, target: Any) -> list[Any]:
+    """The tunable sketches of a micro-kernel task (MetaSchedule ``ScheduleFn``): one per loop
+    order, tile sizes sampled. Empty when no micro-kernel rule applies."""
+    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    if _main_microkernel(sch) is None:
+        return []
+    out = []
+    for order in (0, 1):
+        variant = sch.copy()
+        variant.seed(sch.fork_seed())
+        block, kind, fn = _main_microkernel(variant)  # type: ignore[misc]
         try:
-            blocks = _blocks(probe)
-            if kind == "elementwise" and any(_is_reduction(probe, b) for b in blocks):
-                continue
-            if kind == "reduction" and sum(_is_reduction(probe, b) for b in blocks) != 1:
-                continue
-        except Exception:  # noqa: BLE001
-            return None, "naive"
-        if classify_only:
-            return None, kind
+            fn(variant, block, cpu, cores, Decider(variant, True), order)
+        except Exception as err:  # noqa: BLE001 — a variant that does not apply is skipped
+            log.debug("sketch %d of %s failed: %s", order, kind, err)
+            continue
+        out.append(variant)
+    return out
+
+
+def default_schedule(func: Any, target: Any) -> tuple[Any | None, str]:
+    """(the default schedule of one PrimFunc — an ``s_tir.Schedule`` with its trace — or None,
+    the kind of kernel it was scheduled as). Every rule is tried in turn; a rule that fails
+    falls through, and ``naive`` means plain loops."""
+    from tvm import s_tir
+
+    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    kind = classify(func)
+    rules: list[tuple[str, Callable[..., None]]]
+    if kind in ("conv2d", "depthwise", "dense"):
+        rules = [(kind, schedule_microkernel)]
+    elif kind == "elementwise":
+        rules = [("elementwise", schedule_injective)]
+    else:
+        rules = [("reduction", schedule_reduction), ("reduction", schedule_blockwise)]
+    for label, rule in rules:
         sch = s_tir.Schedule(func)
         try:
-            rule(sch, CpuFacts.of(target), int(target.attrs.get("num-cores", 1)))
+            rule(sch, cpu, cores)
         except Exception as err:  # noqa: BLE001 — fall through to the next rule, then naive
-            log.debug("%s rule failed: %s", kind, err)
+            log.debug("%s rule failed: %s", label, err)
             continue
-        return sch.mod["main"], kind
-    if classify_only:
-        return None, "reduction"
-    sch = s_tir.Schedule(func)
-    try:
-        schedule_blockwise(sch, CpuFacts.of(target), int(target.attrs.get("num-cores", 1)))
-    except Exception as err:  # noqa: BLE001
-        log.debug("blockwise rule failed: %s", err)
-        return None, "naive"
-    return sch.mod["main"], "reduction"
+        return sch, label
+    return None, "naive"
 
 
 def schedule_blockwise(sch: Any, cpu: CpuFacts, cores: int) -> None:
@@ -456,10 +445,10 @@ def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str]]
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             kinds[gv.name_hint] = "tuned"
             continue
-        scheduled, kind = default_schedule(func, target)
+        sch, kind = default_schedule(func, target)
         kinds[gv.name_hint] = kind
-        if scheduled is not None:
-            updates[gv] = scheduled.with_attr("tirx.is_scheduled", True)
+        if sch is not None:
+            updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
     for gv, func in updates.items():
         mod[gv] = func
     return mod, kinds

@@ -42,18 +42,17 @@ class Lowering:
         return f"{self.layout}{'-packed' if self.pack else ''}"
 
 
-NATIVE = Lowering("nchw", False)  # TVM's own legalization: edgetune ≤ 0.1 and GPU targets
+NATIVE = Lowering("nchw", False)  # TVM's own legalization: GPU targets, and edgetune 0.1's records
 NHWC_PACKED = Lowering("nhwc", True)
-LOWERINGS = {lw.key: lw for lw in (NATIVE, NHWC_PACKED, Lowering("nchw", True), Lowering("nhwc", False))}
-LEGACY = NATIVE
+LOWERINGS = {lw.key: lw for lw in (NATIVE, NHWC_PACKED)}
 
 
 def lowering_for(target: Any, layout: str = "auto") -> Lowering:
-    """The lowering for ``target``: NHWC + packed weights on CPUs, TVM's own for GPUs."""
-    if target.kind.name != "llvm":
+    """The lowering for ``target`` and ``--layout``: NHWC with packed weights for CPUs (``auto``,
+    ``nhwc``), TVM's own NCHW legalization for GPUs and with ``nchw`` (what edgetune 0.1 built
+    and tuned: its records apply only to that)."""
+    if target.kind.name != "llvm" or layout == "nchw":
         return NATIVE
-    if layout == "nchw":
-        return Lowering("nchw", True)
     return NHWC_PACKED
 
 

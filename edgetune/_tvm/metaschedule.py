@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tuning.records import FAILED as FAILED_RUN_SECS
-from ..tuning.records import RECORDS as RECORDS_FILE
-from ..tuning.records import WORKLOADS as WORKLOADS_FILE
 from . import _cuda_compile_env, _last_line, tvm
+
+# MetaSchedule's JSON database: its file names, and the run time it gives a failed candidate.
+WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE = "database_tuning_record.json"
+FAILED_RUN_SECS = 1e10
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Workload:
     weight: int
     flops: float
     mod: Any  # the TIR IRModule MetaSchedule tunes
+    kind: str = "naive"  # what the default schedule treats it as (conv2d, depthwise, dense, …)
 
 
 def workload_hash(mod: Any) -> str:
@@ -69,12 +72,14 @@ def workload_hash(mod: Any) -> str:
     return str(tvm_ffi.structural_hash(mod))
 
 
-def extract_workloads(mod: Any, target: Any) -> list[Workload]:
-    """Fuse ``mod`` as the build will and list its kernels; scheduled ones are skipped."""
-    from tvm import relax
+def extract_workloads(mod: Any, target: Any, lowering_key: str) -> list[Workload]:
+    """Lower and fuse ``mod`` exactly as the build will and list its kernels."""
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    fused = relax.pipeline.zero_pipeline()(tuning_module(mod))
+    from . import cpu_schedules, lowering
+
+    fused = lowering.fuse(mod, target, lowering.LOWERINGS[lowering_key])
+    cpu = target.kind.name == "llvm"
     out = []
     for task in ms().relax_integration.extract_tasks(fused, target):
         tir = task.dispatched[0]
@@ -84,7 +89,8 @@ def extract_workloads(mod: Any, target: Any) -> list[Workload]:
             flops = float(estimate_tir_flops(tir))
         except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
             flops = 0.0
-        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir))
+        kind = cpu_schedules.classify(tir) if cpu else "gpu"
+        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind))
     return out
 
 
@@ -93,9 +99,18 @@ def space_summary(target: Any) -> str:
     keys = [str(k) for k in target.keys]
     if target.kind.name == "cuda":
         return "cuda (multi-level tiling for GPU threads, cross-thread reduction, auto-bind)"
-    if "arm_cpu" in keys:
-        return "arm (multi-level tiling with NEON vectorization, parallel, unroll)"
-    return "llvm (multi-level tiling, vectorization, parallel, unroll)"
+    family = "arm NEON" if "arm_cpu" in keys else "llvm"
+    return (f"edgetune micro-kernels for conv/depthwise/dense (register tile and loop order searched); "
+            f"MetaSchedule's {family} rules for the rest")
+
+
+def apply_records(fused: Any, target: Any, database_dir: Path) -> Any:
+    """Replace the kernels of a fused module that have tuning records by their best schedule."""
+    from tvm import relax
+
+    database = open_database(database_dir)
+    with target, database:
+        return relax.transform.MetaScheduleApplyDatabase()(fused)
 
 
 # ---------------------------------------------------------------- contexts and search
@@ -123,12 +138,13 @@ class TaskContext:
             init_min_unmeasured=config.init_min_unmeasured, genetic_num_iters=config.genetic_num_iters,
             genetic_mutate_prob=config.genetic_mutate_prob, eps_greedy=config.eps_greedy)
         self.workload = workload
-        self.ctx = m.TuneContext(mod=workload.mod, target=target, space_generator="post-order-apply",
+        self.ctx = m.TuneContext(mod=workload.mod, target=target, space_generator=_space(workload, target),
                                  search_strategy=strategy, task_name=workload.name,
                                  rand_state=seed, num_threads=threads,
                                  logger=logging.getLogger("edgetune.tvm.task")).clone()
         self.started = False
         self._rng = random.Random(seed)
+        self._default: tuple[Any, ...] | None = None
 
     def start(self, database: Any, cost_model: Any, max_trials: int, per_iter: int) -> None:
         """Generate the design space and prime the evolutionary search (warm-starts from records)."""
@@ -151,19 +167,24 @@ class TaskContext:
             self.ctx.post_tuning()
             self.started = False
 
-    def baseline(self) -> Any | None:
-        """The untuned kernel as a candidate (an empty trace): the "before" time of the task.
+    def default_candidate(self) -> Any | None:
+        """The kernel as an untuned package builds it (the default schedule, or plain loops
+        where no rule applies): the "before" time of the task, measured in its first batch.
         None on GPUs, where an unscheduled kernel (no thread binding) does not build."""
         from tvm.s_tir import schedule as s
 
+        from .cpu_schedules import default_schedule
+
         if self.ctx.target.kind.name == "cuda":
             return None
-        sch = s.Schedule(self.workload.mod)
+        sch, _kind = default_schedule(self.workload.mod, self.ctx.target)
+        if sch is None:
+            sch = s.Schedule(self.workload.mod)
+        self._default = _trace_key(sch.trace)
         return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
-    @staticmethod
-    def is_baseline(candidate: Any) -> bool:
-        return len(candidate.sch.trace.insts) == 0
+    def is_default(self, candidate: Any) -> bool:
+        return self._default is not None and _trace_key(candidate.sch.trace) == self._default
 
     # ---- traces: Droplet descent and transfer
 
@@ -197,6 +218,23 @@ class TaskContext:
         return [float(x) for x in cost_model.predict(self.ctx, candidates)]
 
 
+def _space(workload: Workload, target: Any) -> Any:
+    """The design space of a task: edgetune's micro-kernel sketches where one applies (tile
+    sizes and loop order sampled), MetaSchedule's post-order-apply rules otherwise."""
+    if target.kind.name == "llvm" and workload.kind in ("conv2d", "depthwise", "dense"):
+        from .cpu_schedules import design_space
+
+        return ms().space_generator.ScheduleFn(functools.partial(design_space, target=target))
+    return "post-order-apply"
+
+
+def _trace_key(trace: Any) -> tuple[Any, ...]:
+    """A hashable identity of a trace (instructions and decisions)."""
+    import json
+
+    return (json.dumps(_py(trace.as_json()), sort_keys=True, default=str),)
+
+
 def decisions(trace: Any) -> list[tuple[int, str, Any, tuple[Any, ...]]]:
     """The sampling decisions of a trace: (instruction index, kind, decision, attrs)."""
     out = []
@@ -220,11 +258,11 @@ def loop_extent(sch: Any, loop_rv: Any) -> int | None:
     return int(extent.value) if hasattr(extent, "value") else None
 
 
-def fit_decisions(sch: Any, inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
+def fit_decisions(sch: Any, inst: Any, inputs: Any, attrs: Any, decision: Any,
+                  fit_tile: Callable[[list[int], int, int], list[int]]) -> Any:
     """Decision provider for replaying another workload's trace: tile splits are refitted to
-    this module's loop extents, other decisions kept."""
-    from ..tuning.droplet import fit_tile
-
+    this module's loop extents by ``fit_tile(factors, extent, max_innermost)``, other
+    decisions kept."""
     if str(inst.kind.name) != "SamplePerfectTile" or decision is None:
         return decision
     extent = loop_extent(sch, inputs[0])
@@ -336,27 +374,59 @@ def runner_result(run_secs: Sequence[float] | None, error: str | None) -> Any:
 # ---------------------------------------------------------------- builder
 
 
+_BUILD_SECS: list[float] = []  # set by build_candidate in a builder worker, read by export_candidate
+TIMING_FILE = "timing.json"
+
+
 def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> Any:
     """Build one candidate (runs in a builder worker). Unlike MetaSchedule's default it does not
     import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out).
     With ``cuda`` (a CudaToolchain) GPU kernels are compiled by nvcc into a cubin."""
+    import time
+
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    start = time.perf_counter()
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     if cuda is not None:
         with _cuda_compile_env(cuda), target:
-            return tvm_build(mod, target=target)
-    return tvm_build(mod, target=target)
+            built = tvm_build(mod, target=target)
+    else:
+        built = tvm_build(mod, target=target)
+    _BUILD_SECS[:] = [time.perf_counter() - start]
+    return built
 
 
 def export_candidate(rt_mod: Any, cc: str | None) -> str:
-    """Link a candidate into a shared library for the board (runs in a builder worker)."""
+    """Link a candidate into a shared library for the board (runs in a builder worker); the
+    compile and link times go into ``timing.json`` beside it."""
+    import json
+    import time
+
     from tvm.support import cc as tvm_cc
 
-    path = os.path.join(tempfile.mkdtemp(prefix="edgetune-cand-"), "candidate.so")
+    start = time.perf_counter()
+    directory = tempfile.mkdtemp(prefix="edgetune-cand-")
+    path = os.path.join(directory, "candidate.so")
     rt_mod.export_library(path, fcompile=tvm_cc.cross_compiler(cc) if cc else None)
+    timing = {"compile_s": _BUILD_SECS[0] if _BUILD_SECS else 0.0, "link_s": time.perf_counter() - start}
+    with open(os.path.join(directory, TIMING_FILE), "w") as fh:
+        json.dump(timing, fh)
     return path
+
+
+def artifact_timing(path: str | None) -> dict[str, float]:
+    """Compile and link seconds of a built candidate (empty if unknown)."""
+    import json
+
+    if not path:
+        return {}
+    try:
+        with open(os.path.join(os.path.dirname(path), TIMING_FILE)) as fh:
+            return {k: float(v) for k, v in json.load(fh).items()}
+    except (OSError, ValueError):
+        return {}
 
 
 def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None) -> Any:

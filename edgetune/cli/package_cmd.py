@@ -23,6 +23,8 @@ def package(
     atol: float = typer.Option(1e-5, help="Reference check: absolute tolerance."),
     records: Path = typer.Option(None, "--records", help="Tuning records directory (default: the profile's, if any)."),
     use_records: bool = typer.Option(True, "--records-apply/--no-records", help="Apply tuning records."),
+    layout: str = typer.Option("auto", "--layout", help="auto (NHWC + packed weights on CPUs) | nhwc | nchw "
+                               "(TVM's own NCHW kernels: what edgetune 0.1 built; its records apply only there)."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Compile MODEL for a device profile and write a deployable package (tuned kernels from
@@ -32,7 +34,7 @@ def package(
 
     opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),
                           verify=verify, tar=tar, force=force, rtol=rtol, atol=atol, records=records,
-                          use_records=use_records)
+                          use_records=use_records, layout=layout)
     with progress(not json_out) as report:
         result = build_package(opts, report)
     if json_out:
@@ -48,11 +50,18 @@ def package(
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
     t = m.get("tuning")
+    sched = m.get("schedules") or {}
     if t:
         est = f", estimated {t['estimated_latency_ms']:.3f} ms on the board" if t.get("estimated_latency_ms") else ""
-        out.print(f"  tuned kernels: {t['tuned_tasks']} of {t['total_tasks']} ({t['trials']} trials{est})")
+        out.print(f"  tuned kernels: {t['tuned_tasks']} of {t['total_tasks']} ({t['trials']} trials{est}); "
+                  "the rest use default schedules")
     else:
-        out.print("  [yellow]untuned[/]: no tuning records for this profile (run `edgetune tune` first for speed)")
+        out.print("  untuned (default schedules): `edgetune tune` can make it faster on the board")
+    if sched.get("naive"):
+        out.print(f"  [yellow]{len(sched['naive'])} kernel(s) without a default schedule run as plain loops[/] "
+                  f"({100 * sched['naive_flops_share']:.1f}% of the FLOPs): {', '.join(sched['naive'][:5])}")
+    for note in sched.get("notes", []):
+        out.print(f"  [yellow]note[/]: {note}")
     if result.tarball:
         out.print(f"  archive {result.tarball}")
     out.print(f"  run it on the board: python -m edgetune_runtime run {result.path} --input x.npy")

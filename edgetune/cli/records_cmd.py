@@ -15,7 +15,7 @@ RECORDS_HELP = "Records directory (default: the profile's in the user cache)."
 
 
 def _store(device: str, records: Path | None):  # noqa: ANN202 — RecordStore, imported lazily
-    from ..package import resolve_device
+    from ..devices import resolve_device
     from ..tuning.records import RecordStore, default_dir
 
     profile = resolve_device(device)

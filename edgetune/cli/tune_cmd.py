@@ -21,7 +21,10 @@ from .remote_cmd import _tracker_addr
 def tune(
     models: list[Path] = typer.Argument(..., help="One or more .onnx / .tflite files (networks are named by file stem)."),
     device: str = typer.Option(..., "--device", "-d", help="Profile (host: measured here) or board; with --tracker, the profile."),
-    trials: int = typer.Option(1000, "--trials", "-n", help="Trial budget of this job; rerunning the same command resumes it."),
+    trials: int = typer.Option(None, "--trials", "-n", help="Trial budget of this job (default 1000, or no limit with --time); "
+                               "rerunning the same command resumes it."),
+    time_budget: str = typer.Option(None, "--time", help="Time budget of this job, e.g. 20m, 1.5h (resumed runs continue it)."),
+    layout: str = typer.Option("auto", "--layout", help="auto | nhwc | nchw: the kernels to tune (as `package --layout`)."),
     records: Path = typer.Option(None, "--records", help="Records directory (default: the profile's in the user cache)."),
     list_tasks: bool = typer.Option(False, "--list-tasks", help="Only print the task table (name, FLOPs, weight)."),
     objective: str = typer.Option("sum", "--objective", help="sum | targets | geomean over the networks' latencies."),
@@ -42,6 +45,7 @@ def tune(
 ) -> None:
     """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
     timed on the board; records persist, so `edgetune package` picks them up."""
+    from ..tuning.options import parse_duration
     from ..tuning.scheduler import parse_amounts
     from ..tuning.session import TuneOptions, list_tasks as list_task_table, tune as run_tune
     from ..tuning.tasks import network_names
@@ -50,13 +54,14 @@ def tune(
     names = network_names(models)
     opts = TuneOptions(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
+        time_s=parse_duration(time_budget) if time_budget else None, layout=layout,
         weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
         early_stop=early_stop, input_shapes=parse_input_shapes(input_shape), population=population)
     if list_tasks:
-        taskset, stats = list_task_table(opts)
-        _render_tasks(taskset.networks, taskset.rows(stats), json_out)
+        taskset, stats, peak = list_task_table(opts)
+        _render_tasks(taskset.networks, taskset.rows(stats), json_out, peak)
         return
     with _live(not json_out) as (show, notice):
         result = run_tune(opts, show, notice)
@@ -68,33 +73,44 @@ def tune(
         raise typer.Exit(130)
 
 
-def _render_tasks(networks: tuple[str, ...], rows: list[dict[str, Any]], json_out: bool) -> None:
+def _render_tasks(networks: tuple[str, ...], rows: list[dict[str, Any]], json_out: bool, peak: float | None) -> None:
+    for r in rows:
+        r["gflops"] = r["flops"] / r["best_ms"] / 1e6 if r["best_ms"] and r["flops"] else None
+        r["peak_pct"] = 100 * r["gflops"] / peak if r["gflops"] and peak else None
     if json_out:
         print_json(rows)
         return
-    table = Table("task", "GFLOP", *(f"weight {n}" if len(networks) > 1 else "weight" for n in networks), "trials", "best ms")
+    table = Table("task", "kind", "GFLOP", *(f"weight {n}" if len(networks) > 1 else "weight" for n in networks),
+                  "trials", "default ms", "best ms", "GFLOP/s", "% peak")
     for r in rows:
-        table.add_row(r["task"], f"{r['flops'] / 1e9:.4f}", *(str(r["weight"][n]) for n in networks), str(r["trials"]),
-                      f"{r['best_ms']:.4f}" if r["best_ms"] is not None else "-")
+        table.add_row(r["task"], r["kind"], f"{r['flops'] / 1e9:.4f}", *(str(r["weight"][n]) for n in networks),
+                      str(r["trials"]), _fmt(r["default_ms"]), _fmt(r["best_ms"]), _fmt(r["gflops"]), _pct(r["peak_pct"]))
     out.print(table)
-    out.print(f"{len(rows)} tasks; {sum(1 for r in rows if r['best_ms'] is not None)} already have records")
+    out.print(f"{len(rows)} tasks; {sum(1 for r in rows if r['best_ms'] is not None)} already have records"
+              + (f"; peak {peak:.0f} GFLOP/s" if peak else ""))
 
 
 def _fmt(ms: float | None) -> str:
     return "-" if ms is None else f"{ms:.4g}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
 def _table(snap: Any) -> Table:
     eta = f", about {snap.eta_s / 60:.0f} min left" if snap.eta_s else ""
-    title = (f"{snap.device} via {snap.runner}: {snap.spent}/{snap.budget} trials, "
-             f"{snap.elapsed_s / 60:.1f} min{eta}")
-    table = Table("task", "trials", "best ms", "untuned ms", "speedup", "status", title=title, title_justify="left")
+    budget = f"{snap.spent}/{snap.budget} trials" if snap.budget is not None else f"{snap.spent} trials"
+    rate = f", {snap.trials_per_min:.0f}/min" if snap.trials_per_min else ""
+    title = f"{snap.device} via {snap.runner}: {budget}{rate}, {snap.spent_s / 60:.1f} min{eta}"
+    table = Table("task", "kind", "trials", "default ms", "best ms", "speedup", "GFLOP/s", "% peak", "status",
+                  title=title, title_justify="left")
     for t in snap.tasks:
-        table.add_row(t.name, str(t.trials), _fmt(t.best_ms), _fmt(t.baseline_ms),
-                      f"{t.speedup:.1f}×" if t.speedup else "-", t.status)
+        table.add_row(t.name, t.kind, str(t.trials), _fmt(t.default_ms), _fmt(t.best_ms),
+                      f"{t.speedup:.1f}×" if t.speedup else "-", _fmt(t.gflops), _pct(t.peak_pct), t.status)
     for n in snap.networks:
         target = f" (target {n.target_ms:.4g}{' met' if n.met else ''})" if n.target_ms is not None else ""
-        table.add_row(f"[bold]network {n.name}[/]", "", _fmt(n.estimate_ms), _fmt(n.before_ms), "", target)
+        table.add_row(f"[bold]network {n.name}[/]", "", "", _fmt(n.before_ms), _fmt(n.estimate_ms), "", "", "", target)
     if snap.message:
         table.caption = snap.message
     return table
@@ -116,7 +132,8 @@ def _live(enabled: bool) -> Iterator[tuple[Callable[[Any], None], Callable[[str]
         if time.monotonic() - last[0] >= 10 or s.spent >= s.budget:
             last[0] = time.monotonic()
             nets = "  ".join(f"{n.name} {_fmt(n.estimate_ms)} ms" for n in s.networks)
-            err.print(f"edgetune: [{s.spent}/{s.budget}] {s.elapsed_s:.0f}s  {nets}  {s.message}", markup=False)
+            budget = f"{s.spent}/{s.budget}" if s.budget is not None else f"{s.spent}"
+            err.print(f"edgetune: [{budget}] {s.spent_s:.0f}s  {nets}  {s.message}", markup=False)
 
     yield line, (lambda m: err.print(f"edgetune: {m}", markup=False))
 
@@ -127,13 +144,15 @@ def _render_result(result: Any) -> None:
         err.print(f"interrupted: {s.spent_now} trials of this run are saved in {result.records}; "
                   "run the same command to resume", markup=False)
     out.print(_table(s))
-    out.print(f"stopped: {result.stop_reason}; {s.spent_now} trials this run ({s.spent}/{s.budget} for this job), "
-              f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min; records in {result.records}")
+    job = f"{s.spent}/{s.budget}" if s.budget is not None else f"{s.spent}"
+    rate = f", {s.trials_per_min:.0f} trials/min" if s.trials_per_min else ""
+    out.print(f"stopped: {result.stop_reason}; {s.spent_now} trials this run ({job} for this job), "
+              f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min{rate}; records in {result.records}")
     for e in result.errors:
         out.print(f"  [yellow]a failed candidate:[/] {e}")
     for n in s.networks:
         if n.before_ms and n.estimate_ms:
-            out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms untuned → {n.estimate_ms:.4g} ms tuned "
+            out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms with default schedules → {n.estimate_ms:.4g} ms tuned "
                       f"({n.before_ms / n.estimate_ms:.1f}×)")
     if not result.interrupted:
         out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")

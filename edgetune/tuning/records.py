@@ -20,15 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._tvm.metaschedule import FAILED_RUN_SECS as FAILED  # constants only: importing it loads no TVM
+from .._tvm.metaschedule import RECORDS_FILE as RECORDS
+from .._tvm.metaschedule import WORKLOADS_FILE as WORKLOADS
 from ..errors import UsageError
 from ..util import cache_dir
 
 log = logging.getLogger(__name__)
 
-WORKLOADS = "database_workload.json"
-RECORDS = "database_tuning_record.json"
 META = "profile.json"
-FAILED = 1e10  # MetaSchedule's run time for a candidate that did not build or run
+DEFAULTS = "defaults.json"  # per workload: the default schedule's measured seconds
+LEGACY_LOWERING = "nchw"  # what edgetune 0.1 tuned (TVM's own legalization)
 
 
 def default_dir(profile: str) -> Path:
@@ -52,7 +54,7 @@ class WorkloadStats:
     trials: int
     failures: int
     best_ms: float | None  # mean run time of the best valid record
-    baseline_ms: float | None = None  # the untuned kernel (the record with an empty trace)
+    default_ms: float | None = None  # the kernel as an untuned package builds it
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -70,10 +72,10 @@ class RecordStore:
     def exists(self) -> bool:
         return (self.dir / WORKLOADS).is_file()
 
-    def prepare(self, target: dict[str, Any]) -> int:
-        """Create the directory (MetaSchedule's database does not), record which profile and
-        target it serves, refuse another profile's records, and repair torn lines.
-        Returns how many torn lines were dropped."""
+    def prepare(self, target: dict[str, Any], lowering: str) -> int:
+        """Create the directory (MetaSchedule's database does not), record which profile,
+        target and lowering it serves, refuse another profile's records, and repair torn lines.
+        Call it with :meth:`lock` held. Returns how many torn lines were dropped."""
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / META
         if meta.is_file():
@@ -84,13 +86,23 @@ class RecordStore:
             if have.get("target") != target:
                 log.warning("the '%s' target changed since these records were measured; they still apply "
                             "but their timings may not hold", self.profile)
-        meta.write_text(json.dumps({"profile": self.profile, "target": target}, indent=2))
+        have = json.loads(meta.read_text()) if meta.is_file() else {}
+        lowerings = sorted(set(have.get("lowerings", [LEGACY_LOWERING] if self.exists() else [])) | {lowering})
+        _write_atomic(meta, json.dumps({"profile": self.profile, "target": target, "lowerings": lowerings}, indent=2))
         for name in (WORKLOADS, RECORDS):
             (self.dir / name).touch()
         return self.repair()
 
+    def lowerings(self) -> list[str]:
+        """The lowerings whose kernels these records tuned (stores from edgetune 0.1 say none:
+        theirs was TVM's own NCHW legalization)."""
+        meta = self.dir / META
+        have = json.loads(meta.read_text()) if meta.is_file() else {}
+        return list(have.get("lowerings", [LEGACY_LOWERING] if self.exists() else []))
+
     def repair(self) -> int:
-        """Cut an incomplete or unparsable tail (a run killed mid-write) from both files."""
+        """Cut an incomplete or unparsable tail (a run killed mid-write) from both files. Only
+        the holder of :meth:`lock` may call this: a reader would cut a line being appended."""
         dropped = 0
         for name in (WORKLOADS, RECORDS):
             path = self.dir / name
@@ -133,12 +145,14 @@ class RecordStore:
         return [row[0] for row in _lines(self.dir / WORKLOADS)]
 
     def stats(self) -> dict[str, WorkloadStats]:
-        """Per workload hash: trials measured, failures, best mean time, untuned time."""
+        """Per workload hash: trials measured, failures, best mean time, default time."""
         hashes = self.workloads()
         trials: dict[str, list[int]] = {}
         best: dict[str, float] = {}
-        baseline: dict[str, float] = {}
+        defaults = self.defaults()
         for idx, rec in _lines(self.dir / RECORDS):
+            if idx >= len(hashes):
+                break  # a record whose workload line is still being written
             shash = hashes[idx]
             secs = [float(x) for x in rec[1]] or [FAILED]
             count = trials.setdefault(shash, [0, 0])
@@ -148,9 +162,37 @@ class RecordStore:
                 continue
             mean = sum(secs) / len(secs)
             best[shash] = min(best.get(shash, mean), mean)
-            if not (rec[0][0] if rec[0] else []):  # an empty trace: the untuned kernel
-                baseline.setdefault(shash, mean)
-        return {h: WorkloadStats(h, c[0], c[1], _ms(best.get(h)), _ms(baseline.get(h))) for h, c in trials.items()}
+            if not (rec[0][0] if rec[0] else []):  # edgetune 0.1's "before": plain loops, empty trace
+                defaults.setdefault(shash, mean)
+        return {h: WorkloadStats(h, c[0], c[1], _ms(best.get(h)), _ms(defaults.get(h))) for h, c in trials.items()}
+
+    def defaults(self) -> dict[str, float]:
+        """Per workload hash: seconds of its default schedule, as tuning measured it."""
+        try:
+            return {str(k): float(v) for k, v in json.loads((self.dir / DEFAULTS).read_text()).items()}
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    def record_defaults(self, measured: dict[str, float]) -> None:
+        """Remember default-schedule times (seconds) by workload hash (under :meth:`lock`)."""
+        if measured:
+            _write_atomic(self.dir / DEFAULTS, json.dumps({**self.defaults(), **measured}, indent=1))
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Path]:
+        """A consistent copy of the records (complete lines only) for a reader while a tuning
+        run may be appending: readers never write to the store."""
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="edgetune-records-") as tmp:
+            for name in (WORKLOADS, RECORDS):
+                data = (self.dir / name).read_bytes() if (self.dir / name).is_file() else b""
+                (Path(tmp) / name).write_bytes(data[:_valid_prefix(data)])
+            for name in (META, DEFAULTS):
+                if (self.dir / name).is_file():
+                    shutil.copy(self.dir / name, Path(tmp) / name)
+            yield Path(tmp)
 
     def summary(self) -> dict[str, Any]:
         """For ``records ls``: totals and where the files are."""
@@ -165,11 +207,10 @@ class RecordStore:
 
     def export(self, archive: Path) -> Path:
         """Write the records (and the profile they are for) into a ``.tar.gz``."""
-        self.repair()
-        with tarfile.open(archive, "w:gz") as tar:
-            for name in (META, WORKLOADS, RECORDS):
-                if (self.dir / name).is_file():
-                    tar.add(self.dir / name, arcname=name)
+        with self.snapshot() as snap, tarfile.open(archive, "w:gz") as tar:
+            for name in (META, DEFAULTS, WORKLOADS, RECORDS):
+                if (snap / name).is_file():
+                    tar.add(snap / name, arcname=name)
         return archive
 
     def import_(self, archive: Path) -> tuple[int, int]:
@@ -184,7 +225,9 @@ class RecordStore:
         target = json.loads(existing.read_text()).get("target", {}) if existing.is_file() else meta.get("target", {})
         if meta.get("target") not in (None, target):
             log.warning("%s was measured with another '%s' target; its timings may not hold here", archive.name, self.profile)
-        self.prepare(target)
+        self.prepare(target, meta.get("lowerings", [LEGACY_LOWERING])[0])
+        for key in meta.get("lowerings", [LEGACY_LOWERING])[1:]:
+            self.prepare(target, key)
         theirs = [json.loads(line) for line in _text_lines(files.get(WORKLOADS, b""))]
         ours = self.workloads()
         index = {h: i for i, h in enumerate(ours)}
@@ -202,7 +245,15 @@ class RecordStore:
                 new_records.append(row)
         _append(self.dir / WORKLOADS, new_workloads)
         _append(self.dir / RECORDS, new_records)
+        self.record_defaults({k: v for k, v in json.loads(files.get(DEFAULTS, b"{}") or b"{}").items()
+                              if k not in self.defaults()})
         return len(new_workloads), len(new_records)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -226,7 +277,7 @@ def _read_archive(archive: Path) -> dict[str, bytes]:
         with tarfile.open(archive, "r:*") as tar:
             out = {}
             for member in tar.getmembers():
-                if member.isfile() and member.name in (META, WORKLOADS, RECORDS):
+                if member.isfile() and member.name in (META, DEFAULTS, WORKLOADS, RECORDS):
                     out[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
             return out
     except (OSError, tarfile.TarError) as err:

@@ -34,6 +34,7 @@ class TaskSet:
     models: tuple[ImportedModel, ...]
     tasks: tuple[Task, ...]
     target: Any
+    lowering: str = "nhwc-packed"
 
     def network_tasks(self, j: int) -> dict[int, int]:
         """Task index → calls per inference, for network j."""
@@ -44,9 +45,9 @@ class TaskSet:
         out = []
         for t in self.tasks:
             s = (stats or {}).get(t.shash)
-            out.append({"task": t.name, "workload": t.shash, "flops": t.flops,
-                        "weight": dict(zip(self.networks, t.calls)),
-                        "trials": s.trials if s else 0, "best_ms": s.best_ms if s else None})
+            out.append({"task": t.name, "kind": t.workload.kind, "workload": t.shash, "flops": t.flops,
+                        "weight": dict(zip(self.networks, t.calls)), "trials": s.trials if s else 0,
+                        "default_ms": s.default_ms if s else None, "best_ms": s.best_ms if s else None})
         return out
 
 
@@ -60,20 +61,23 @@ def network_names(paths: Sequence[Path]) -> tuple[str, ...]:
 
 
 def build_task_set(paths: Sequence[Path], profile: Profile,
-                   input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> TaskSet:
-    """Import every model and extract its kernels for ``profile``'s target."""
+                   input_shapes: Mapping[str, tuple[int, ...]] | None = None, layout: str = "auto") -> TaskSet:
+    """Import every model and extract its kernels for ``profile``'s target, lowered as the
+    build lowers them for ``layout``."""
+    from .._tvm import lowering
     from .._tvm import metaschedule as ms
 
     names = network_names(paths)
     target = _tvm.make_target(profile.target_spec())
+    key = lowering.lowering_for(target, layout).key
     models = tuple(import_model(p, input_shapes) for p in paths)
     merged: dict[str, dict[str, Any]] = {}
     for j, model in enumerate(models):
-        for wl in ms.extract_workloads(model.mod, target):
+        for wl in ms.extract_workloads(model.mod, target, key):
             entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
-    return TaskSet(names, models, _unique(tasks), target)
+    return TaskSet(names, models, _unique(tasks), target, key)
 
 
 def _unique(tasks: tuple[Task, ...]) -> tuple[Task, ...]:
@@ -86,14 +90,16 @@ def _unique(tasks: tuple[Task, ...]) -> tuple[Task, ...]:
     return tuple(out)
 
 
-def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per kernel of one model: calls, trials and best time measured on the board (for manifests)."""
+def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any], lowering_key: str) -> list[dict[str, Any]]:
+    """Per kernel of one model: kind, calls, FLOPs, trials, default and best time measured on the
+    board (for manifests and package summaries)."""
     from .._tvm import metaschedule as ms
 
     target = _tvm.make_target(profile.target_spec())
     rows = []
-    for wl in ms.extract_workloads(model.mod, target):
+    for wl in ms.extract_workloads(model.mod, target, lowering_key):
         s = stats.get(wl.shash)
-        rows.append({"task": wl.name, "workload": wl.shash, "calls": wl.weight, "flops": wl.flops,
-                     "trials": s.trials if s else 0, "best_ms": s.best_ms if s else None})
+        rows.append({"task": wl.name, "kind": wl.kind, "workload": wl.shash, "calls": wl.weight, "flops": wl.flops,
+                     "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
+                     "best_ms": s.best_ms if s else None})
     return rows

@@ -1,0 +1,253 @@
+"""edgetune vs the runtime a user already has, untuned and after growing tuning budgets.
+
+    .venv/bin/python benchmarks/vs_runtimes.py [--models squeezenet,resnet50,...|all]
+        [--budgets 0,5,20,60] [--threads 2] [--rounds 3] [--runs 30] [--layout auto]
+    .venv/bin/python benchmarks/vs_runtimes.py --report      # table + PNG from the saved JSON
+
+For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
+job, so the 20-minute row continues the 5-minute one and the tuning time is cumulative. After
+each budget the model is packaged for ``host`` with the records so far (budget 0: no records —
+the default schedules) and timed through the on-device loader; the baseline is onnxruntime for
+ONNX models (on the same cleaned model edgetune imports: initializers not listed as inputs) and
+LiteRT with XNNPACK for TFLite, with the same thread count and inputs. edgetune and the
+baseline alternate for ``--rounds`` rounds; the best per-round median of each is kept. Tuning
+runs as the CLI a user runs (a subprocess), so its trials, trials per minute and time breakdown
+come from its ``--json`` summary.
+
+Writes ``benchmarks/results/vs_runtimes.json`` after every row (an interrupted run keeps what
+it measured; rows of other models are kept) and ``vs_runtimes.png`` (latency vs tuning time,
+baselines as dashed lines). Never run it beside tests or another benchmark: on 2 cores
+contention distorts both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import numpy as np  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+OUT = RESULTS / "vs_runtimes.json"
+LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", "vgg19")
+ZOO = ("mobilenet_v3", "yolo", "ocr_cls", "vgg_block", "bottleneck")
+DEFAULT_MODELS = ("squeezenet", "resnet50", "face_detection", "mobilenet_v3", "yolo", "ocr_cls", "vgg_block",
+                  "bottleneck")
+
+
+def model_file(name: str, work: Path) -> Path:
+    """The model file for a benchmark name (built with seeded weights where it is made here)."""
+    import models
+    import zoo
+
+    if name in LIGHT:
+        return models.randomized_light(name, work / f"{name}.onnx")
+    if name in ZOO:
+        return zoo.ZOO[name](work / f"{name}.onnx")
+    if name == "face_detection":
+        return REPO / "examples" / "face_detection_short_range.tflite"
+    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',))}")
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def cleaned_onnx(model: Path, work: Path) -> Path:
+    """The model without initializers listed as graph inputs (old exporters list weights as inputs,
+    which stops onnxruntime from treating them as constants) — what edgetune imports."""
+    import onnx
+
+    m = onnx.load(str(model))
+    inits = {i.name for i in m.graph.initializer}
+    keep = [i for i in m.graph.input if i.name not in inits]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    out = work / f"{model.stem}-baseline.onnx"
+    onnx.save(m, str(out))
+    return out
+
+
+class Baseline:
+    """onnxruntime or LiteRT (XNNPACK) on one model, ``threads`` threads, timed like the package."""
+
+    def __init__(self, model: Path, threads: int, work: Path):
+        self.kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
+        if self.kind == "onnxruntime":
+            import onnxruntime as ort
+
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+            so.log_severity_level = 3
+            self.sess = ort.InferenceSession(str(cleaned_onnx(model, work)), so, providers=["CPUExecutionProvider"])
+            self.names = [i.name for i in self.sess.get_inputs()]
+        else:
+            from ai_edge_litert.interpreter import Interpreter
+
+            # XNNPACK is LiteRT's default CPU delegate for float models.
+            self.interp = Interpreter(model_path=str(model), num_threads=threads)
+            self.interp.allocate_tensors()
+            self.inputs = self.interp.get_input_details()
+
+    def run(self, arrays: list[np.ndarray]) -> None:
+        if self.kind == "onnxruntime":
+            self.sess.run(None, dict(zip(self.names, arrays)))
+            return
+        for d, a in zip(self.inputs, arrays):
+            self.interp.set_tensor(d["index"], a)
+        self.interp.invoke()
+
+    def median_ms(self, arrays: list[np.ndarray], runs: int) -> float:
+        for _ in range(3):
+            self.run(arrays)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            self.run(arrays)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times) * 1e3)
+
+
+def edgetune_median_ms(package: Path, runs: int) -> tuple[float, list[np.ndarray]]:
+    """Median latency of a package through the on-device loader, and its reference inputs."""
+    import edgetune_runtime
+
+    model = edgetune_runtime.load(package)
+    stats = model.benchmark(number=1, repeat=runs)
+    return float(stats["p50_ms"]), model.reference_inputs()
+
+
+def measure(package: Path, baseline: Baseline, runs: int, rounds: int) -> tuple[float, float]:
+    """edgetune and the baseline, alternating ``rounds`` times; the best median of each."""
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ms, inputs = edgetune_median_ms(package, runs)
+        ours.append(ms)
+        theirs.append(baseline.median_ms(inputs, runs))
+    return min(ours), min(theirs)
+
+
+# ---------------------------------------------------------------- tuning and packaging
+
+
+def tune(model: Path, records: Path, minutes: float, layout: str) -> dict[str, Any]:
+    """``edgetune tune --time`` as a user runs it; its --json summary."""
+    cmd = [sys.executable, "-m", "edgetune", "tune", str(model), "--device", "host", "--records", str(records),
+           "--time", f"{minutes * 60:.0f}s", "--layout", layout, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"tuning failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[str, Any]:
+    from edgetune.package import PackageOptions, package as build
+
+    result = build(PackageOptions(model=model, device="host", output=out, records=records,
+                                  use_records=records is not None, layout=layout, force=True))
+    return result.manifest
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    names = list(DEFAULT_MODELS) if args.models == "default" else (
+        list(LIGHT + ZOO + ("face_detection",)) if args.models == "all" else args.models.split(","))
+    earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
+    rows = [r for r in earlier if r["model"] not in names]
+    work = Path(tempfile.mkdtemp(prefix="vs-runtimes-"))
+    for name in names:
+        model = model_file(name, work)
+        baseline = Baseline(model, args.threads, work)
+        records = work / f"records-{name}"
+        for minutes in (float(b) for b in args.budgets.split(",")):
+            summary: dict[str, Any] = {}
+            if minutes:
+                summary = tune(model, records, minutes, args.layout)
+            manifest = package(model, work / f"{name}-{minutes:g}", records if minutes else None, args.layout)
+            ours, theirs = measure(work / f"{name}-{minutes:g}", baseline, args.runs, args.rounds)
+            row = {"model": name, "format": model.suffix[1:], "budget_min": minutes, "layout": args.layout,
+                   "trials": summary.get("trials_total", 0), "tuning_s": summary.get("job_elapsed_s", 0.0),
+                   "trials_per_min": summary.get("trials_per_min"), "time_breakdown_s": summary.get("time_breakdown_s"),
+                   "edgetune_ms": round(ours, 4), "baseline": baseline.kind, "baseline_ms": round(theirs, 4),
+                   "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
+                   "tasks": summary.get("tasks")}
+            rows.append(row)
+            print(f"{name:15s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
+                  f"{baseline.kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
+            save(rows, args)
+    return rows
+
+
+def save(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                               "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows},
+                              indent=1))
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print("\n| model | budget (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tpm = f"{r['trials_per_min']:.0f}" if r.get("trials_per_min") else "-"
+        print(f"| {r['model']} | {r['budget_min']:g} | {r['trials']} | {tpm} | {r['edgetune_ms']:.3f} | "
+              f"{r['baseline']} | {r['baseline_ms']:.3f} | {r['ratio']:.2f} |")
+    for minutes in sorted({r["budget_min"] for r in rows}):
+        ratios = [r["ratio"] for r in rows if r["budget_min"] == minutes]
+        gmean = float(np.exp(np.mean(np.log(ratios))))
+        print(f"budget {minutes:g} min: geometric mean ratio {gmean:.2f}, worst {max(ratios):.2f} over {len(ratios)} models")
+    plot(rows)
+
+
+def plot(rows: list[dict[str, Any]]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not installed: `pip install '.[bench]'` for the plot)")
+        return
+    names = sorted({r["model"] for r in rows})
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        mine = sorted((r for r in rows if r["model"] == name), key=lambda r: r["tuning_s"])
+        ax.plot([r["tuning_s"] / 60 for r in mine], [r["edgetune_ms"] for r in mine], "o-", label="edgetune")
+        ax.axhline(min(r["baseline_ms"] for r in mine), linestyle="--", color="gray", label=mine[0]["baseline"])
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("tuning (min)")
+        ax.set_ylabel("latency (ms)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "vs_runtimes.png", dpi=110)
+    print(f"plot: {RESULTS / 'vs_runtimes.png'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="default", help="comma list, 'default' or 'all'")
+    parser.add_argument("--budgets", default="0,5,20,60", help="tuning minutes, cumulative")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--layout", default="auto")
+    parser.add_argument("--report", action="store_true", help="only print the table and plot from the saved JSON")
+    args = parser.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    rows = json.loads(OUT.read_text())["rows"] if args.report else run(args)
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,482 @@
+"""The tuning loop: batch by batch, propose → build → run → commit.
+
+The first round measures every task's *default schedule* (what an untuned package runs) —
+several tasks per batch, so a 60-task network is seen in a couple of batches, not 60 × 32
+trials. From then on the scheduler gives each batch to the task whose next batch should lower
+the objective most (time share × expected gain): trivial kernels keep their defaults. A batch
+is proposed by evolutionary search (warm-started from the records), Droplet descent, or schedule
+transfer; the host builds it for the board in parallel; a runner times it; the batch is appended
+to the records before the next one starts. Interrupting loses at most the batch in flight;
+running the same command again resumes with the rest of the budget (trials and time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import RemoteError, UsageError
+from ..profiles import Profile
+from . import droplet
+from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
+from .records import RecordStore
+from .runners import RunnerHandle
+from .scheduler import Network, Objective, Scheduler, TaskState
+from .tasks import TaskSet
+
+log = logging.getLogger(__name__)
+
+Batch = list[tuple[int, Any]]  # (task index, candidate)
+
+
+class DropletState:
+    """Per task: where the descent stands."""
+
+    def __init__(self) -> None:
+        self.visited: set[str] = set()
+        self.center_secs: float | None = None
+        self.converged_at: float | None = None  # best time when the last descent ended
+
+
+class TuneLoop:
+    """One tuning run (build with :func:`edgetune.tuning.session.tune`)."""
+
+    def __init__(self, opts: TuneOptions, profile: Profile, tasks: TaskSet, store: RecordStore,
+                 runner: RunnerHandle, toolchain: tuple[str | None, Any], progress: Progress, notice: Notice,
+                 peak_gflops: float | None = None):
+        from .._tvm import metaschedule as ms
+
+        self.ms, self.opts, self.profile, self.taskset = ms, opts, profile, tasks
+        self.store, self.runner, self.progress, self.notice = store, runner, progress, notice
+        self.peak_gflops = peak_gflops
+        self.threads = os.cpu_count() or 1  # host threads for the search; the board's cores are in the target
+        self.database = ms.open_database(store.dir)
+        self.cost_model = ms.make_cost_model(os.cpu_count() or 1)
+        self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
+                                       toolchain[1])
+        self.contexts: dict[int, Any] = {}
+        self.droplets: dict[int, DropletState] = {}
+        self.transfer_done: set[int] = set()
+        self.scheduler = self._scheduler()
+        self.journal = store.dir / "runs" / f"{self._job_key()}.json"
+        self.spent_before, self.seconds_before = self._read_journal()
+        self.spent_now = 0
+        self.failures = 0
+        self.transferred = {"exact": 0, "similar": 0}
+        self.start = time.monotonic()
+        self.batches: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.timers: dict[str, float] = defaultdict(float)
+        self.stop_requested = False
+
+    # ---- setup
+
+    def _scheduler(self) -> Scheduler:
+        stats = self.store.stats()
+        states = []
+        for t in self.taskset.tasks:
+            s = stats.get(t.shash)
+            state = TaskState(t.name, t.flops)
+            if s is not None:
+                state.trials = s.trials
+                state.best = s.best_ms / 1e3 if s.best_ms is not None else None
+                state.baseline = s.default_ms / 1e3 if s.default_ms is not None else None
+                if state.best is not None:
+                    state.history.append(state.best)
+                    state.batches = max(1, s.trials // self.opts.batch)
+            states.append(state)
+        names = self.taskset.networks
+        for label, given in (("weight", self.opts.weights), ("latency", self.opts.targets)):
+            unknown = sorted(set(given) - set(names))
+            if unknown:
+                raise UsageError(f"--{label} names no model: {', '.join(unknown)}", f"networks are: {', '.join(names)}")
+        networks = [Network(n, self.taskset.network_tasks(j), self.opts.weights.get(n, 1.0), self.opts.targets.get(n))
+                    for j, n in enumerate(names)]
+        return Scheduler(states, Objective(self.opts.objective, networks), early_stop=self.opts.early_stop)
+
+    def _job_key(self) -> str:
+        ident = sorted(m.sha256 for m in self.taskset.models)
+        return hashlib.sha256(json.dumps([ident, self.opts.search, self.taskset.lowering]).encode()).hexdigest()[:16]
+
+    def _read_journal(self) -> tuple[int, float]:
+        try:
+            data = json.loads(self.journal.read_text())
+            return int(data["spent"]), float(data.get("seconds", 0.0))
+        except (OSError, ValueError, KeyError):
+            return 0, 0.0
+
+    def _write_journal(self) -> None:
+        self.journal.parent.mkdir(exist_ok=True)
+        tmp = self.journal.with_name(f".{self.journal.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"spent": self.spent, "seconds": self.seconds, "budget": self.opts.trial_budget,
+                                   "time_budget_s": self.opts.time_s, "search": self.opts.search,
+                                   "networks": list(self.taskset.networks), "updated": time.time()}))
+        os.replace(tmp, self.journal)
+
+    @property
+    def spent(self) -> int:
+        return self.spent_before + self.spent_now
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    @property
+    def seconds(self) -> float:
+        """Wall-clock seconds this job has tuned, earlier runs included."""
+        return self.seconds_before + self.elapsed
+
+    def _trials_left(self) -> int | None:
+        budget = self.opts.trial_budget
+        return None if budget is None else max(budget - self.spent, 0)
+
+    def _budget_spent(self) -> str | None:
+        if self._trials_left() == 0:
+            return "budget spent"
+        if self.opts.time_s is not None and self.seconds >= self.opts.time_s:
+            return "time budget spent"
+        return None
+
+    # ---- run
+
+    def run(self) -> TuneResult:
+        reason = "budget spent"
+        if self.spent_before:
+            left = f"{self.opts.trial_budget} trials" if self.opts.trial_budget is not None else ""
+            if self.opts.time_s:
+                left += f"{' / ' if left else ''}{self.opts.time_s / 60:.0f} min"
+            self.notice(f"resuming: {self.spent_before} trials ({self.seconds_before / 60:.1f} min) of {left} "
+                        "already spent on this job")
+        known = sum(1 for t in self.scheduler.tasks if t.best is not None)
+        if known:
+            self.transferred["exact"] = known
+            self.notice(f"{known} of {len(self.scheduler.tasks)} tasks already have records (reused as they are)")
+        try:
+            with self._graceful_stop():
+                self._warm_cost_model()
+                reason = self._loop()
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        finally:
+            for ctx in self.contexts.values():
+                with contextlib.suppress(Exception):
+                    ctx.stop()
+        return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
+                          self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers))
+
+    def _warm_cost_model(self, per_task: int = 64) -> None:
+        """On a resumed or shared database, train the cost model on the records first, so the
+        search does not start blind."""
+        with_records = [i for i, t in enumerate(self.scheduler.tasks) if t.best is not None and t.trials > 1]
+        if not with_records:
+            return
+        self.notice(f"training the cost model on the records of {len(with_records)} task(s)")
+        with self._timed("cost_model"):
+            for i in with_records:
+                ctx = self._context(i)
+                measured = self.ms.top_traces(self.database, self.taskset.tasks[i].workload.mod, per_task)
+                pairs = [(ctx.candidate_from_trace(trace), secs) for trace, secs in measured]
+                cands = [c for c, _ in pairs if c is not None]
+                results = [self.ms.runner_result([secs], None) for c, secs in pairs if c is not None]
+                self.ms.update_cost_model(self.cost_model, ctx, cands, results)
+
+    @contextlib.contextmanager
+    def _graceful_stop(self) -> Iterator[None]:
+        """Ctrl-C (or SIGTERM) ends the run after dropping the batch in flight: the terminal's
+        Ctrl-C also reaches the build/run workers, so that batch's failures are not real. A
+        second Ctrl-C stops at once."""
+        self.stop_requested = False
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, _frame: Any) -> None:
+            if self.stop_requested:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            self.notice("stopping after the batch in flight (Ctrl-C again to stop at once)")
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    @contextlib.contextmanager
+    def _timed(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timers[phase] += time.perf_counter() - start
+
+    def _loop(self) -> str:
+        self.progress(self.snapshot("starting"))
+        for batch in self._default_batches():
+            reason = self._budget_spent() or ("interrupted" if self.stop_requested else None)
+            if reason:
+                return reason
+            if not self._run_batch("default", batch):
+                return "interrupted"
+        while not (reason := self._budget_spent()):
+            if self.stop_requested:
+                return "interrupted"
+            i = self.scheduler.next_task()
+            if i is None:
+                return "all latency targets met" if self.scheduler.targets_met() else "no task left to improve"
+            with self._timed("propose"):
+                kind, cands = self._propose(i)
+            left = self._trials_left()
+            cands = cands if left is None else cands[:left]
+            if not cands:
+                self.scheduler.tasks[i].stop("search space exhausted")
+                continue
+            if not self._run_batch(kind, [(i, c) for c in cands]):
+                return "interrupted"
+        return reason
+
+    def _default_batches(self) -> Iterator[Batch]:
+        """The first round: every task without records measured at its default schedule,
+        heaviest first, several tasks per batch (each is one trial)."""
+        order = sorted((i for i, t in enumerate(self.scheduler.tasks) if t.trials == 0),
+                       key=lambda i: -self.taskset.tasks[i].flops * max(sum(self.taskset.tasks[i].calls), 1))
+        batch: Batch = []
+        for i in order:
+            with self._timed("propose"):
+                cand = self._context(i).default_candidate()
+            if cand is None:
+                continue  # GPU: the task's first batch is an evolutionary one
+            batch.append((i, cand))
+            if len(batch) >= self.opts.batch:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _run_batch(self, kind: str, batch: Batch) -> bool:
+        """Measure and commit one batch; False when the run was interrupted meanwhile."""
+        try:
+            results = self._measure([c for _i, c in batch])
+        except Exception:
+            if self.stop_requested:  # the workers were interrupted with us
+                return False
+            raise
+        if self.stop_requested:
+            return False
+        by_task: dict[int, list[int]] = defaultdict(list)
+        for n, (i, _c) in enumerate(batch):
+            by_task[i].append(n)
+        with self._timed("commit"):
+            for i, idx in by_task.items():
+                self._commit(i, kind, [batch[n][1] for n in idx], [results[n] for n in idx])
+            self.batches[kind] = self.batches.get(kind, 0) + 1
+            self._write_journal()
+        names = sorted({self.scheduler.tasks[i].name for i in by_task})
+        label = names[0] if len(names) == 1 else f"{len(names)} tasks"
+        self.progress(self.snapshot(f"{label}: {kind} batch of {len(batch)}"))
+        self._check_boards(results)
+        return True
+
+    # ---- proposing
+
+    def _context(self, i: int) -> Any:
+        if i not in self.contexts:
+            wl = self.taskset.tasks[i].workload
+            cfg = self.ms.SearchConfig(population_size=self.opts.population,
+                                       init_min_unmeasured=min(50, self.opts.population // 4))
+            self.contexts[i] = self.ms.TaskContext(wl, self.taskset.target, self.opts.seed * 7919 + i, self.threads, cfg)
+        return self.contexts[i]
+
+    def _propose(self, i: int) -> tuple[str, list[Any]]:
+        ctx = self._context(i)
+        if self.opts.transfer and i not in self.transfer_done:
+            self.transfer_done.add(i)
+            similar = self._transfer(i, ctx)
+            if similar:
+                self.transferred["similar"] += 1
+                return "transfer", similar
+        if self._use_droplet(i):
+            batch = self._droplet(i, ctx)
+            if batch:
+                return "droplet", batch
+        return "evolutionary", self._evolutionary(ctx)
+
+    def _evolutionary(self, ctx: Any) -> list[Any]:
+        if not ctx.started:
+            budget = self.opts.trial_budget or 100_000
+            ctx.start(self.database, self.cost_model, max_trials=max(budget, 1) * 4, per_iter=self.opts.batch)
+        return ctx.propose()
+
+    def _use_droplet(self, i: int) -> bool:
+        if self.opts.search == "evolutionary":
+            return False
+        if self.opts.search == "hybrid" and not self._explored():
+            return False
+        d = self.droplets.setdefault(i, DropletState())
+        best = self.scheduler.tasks[i].best
+        return best is not None and (d.converged_at is None or best < d.converged_at)
+
+    def _explored(self) -> bool:
+        """hybrid: has the exploration share of the budget (trials, else time) been spent?"""
+        budget = self.opts.trial_budget
+        if budget is not None:
+            return self.spent >= self.opts.explore * budget
+        return self.seconds >= self.opts.explore * (self.opts.time_s or 0.0)
+
+    def _droplet(self, i: int, ctx: Any) -> list[Any]:
+        """One descent step: the untried one-notch neighbours of the task's best schedule, ranked
+        by the cost model, at most one batch of them."""
+        d = self.droplets[i]
+        top = self.ms.top_traces(self.database, self.taskset.tasks[i].workload.mod, 1)
+        if not top:
+            return []
+        trace, secs = top[0]
+        d.center_secs = secs
+        center = self.ms.decisions(trace)
+        d.visited.add(droplet.key(center))
+        found = []
+        for idx, decision in droplet.moves(center):
+            try:
+                new = self.ms.with_decision(trace, idx, decision)
+            except Exception:  # noqa: BLE001 — a move TVM rejects is no neighbour
+                continue
+            k = droplet.key(self.ms.decisions(new))
+            if k in d.visited:
+                continue
+            cand = ctx.candidate_from_trace(new)
+            if cand is not None:
+                found.append((k, cand))
+        if not found:
+            d.converged_at = secs
+            return []
+        scores = ctx.predict(self.cost_model, [c for _k, c in found])
+        ranked = sorted(zip(scores, range(len(found))), key=lambda p: -p[0])[: self.opts.batch]
+        batch = []
+        for _score, n in ranked:
+            d.visited.add(found[n][0])
+            batch.append(found[n][1])
+        return batch
+
+    def _transfer(self, i: int, ctx: Any) -> list[Any]:
+        """Schedules of same-structure workloads from other networks, fitted to this task's loop
+        extents; re-measured here before any search trial."""
+        import functools
+
+        donors = self.ms.similar_workloads(self.database, self.taskset.tasks[i].workload.mod, limit=4)
+        provider = functools.partial(self.ms.fit_decisions, fit_tile=droplet.fit_tile)
+        out = []
+        for mod in donors:
+            for trace, _secs in self.ms.top_traces(self.database, mod, 3):
+                cand = ctx.candidate_from_trace(trace, provider=provider)
+                if cand is not None:
+                    out.append(cand)
+        return out[: self.opts.batch]
+
+    # ---- measuring
+
+    def _measure(self, batch: list[Any]) -> list[Any]:
+        ms = self.ms
+        with self._timed("build"):
+            built = self.builder.build([ms.builder_input(c, self.taskset.target) for c in batch])
+        ok = [n for n, b in enumerate(built) if b.error_msg is None]
+        results: list[Any] = [ms.runner_result(None, "build: " + _first_line(b.error_msg)) for b in built]
+        try:
+            for b in built:
+                for phase, secs in ms.artifact_timing(b.artifact_path).items():
+                    self.timers[f"worker_{phase}"] += secs
+            if ok:
+                with self._timed("run"):
+                    ran = self.runner.impl.run([built[n].artifact_path for n in ok], self.runner.device_type,
+                                               [batch[n] for n in ok])
+                for n, res in zip(ok, ran):
+                    results[n] = res
+        finally:
+            for b in built:
+                ms.remove_artifact(b.artifact_path)
+        return results
+
+    def _commit(self, i: int, kind: str, batch: list[Any], results: list[Any]) -> None:
+        ms = self.ms
+        ctx = self._context(i)
+        task = self.taskset.tasks[i]
+        ms.commit(self.database, task.workload.mod, batch, results, self.taskset.target)
+        if kind == "evolutionary":
+            ctx.notify(batch, results)
+        with self._timed("cost_model"):
+            ms.update_cost_model(self.cost_model, ctx, batch, results)
+        times = [ms.mean_secs(r) for r in results]
+        valid = [t for t in times if t is not None]
+        self.failures += len(times) - len(valid)
+        for r, t in zip(results, times):
+            if t is None:
+                msg = _first_line(r.error_msg)
+                log.debug("candidate failed: %s", r.error_msg)
+                if msg not in self.errors and len(self.errors) < 5:
+                    self.errors.append(msg)
+        default = next((t for c, t in zip(batch, times) if ctx.is_default(c)), None)
+        if default is not None:
+            self.store.record_defaults({task.shash: default})
+        self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=default)
+        if kind == "droplet":
+            d = self.droplets[i]
+            if not valid or d.center_secs is None or not droplet.improved(min(valid), d.center_secs):
+                d.converged_at = self.scheduler.tasks[i].best
+        self.spent_now += len(batch)
+
+    def _check_boards(self, results: list[Any]) -> None:
+        """Whether the boards are still there: after candidates failed on the board side, and
+        after every batch on a farm (the tracker forgets a dead board before anything fails)."""
+        if self.runner.label == "local" or not (_run_failures(results) or self.runner.workers > 1):
+            return
+        alive = self.runner.alive()
+        if alive == 0:
+            raise RemoteError(f"{self.runner.label}: no board answers any more; the {self.spent_now} trials measured "
+                              "so far are saved", "bring the board back and run the same command to resume")
+        if alive < self.runner.workers:
+            self.notice(f"warning: {self.runner.workers - alive} board(s) dropped out; continuing on {alive}")
+            self.runner.workers = alive
+
+    # ---- reporting
+
+    def snapshot(self, message: str = "") -> Snapshot:
+        sched = self.scheduler
+        rows = tuple(TaskRow(t.name, task.workload.kind, t.trials, _ms(t.best), _ms(t.baseline), t.stopped or "live",
+                             task.flops, self.peak_gflops)
+                     for t, task in zip(sched.tasks, self.taskset.tasks))
+        nets = tuple(NetworkRow(n.name, _ms(sched.baseline_latency(j)), _ms(sched.latency(j)), _ms(n.target_s))
+                     for j, n in enumerate(sched.objective.networks))
+        return Snapshot(self.profile.name, self.runner.label, self.opts.trial_budget, self.opts.time_s, self.spent,
+                        self.spent_now, self.elapsed, self.seconds, self._eta(), rows, nets, message)
+
+    def _eta(self) -> float | None:
+        estimates = []
+        left = self._trials_left()
+        if left is not None and self.spent_now:
+            estimates.append(self.elapsed / self.spent_now * left)
+        if self.opts.time_s is not None:
+            estimates.append(max(self.opts.time_s - self.seconds, 0.0))
+        return min(estimates) if estimates else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def _first_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "unknown error"
+
+
+def _run_failures(results: list[Any]) -> bool:
+    """True when candidates failed at the runner (the board), not at the builder."""
+    return any(r.error_msg and not str(r.error_msg).startswith("build:") for r in results)

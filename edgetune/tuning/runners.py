@@ -1,0 +1,117 @@
+"""Where candidates are timed: this machine, one board over an SSH tunnel and TVM RPC, or every
+board of a farm behind a tracker. Each runner has a hard per-candidate timeout, so a dead
+board becomes failed candidates (then a lost board), never a hang."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EdgetuneError, RemoteError, UsageError
+from ..profiles import Profile
+from .options import TuneOptions
+
+
+
+@dataclass
+class RunnerHandle:
+    """A runner plus what the loop needs to know about it."""
+
+    impl: Any
+    label: str
+    device_type: str
+    alive: Callable[[], int]  # how many boards still answer (local: 1)
+    workers: int = 1
+
+
+@contextlib.contextmanager
+def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], None]) -> Iterator[RunnerHandle]:
+    """Local runs for the host profile; one board over an SSH tunnel; or a tracker farm."""
+    from .._tvm import metaschedule as ms
+
+    evaluator = ms.Evaluator()
+    device_type = "cuda" if profile.runtime == "cuda" else "cpu"
+    if opts.tracker:
+        yield from _tracker_runner(opts, profile, evaluator, device_type, notice)
+        return
+    board = _board(opts.device)
+    if board is None:
+        if not profile.is_native:
+            raise UsageError(f"profile '{profile.name}' ({profile.arch}) cannot be measured on this host",
+                             "tune on a board: `edgetune devices add NAME ...` then --device NAME, or --tracker HOST:PORT")
+        runner = ms.LocalPoolRunner(evaluator, opts.timeout)
+        try:
+            yield RunnerHandle(runner, "local", device_type, lambda: 1)
+        finally:
+            runner.close()
+        return
+    yield from _board_runner(opts, board, evaluator, device_type, notice)
+
+
+def _board(device: str) -> Any:
+    from ..remote.inventory import load_inventory
+
+    return load_inventory().get(device)
+
+
+def _board_runner(opts: TuneOptions, board: Any, evaluator: Any, device_type: str,
+                  notice: Callable[[str], None]) -> Iterator[RunnerHandle]:
+    from .._tvm import metaschedule as ms
+    from ..remote.board import RemoteBoard
+    from ..remote.rpc import board_server
+
+    with RemoteBoard(board) as rb:
+        notice(f"starting the RPC server on {board.name}")
+        with board_server(rb) as server:
+            endpoint = ms.RpcEndpoint("127.0.0.1", server.local_port)
+            runner = ms.PoolRunner(endpoint, evaluator, 1, opts.timeout)
+
+            def alive() -> int:
+                return 1 if ms.probe(endpoint, 15.0) else 0
+
+            try:
+                yield RunnerHandle(runner, f"board {board.name}", device_type, alive)
+            finally:
+                runner.close()
+
+
+def _tracker_runner(opts: TuneOptions, profile: Profile, evaluator: Any, device_type: str,
+                    notice: Callable[[str], None]) -> Iterator[RunnerHandle]:
+    from .._tvm import metaschedule as ms
+    from ..remote.rpc import tracker_status
+
+    host, port = opts.tracker  # type: ignore[misc]
+    key = opts.key or profile.name
+
+    def servers() -> int:
+        try:
+            return int(tracker_status(host, port).get("servers", {}).get(key, 0))
+        except EdgetuneError:
+            return 0
+
+    count = servers()
+    known = [count]
+
+    def alive() -> int:
+        """Servers under the key now; a busy one re-registers a moment after its session ends."""
+        seen = servers()
+        for wait in (2.0, 4.0):
+            if seen >= known[0]:
+                break
+            time.sleep(wait)
+            seen = max(seen, servers())
+        known[0] = seen
+        return seen
+
+    if count == 0:
+        raise RemoteError(f"no board is registered under key '{key}' at {host}:{port}",
+                          "register boards with `edgetune tracker attach BOARD...`, or give --key")
+    notice(f"{count} board(s) under '{key}' at {host}:{port}")
+    runner = ms.PoolRunner(ms.RpcEndpoint(host, port, key, tracker=True), evaluator, count, opts.timeout)
+    try:
+        yield RunnerHandle(runner, f"tracker {host}:{port} key {key}", device_type, alive, count)
+    finally:
+        runner.close()
