@@ -34,7 +34,7 @@ def nets(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def tuned_a(nets, tmp_path_factory) -> tuple[Path, object]:
-    """``a`` tuned for 30 trials: every task measured (baseline + a batch) at least once."""
+    """``a`` tuned for 30 trials: every task measured (its default schedule, then searched)."""
     records = tmp_path_factory.mktemp("rec") / "host"
     result = tune(TuneOptions(models=(nets["a"],), device="host", trials=30, records=records, **FAST))
     return records, result
@@ -50,9 +50,12 @@ def test_local_tuning_records_and_estimates(tuned_a):
     records, result = tuned_a
     snap = result.snapshot
     assert snap.spent == 30 and result.stop_reason == "budget spent"
-    assert all(t.trials > 0 and t.best_ms is not None and t.baseline_ms is not None for t in snap.tasks)
+    assert all(t.trials > 0 and t.best_ms is not None and t.default_ms is not None for t in snap.tasks)
+    assert all(t.best_ms <= t.default_ms for t in snap.tasks)  # the default is a measured candidate
+    assert {t.kind for t in snap.tasks} >= {"conv2d", "dense"}
     (net,) = snap.networks
-    assert net.estimate_ms < net.before_ms  # tuned kernels beat the untuned (unscheduled) ones
+    assert net.estimate_ms <= net.before_ms
+    assert result.time_breakdown["build"] > 0 and result.time_breakdown["run"] > 0
     stats = RecordStore(records, "host").stats()
     assert sum(s.trials for s in stats.values()) == 30
     assert json.loads((records / "profile.json").read_text())["profile"] == "host"
@@ -70,12 +73,9 @@ def test_package_applies_records_and_passes_the_reference_check(tuned_a, nets, t
     assert {r["task"] for r in t["tasks"]} == {x.name for x in result.snapshot.tasks}
     assert plain.manifest["tuning"] is None
     assert tuned.verification["status"] == "passed"
-
-    import edgetune_runtime
-
-    fast = edgetune_runtime.load(tuned.path).benchmark(number=20, repeat=5)["min_ms"]
-    slow = edgetune_runtime.load(plain.path).benchmark(number=20, repeat=5)["min_ms"]
-    assert fast < slow, f"records were not applied: tuned {fast} ms, untuned {slow} ms"
+    # every kernel came from a record; without records every one has a default schedule
+    assert tuned.manifest["schedules"]["tuned"] == t["total_tasks"]
+    assert plain.manifest["schedules"]["tuned"] == 0 and plain.manifest["schedules"]["naive"] == []
 
 
 def test_list_tasks_cli_shows_records(tuned_a, nets):
@@ -132,11 +132,11 @@ def test_two_networks_with_targets_share_tasks_and_starve_the_met_one(nets, tmp_
     opts = TuneOptions(models=(nets["a"], nets["b"]), device="host", trials=40, records=tmp_path / "r",
                        objective="targets", targets={"a": 1e-7, "b": 10.0}, **FAST)
     result = tune(opts)
-    tasks = {t.name: t for t in result.snapshot.tasks}
-    # the convolutions, pooling and reshape are one task each, called by both networks
-    assert len(tasks) == 6 and "fused_matmul_add1#2" in tasks
-    b_only = tasks["fused_matmul_add1#2"]
-    assert b_only.trials == FAST["batch"] + 1  # warm-up only (baseline + one batch): b met its target
+    taskset_calls = {t.name: t for t in result.snapshot.tasks}
+    # the convolutions and pooling are one task each, called by both networks; each classifier is b's or a's
+    b_only = [name for name, t in taskset_calls.items() if name.endswith("#2")]
+    assert len(b_only) == 1, list(taskset_calls)
+    assert taskset_calls[b_only[0]].trials == 1  # only its default was measured: b met its target
     a_net, b_net = result.snapshot.networks
     assert b_net.met and not a_net.met
     assert result.snapshot.spent == 40
@@ -157,7 +157,7 @@ def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
     records = _copy(records, tmp_path)
     result = tune(TuneOptions(models=(nets["wide"],), device="host", trials=12, records=records, transfer=True, **FAST))
     assert result.transferred["similar"] >= 1
-    assert result.batches.get("baseline+transfer", 0) >= 1
+    assert result.batches.get("transfer", 0) >= 1
     assert result.failures < result.snapshot.spent_now
     exact = tune(TuneOptions(models=(nets["a"],), device="host", trials=0, records=records, transfer=True, **FAST))
     assert exact.transferred["exact"] == len(exact.snapshot.tasks)
@@ -177,7 +177,7 @@ def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path
     except ToolchainError as err:
         pytest.skip(f"no CUDA 13 nvcc: {err.message}")
     target = _tvm.make_target(profile.target_spec())
-    heaviest = max(ms.extract_workloads(import_model(nets["a"]).mod, target), key=lambda w: w.flops)
+    heaviest = max(ms.extract_workloads(import_model(nets["a"]).mod, target, "nchw"), key=lambda w: w.flops)
     ctx = ms.TaskContext(heaviest, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
     (tmp_path / "db").mkdir()
     ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)

@@ -122,7 +122,7 @@ def test_fit_tile_to_a_new_extent():
 
 def _write_store(tmp_path):
     store = RecordStore(tmp_path / "rec", "host")
-    store.prepare({"kind": "llvm"})
+    store.prepare({"kind": "llvm"}, "nhwc-packed")
     (store.dir / "database_workload.json").write_text('["111","AAA"]\n["222","BBB"]\n')
     rec = lambda secs, insts=(["X"],): json.dumps([[list(insts), []], secs, {}, []])  # noqa: E731
     (store.dir / "database_tuning_record.json").write_text(
@@ -134,7 +134,7 @@ def test_record_stats_baselines_and_torn_tail(tmp_path):
     store = _write_store(tmp_path)
     stats = store.stats()
     assert stats["111"].trials == 3 and stats["111"].failures == 1 and stats["111"].best_ms == pytest.approx(1.0)
-    assert stats["111"].baseline_ms == pytest.approx(3.0) and stats["222"].baseline_ms is None
+    assert stats["111"].default_ms == pytest.approx(3.0) and stats["222"].default_ms is None
     with (store.dir / "database_tuning_record.json").open("a") as fh:
         fh.write('[1,[[["Get')  # a run killed mid-write
     assert store.repair() == 1
@@ -146,7 +146,7 @@ def test_records_export_import_merges_without_duplicates(tmp_path):
     src = _write_store(tmp_path)
     archive = src.export(tmp_path / "r.tar.gz")
     dst = RecordStore(tmp_path / "other", "host")
-    dst.prepare({"kind": "llvm"})
+    dst.prepare({"kind": "llvm"}, "nhwc-packed")
     assert dst.import_(archive) == (2, 4)
     assert dst.import_(archive) == (0, 0)
     assert dst.stats()["111"].trials == 3
@@ -155,9 +155,9 @@ def test_records_export_import_merges_without_duplicates(tmp_path):
 
 
 def test_records_of_another_profile_are_refused(tmp_path):
-    RecordStore(tmp_path / "r", "host").prepare({})
+    RecordStore(tmp_path / "r", "host").prepare({}, "nhwc-packed")
     with pytest.raises(UsageError, match="records for profile 'host'"):
-        RecordStore(tmp_path / "r", "pi4").prepare({})
+        RecordStore(tmp_path / "r", "pi4").prepare({}, "nhwc-packed")
 
 
 def test_second_tuning_run_on_the_same_records_is_refused(tmp_path):

@@ -18,8 +18,13 @@ from rich.markup import escape
 
 from ..errors import EdgetuneError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+def _width(stream: Any) -> int | None:
+    """Terminals: their own width. Pipes and logs: wide enough that tables do not wrap."""
+    return None if stream.isatty() or os.environ.get("COLUMNS") else 160
+
+
+out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 F = TypeVar("F", bound=Callable[..., Any])
 
