@@ -291,10 +291,83 @@ def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider
     _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
 
 
+def winograd_conv(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """Winograd F(m, 3): input transform per tile and channel vector (parallel over tiles), the
+    α² GEMMs as register-tiled micro-kernels (tiles × output channels), output transform per
+    tile, then crop + epilogue as one elementwise pass."""
+    for block in _blocks(sch):
+        if _name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+    _winograd_input(sch, cpu)
+    e, p, o, rc = sch.get_loops(main)
+    oci = int(sch.get(main).reads[1].source.shape[-1])
+    vectors = -(-oci // cpu.lanes)
+    tiles = _extent(sch, p)
+    rows = default_rows(tiles, vectors, cpu)
+    po, pi = sch.split(p, decide.tile(p, [tiles // rows, rows], max_rows(vectors, cpu)))
+    oo, oi = sch.split(o, [None, oci])
+    outer = [e, po, oo] if order == 0 else [e, oo, po]
+    sch.reorder(*outer, rc, pi, oi)
+    sch.parallel(sch.fuse(outer[0], outer[1]))
+    writer = sch.cache_write(main, 0, "local")
+    sch.reverse_compute_at(writer, outer[2], preserve_unit_loops=True)
+    sch.unroll(pi)
+    _vector_registers(sch, oi, cpu)
+    init = sch.decompose_reduction(main, rc)
+    for block in (init, writer):
+        loops = sch.get_loops(block)
+        sch.unroll(loops[-2])
+        _vector_registers(sch, loops[-1], cpu)
+    _winograd_output(sch, cpu)
+    epi, _separate = _fold_epilogue(sch, sch.get_sblock("winograd_crop"))
+    tail = epi if epi is not None else sch.get_sblock("winograd_crop")
+    if epi is not None:
+        sch.compute_inline(sch.get_sblock("winograd_crop"))
+    schedule_elementwise(sch, tail, cpu, cores)
+
+
+def _winograd_input(sch: Any, cpu: CpuFacts) -> None:
+    """Bᵀ d B per tile: tiles in parallel, channels in vectors, the α × α transform unrolled."""
+    v = sch.get_sblock("winograd_input")
+    e, p, c = sch.get_loops(v)
+    width = _vector_factor(_extent(sch, c), cpu) or 1
+    co, ci = sch.split(c, [None, width])
+    sch.reorder(p, co, e, ci)
+    sch.parallel(p)
+    sch.unroll(e)
+    sch.vectorize(ci)
+    first = sch.get_sblock("winograd_input1")
+    sch.compute_at(first, co)
+    loops = sch.get_loops(first)
+    sch.unroll(loops[-4])
+    sch.unroll(loops[-3])
+    sch.vectorize(loops[-1])
+
+
+def _winograd_output(sch: Any, cpu: CpuFacts) -> None:
+    """Aᵀ m A per tile: tiles in parallel, output channels in vectors, the transform unrolled."""
+    out = sch.get_sblock("winograd_output")
+    p, i, j, o = sch.get_loops(out)
+    width = _vector_factor(_extent(sch, o), cpu) or 1
+    oo, oi = sch.split(o, [None, width])
+    sch.reorder(p, oo, i, j, oi)
+    sch.parallel(p)
+    sch.unroll(i)
+    sch.unroll(j)
+    sch.vectorize(oi)
+    first = sch.get_sblock("winograd_output1")
+    sch.compute_at(first, oo)
+    loops = sch.get_loops(first)
+    sch.unroll(loops[-4])
+    sch.unroll(loops[-3])
+    sch.vectorize(loops[-1])
+
+
 MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_packed": ("conv2d", conv2d_nhwc_packed),
     "depthwise_conv2d_nhwc": ("depthwise", depthwise_conv2d_nhwc),
     "dense_packed": ("dense", dense_packed),
+    "winograd_gemm": ("winograd", winograd_conv),
 }
 
 
@@ -389,6 +462,9 @@ def classify(func: Any) -> str:
     return "elementwise" if reductions == 0 else "reduction"
 
 
+MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
+
+
 def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
     """The default (first) sketch of a micro-kernel task, decisions at their defaults."""
     block, _kind, fn = _main_microkernel(sch)  # type: ignore[misc]
@@ -424,7 +500,7 @@ def default_schedule(func: Any, target: Any) -> tuple[Any | None, str]:
     cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
     kind = classify(func)
     rules: list[tuple[str, Callable[..., None]]]
-    if kind in ("conv2d", "depthwise", "dense"):
+    if kind in MICROKERNEL_KINDS:
         rules = [(kind, schedule_microkernel)]
     elif kind == "elementwise":
         rules = [("elementwise", schedule_injective)]

@@ -21,7 +21,7 @@ tasks and the build see the same kernels. :data:`LEGACY` is the lowering of edge
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -606,12 +606,13 @@ def _const_array(expr: Any) -> Any | None:
     return None
 
 
-def packed_legalize_map(target: Any) -> dict[str, Callable[[Any, Any], Any]]:
+def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, Callable[[Any, Any], Any]]:
     """Legalization overrides: convolutions and dense layers with constant weights become the
-    packed kernels edgetune's schedules know; anything else falls back to TVM's own."""
+    packed kernels edgetune's schedules know (3×3 stride-1 convolutions as Winograd where
+    ``choice`` says so); anything else falls back to TVM's own."""
     cpu = CpuFacts.of(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
-    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu)
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
     return custom
 
@@ -620,7 +621,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
     return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice) -> Any:
     from tvm import relax
 
     a = call.attrs
@@ -637,12 +638,16 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     groups = int(a.groups)
     geometry = dict(strides=_ints(a.strides), padding=_ints(a.padding), dilation=_ints(a.dilation))
     if groups == 1:
-        ow = int(call.ty.shape.values[2])
+        oh, ow = int(call.ty.shape.values[1]), int(call.ty.shape.values[2])
+        sig = conv_signature(_ints(call.args[0].ty.shape.values), weights.shape, **geometry)
+        tile = winograd_tile(sig, oh, ow, ic, oc, geometry, choice)
+        if tile:
+            return _legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
         padded = pad_axis(weights, 0, oci)
         packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
         return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed), **geometry, out_channels=oc,
-                          primfunc_name_hint="conv2d_nhwc")
+                          signature=sig, primfunc_name_hint="conv2d_nhwc")
     if groups == ic == oc and ic_g == 1:
         packed = weights.reshape(oc, kh, kw).transpose(1, 2, 0).copy()
         return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
@@ -697,7 +702,7 @@ def _crop(out: Any, channels: int) -> Any:
 
 
 def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
-                       dilation: Sequence[int], out_channels: int) -> Any:
+                       dilation: Sequence[int], out_channels: int, signature: str = "") -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
     output channels padded with zero filters to a multiple of OCi; the padding is cropped)."""
     from tvm import te
@@ -715,7 +720,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding:
                       axis=[ry, rx, rc])
 
     out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
-                     attrs={"edgetune.kernel": "conv2d_nhwc_packed"})
+                     attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
     return _crop(out, out_channels)
 
 
@@ -753,6 +758,137 @@ def dense_packed(data: Any, weights: Any, features: int) -> Any:
 
     out = te.compute((*lead, nbo * nb), value, name="dense_packed", attrs={"edgetune.kernel": "dense_packed"})
     return _crop(out, features)
+
+
+# ---------------------------------------------------------------- Winograd
+
+# Lavin & Gray's F(2×2, 3×3) and F(4×4, 3×3) (interpolation points 0, ±1, ±2, ∞): Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A
+_WINOGRAD = {
+    2: ([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+        [[1, 1, 1, 0], [0, 1, -1, -1]]),
+    4: ([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+         [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+        [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+         [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
+}
+ConvChoice = str | Mapping[str, str]  # "auto" | "direct" | "winograd", or per conv signature
+
+
+def conv_signature(data_shape: Sequence[int], weights_ohwi: Sequence[int], strides: Sequence[int],
+                   padding: Sequence[int], dilation: Sequence[int]) -> str:
+    """A convolution's shape, the key a direct/Winograd choice is made and remembered under."""
+    _n, h, w, c = data_shape
+    oc, kh, kw, _ic = weights_ohwi
+    return (f"{h}x{w}x{c}>{oc} k{kh}x{kw} s{'x'.join(map(str, strides))} p{'.'.join(map(str, padding))} "
+            f"d{'x'.join(map(str, dilation))}")
+
+
+def winograd_eligible(kernel: tuple[int, int], strides: Sequence[int], dilation: Sequence[int], ic: int, oc: int) -> bool:
+    """3×3, stride 1, no dilation, and enough channels for the transforms to pay."""
+    return tuple(kernel) == (3, 3) and list(strides) == [1, 1] and list(dilation) == [1, 1] and ic >= 8 and oc >= 8
+
+
+def winograd_tile(sig: str, oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any], choice: ConvChoice) -> int:
+    """The Winograd output tile for this convolution (0: direct). ``auto`` uses Winograd for
+    every eligible layer (measured on this host: F(4,3) 2.2–3.2× faster than the direct kernel
+    on 3×3 layers of 64–256 channels, F(2,3) 1.6×), F(4,3) unless the map is smaller than 8."""
+    wanted = choice.get(sig, "auto") if isinstance(choice, Mapping) else choice
+    kernel = tuple(int(x) for x in sig.split(" k")[1].split(" ")[0].split("x"))
+    if wanted == "direct" or not winograd_eligible(kernel, geometry["strides"], geometry["dilation"], ic, oc):
+        return 0
+    return 4 if min(oh, ow) >= 8 else 2
+
+
+def winograd_weights(weights_ohwi: Any, tile: int, oci: int) -> Any:
+    """U = G g Gᵀ for every (output, input) channel pair, packed [α², OCp/OCi, IC, OCi]."""
+    import numpy as np
+
+    g = np.array(_WINOGRAD[tile][1], np.float64)
+    alpha = tile + 2
+    u = np.einsum("ak,okjc,bj->abco", g, weights_ohwi.astype(np.float64), g)
+    u = pad_axis(u.reshape(alpha * alpha, weights_ohwi.shape[3], weights_ohwi.shape[0]), 2, oci)
+    return u.reshape(alpha * alpha, u.shape[1], -1, oci).transpose(0, 2, 1, 3).astype(np.float32).copy()
+
+
+def _legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,
+                       cpu: CpuFacts) -> Any:
+    from tvm import relax
+
+    oc = weights.shape[0]
+    top, left, bottom, right = geometry["padding"]
+    oh = int(data.ty.shape.values[1]) + top + bottom - 2
+    ow = int(data.ty.shape.values[2]) + left + right - 2
+    tiles = int(data.ty.shape.values[0]) * -(-oh // tile) * -(-ow // tile)
+    oci, _rw = register_tile(oc, tiles, cpu)
+    packed = winograd_weights(weights, tile, oci)
+    return bb.call_te(conv2d_nhwc_winograd, data, relax.const(packed), padding=geometry["padding"], tile=tile,
+                      out_channels=oc, signature=sig, primfunc_name_hint="conv2d_winograd")
+
+
+def _switch(index: Any, values: list[Any]) -> Any:
+    """``values[index]`` for a loop index the schedule unrolls (the selects then fold away)."""
+    from tvm import tirx
+
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = tirx.Select(index == k, values[k], out)
+    return out
+
+
+def _row_sums(matrix: Any, term: Callable[[int], Any]) -> list[Any]:
+    """Per row of a constant matrix, Σ_k matrix[row][k] · term(k) over its non-zero entries."""
+    rows = []
+    for row in matrix:
+        parts = [float(c) * term(k) for k, c in enumerate(row) if c != 0]
+        rows.append(sum(parts[1:], parts[0]))
+    return rows
+
+
+def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: int, out_channels: int,
+                         signature: str = "") -> Any:
+    """3×3 stride-1 NHWC convolution as Winograd F(tile, 3): input tiles transformed (Bᵀ d B,
+    separably), α² GEMMs over input channels against the transformed weights (packed like the
+    direct kernel's), output tiles transformed back (Aᵀ m A), then cropped to the output."""
+    from tvm import te
+
+    bt, _g, at = _WINOGRAD[tile]
+    alpha = tile + 2
+    n, h, w, c = (int(x) for x in data.shape)
+    _a2, oco, _c, oci = (int(x) for x in weights.shape)
+    top, left, bottom, right = padding
+    oh, ow = h + top + bottom - 2, w + left + right - 2
+    nh, nw = -(-oh // tile), -(-ow // tile)
+    tiles = n * nh * nw
+    src = _pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left))
+
+    def corner(p: Any) -> tuple[Any, Any, Any]:
+        return p // (nh * nw), (p % (nh * nw)) // nw * tile, p % nw * tile
+
+    def input1(xi: Any, r2: Any, p: Any, ch: Any) -> Any:
+        b, y0, x0 = corner(p)
+        return _switch(xi, _row_sums(bt, lambda r1: src[b, y0 + r1, x0 + r2, ch]))
+
+    t1 = te.compute((alpha, alpha, tiles, c), input1, name="winograd_input1")
+    v = te.compute((alpha * alpha, tiles, c),
+                   lambda e, p, ch: _switch(e % alpha, _row_sums(bt, lambda r2: t1[e // alpha, r2, p, ch])),
+                   name="winograd_input")
+    rc = te.reduce_axis((0, c), "rc")
+    gemm = te.compute((alpha * alpha, tiles, oco * oci),
+                      lambda e, p, o: te.sum(v[e, p, rc] * weights[e, o // oci, rc, o % oci], axis=[rc]),
+                      name="winograd_gemm", attrs={"edgetune.kernel": "winograd_gemm", "edgetune.conv": signature})
+    o1 = te.compute((tile, alpha, tiles, oco * oci),
+                    lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o])),
+                    name="winograd_output1")
+    out_tiles = te.compute((tiles, tile, tile, oco * oci),
+                           lambda p, i, j, o: _switch(j, _row_sums(at, lambda nu: o1[i, nu, p, o])),
+                           name="winograd_output")
+
+    def crop(b: Any, y: Any, x: Any, o: Any) -> Any:
+        return out_tiles[(b * nh + y // tile) * nw + x // tile, y % tile, x % tile, o]
+
+    return te.compute((n, oh, ow, out_channels), crop, name="winograd_crop")
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -795,13 +931,14 @@ def _fold_rest(mod: Any) -> Any:
     return relax.transform.FoldConstant()(mod) if found else mod
 
 
-def fuse(mod: Any, target: Any, lowering: Lowering) -> Any:
+def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
     """The fused module of ``lowering``: what tuning extracts tasks from and what the build
-    schedules (records apply to exactly these PrimFuncs)."""
+    schedules (records apply to exactly these PrimFuncs). ``conv_choice`` picks direct or
+    Winograd kernels for 3×3 stride-1 convolutions (see :func:`winograd_tile`)."""
     from tvm import relax
 
     prepared = prepare(mod, target, lowering)
-    custom = packed_legalize_map(target) if lowering.pack else None
+    custom = packed_legalize_map(target, conv_choice) if lowering.pack else None
     with target:
         legal = tvm().transform.Sequential([
             relax.backend.DispatchSampling(),

@@ -221,9 +221,9 @@ class TaskContext:
 def _space(workload: Workload, target: Any) -> Any:
     """The design space of a task: edgetune's micro-kernel sketches where one applies (tile
     sizes and loop order sampled), MetaSchedule's post-order-apply rules otherwise."""
-    if target.kind.name == "llvm" and workload.kind in ("conv2d", "depthwise", "dense"):
-        from .cpu_schedules import design_space
+    from .cpu_schedules import MICROKERNEL_KINDS, design_space
 
+    if target.kind.name == "llvm" and workload.kind in MICROKERNEL_KINDS:
         return ms().space_generator.ScheduleFn(functools.partial(design_space, target=target))
     return "post-order-apply"
 
