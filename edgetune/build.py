@@ -75,7 +75,7 @@ def _check_library(library: Path, profile: Profile) -> None:
 
 
 def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records: Path | None = None,
-                  layout: str = "auto") -> CompiledArtifact:
+                  layout: str = "auto", conv_choice: Any = "auto") -> CompiledArtifact:
     """Build ``model`` for ``profile`` into ``out_dir/model.so``: tuning ``records`` applied
     where they match, default schedules for every other kernel.
 
@@ -87,7 +87,7 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records
     out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / LIBRARY
     start = time.perf_counter()
-    info = _tvm.build(model.mod, target, library, cc, cuda, records, layout)
+    info = _tvm.build(model.mod, target, library, cc, cuda, records, layout, conv_choice)
     _check_library(library, profile)
     return CompiledArtifact(
         library=library,

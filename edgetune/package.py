@@ -196,6 +196,7 @@ class _Records:
     directory: Path | None
     summary: dict[str, Any] | None
     notes: tuple[str, ...] = ()
+    conv_choice: dict[str, str] = field(default_factory=dict)  # signature → direct | winograd, measured
 
 
 @contextlib.contextmanager
@@ -204,7 +205,7 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
     store meanwhile: readers never write to it). Records from another lowering (edgetune 0.1's
     NCHW kernels) do not match the kernels built now: that is reported, never silently skipped."""
     from .tuning.records import LEGACY_LOWERING, RecordStore, default_dir
-    from .tuning.tasks import task_rows
+    from .tuning.tasks import choose_variants, task_rows
 
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     if opts.records is not None and opts.use_records and not store.exists():
@@ -214,7 +215,9 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
         return
     with store.snapshot() as snap:
         stats = RecordStore(snap, profile.name).stats()
-        rows = task_rows(model, profile, stats, lowering_key)
+        every = task_rows(model, profile, stats, lowering_key)
+        choice = choose_variants(every)
+        rows = _built_rows(every, choice)
         tuned = [r for r in rows if r["best_ms"] is not None]
         notes = []
         if lowering_key != LEGACY_LOWERING and LEGACY_LOWERING in store.lowerings():
@@ -224,13 +227,23 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
                              f"{sum(r['trials'] for r in old)} trials); they do not apply to the {lowering_key} kernels "
                              "built now — tune again, or package with --layout nchw to use them")
         if not tuned:
-            yield _Records(None, None, tuple(notes))
+            yield _Records(None, None, tuple(notes), choice)
             return
         estimate = sum(r["calls"] * r["best_ms"] for r in tuned)
         summary = {"records": store.dir.name, "lowering": lowering_key, "tuned_tasks": len(tuned),
                    "total_tasks": len(rows), "trials": sum(r["trials"] for r in rows),
                    "estimated_latency_ms": round(estimate, 6) if len(tuned) == len(rows) else None, "tasks": rows}
-        yield _Records(snap, summary, tuple(notes))
+        yield _Records(snap, summary, tuple(notes), choice)
+
+
+def _built_rows(rows: list[dict[str, Any]], choice: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The rows of kernels the build uses: of a convolution with two variants, the chosen one
+    (Winograd where nothing was measured)."""
+    variants: dict[str, set[str]] = {}
+    for r in rows:
+        if r["signature"]:
+            variants.setdefault(r["signature"], set()).add(r["variant"])
+    return [r for r in rows if len(variants.get(r["signature"], ())) < 2 or r["variant"] == choice.get(r["signature"], "winograd")]
 
 
 def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -281,7 +294,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
             progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
                      + (f" with {recs.summary['tuned_tasks']} tuned kernel(s)" if recs.summary else
                         ", untuned (default schedules)"))
-            artifact = compile_model(model, profile, staging, recs.directory, opts.layout)
+            artifact = compile_model(model, profile, staging, recs.directory, opts.layout, recs.conv_choice or "auto")
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
         manifest = build_manifest(model, artifact, profile)

@@ -301,11 +301,12 @@ class BuildInfo:
 
 
 def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
-          records: Path | None = None, layout: str = "auto") -> BuildInfo:
+          records: Path | None = None, layout: str = "auto", conv_choice: Any = "auto") -> BuildInfo:
     """Compile ``mod`` for ``target`` and export a .so.
 
-    CPU targets: edgetune's lowering (:mod:`.lowering`), tuning ``records`` applied where they
-    match, default schedules (:mod:`.cpu_schedules`) for every other kernel. GPU targets: TVM's
+    CPU targets: edgetune's lowering (:mod:`.lowering`; ``conv_choice`` picks direct or Winograd
+    kernels per 3×3 convolution), tuning ``records`` applied where they match, default
+    schedules (:mod:`.cpu_schedules`) for every other kernel. GPU targets: TVM's
     pipeline with DLight schedules (records applied first). ``cc`` is the cross compiler driver
     used to link (None: the host's); for CUDA, ``cuda`` supplies nvcc so kernels are embedded as
     a compiled fatbin, not source.
@@ -316,7 +317,7 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     ctx = _cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
     try:
         with ctx, target:
-            exe, info = _compile(mod, target, records, layout)
+            exe, info = _compile(mod, target, records, layout, conv_choice)
         fcompile = tvm_cc.cross_compiler(cc) if cc else None
         exe.export_library(str(out), fcompile=fcompile)
     except (ToolchainError, BuildError):
@@ -329,7 +330,7 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     return info
 
 
-def _compile(mod: Any, target: Any, records: Path | None, layout: str) -> tuple[Any, BuildInfo]:
+def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choice: Any) -> tuple[Any, BuildInfo]:
     from tvm import relax
 
     from . import lowering
@@ -341,7 +342,7 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str) -> tuple[
 
             return compile_with_records(mod, target, records), BuildInfo(lw.key, {})
         return tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target)), BuildInfo(lw.key, {})
-    fused = lowering.fuse(mod, target, lw)
+    fused = lowering.fuse(mod, target, lw, conv_choice)
     if records is not None:
         from .metaschedule import apply_records
 

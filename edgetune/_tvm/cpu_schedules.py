@@ -395,29 +395,31 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     if not spatial:
         raise _NoMatch
     inner = spatial[-1]
-    sch.reorder(*spatial[:-1], *reduce, inner)
-    vec = inner
-    ext = _extent(sch, inner)
-    outer_work = 1
-    for lp in spatial[:-1]:
-        outer_work *= _extent(sch, lp)
-    if ext > 4 * cpu.lanes and ext % cpu.lanes == 0:
-        vo, vec = sch.split(inner, [None, cpu.lanes * next(k for k in (4, 2, 1) if ext % (cpu.lanes * k) == 0)])
-        sch.reorder(*spatial[:-1], vo, *reduce, vec)
+    width = _vector_factor(_extent(sch, inner), cpu)
+    vec = None
+    if width and width < _extent(sch, inner):
+        vo, vec = sch.split(inner, [None, width])
         par = [*spatial[:-1], vo]
-    else:
-        par = spatial[:-1]
-    at = par[-1] if par else None
-    if par and (outer_work > 1 or len(par) > len(spatial) - 1):
-        at = _parallel_outer(sch, par, cpu, cores)
+    elif width:
+        vec, par = inner, spatial[:-1]
+    else:  # no whole-register width divides the channels: scalar, but every output in parallel
+        par = spatial
+    sch.reorder(*par, *reduce, *([vec] if vec is not None else []))
+    if par:
+        _parallel_outer(sch, par, cpu, cores)
+    now = sch.get_loops(main)
+    first_reduce = len(now) - len(reduce) - (1 if vec is not None else 0)
+    at = now[first_reduce - 1] if first_reduce > 0 else None
     if epi is not None and at is not None and not separate:
         sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
-        sch.vectorize(sch.get_loops(epi)[-1])
+        _vectorize_inner(sch, epi, cpu)
     elif epi is not None:
         schedule_elementwise(sch, epi, cpu, cores)
-    sch.vectorize(vec)
-    init = sch.decompose_reduction(main, reduce[0])
-    sch.vectorize(sch.get_loops(init)[-1])
+    if vec is not None:
+        sch.vectorize(vec)
+    init = sch.decompose_reduction(main, now[first_reduce])
+    if vec is not None:
+        sch.vectorize(sch.get_loops(init)[-1])
 
 
 def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
@@ -448,6 +450,18 @@ def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
             kind, fn = MICROKERNELS[kernel]
             return block, kind, fn
     return None
+
+
+def conv_variant(func: Any) -> tuple[str, str]:
+    """(convolution signature, "direct" | "winograd") of a conv kernel; ("", "") otherwise."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    for block in _blocks(sch):
+        ann = sch.get(block).annotations
+        if "edgetune.conv" in ann and str(ann["edgetune.conv"]):
+            return str(ann["edgetune.conv"]), "winograd" if _kernel(sch, block) == "winograd_gemm" else "direct"
+    return "", ""
 
 
 def classify(func: Any) -> str:

@@ -63,6 +63,8 @@ class Workload:
     flops: float
     mod: Any  # the TIR IRModule MetaSchedule tunes
     kind: str = "naive"  # what the default schedule treats it as (conv2d, depthwise, dense, …)
+    signature: str = ""  # a convolution's shape, shared by its direct and Winograd variants
+    variant: str = ""  # "direct" | "winograd" for convolutions that have both
 
 
 def workload_hash(mod: Any) -> str:
@@ -72,13 +74,14 @@ def workload_hash(mod: Any) -> str:
     return str(tvm_ffi.structural_hash(mod))
 
 
-def extract_workloads(mod: Any, target: Any, lowering_key: str) -> list[Workload]:
-    """Lower and fuse ``mod`` exactly as the build will and list its kernels."""
+def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any = "auto") -> list[Workload]:
+    """Lower and fuse ``mod`` exactly as the build will (``conv_choice``: direct or Winograd
+    kernels for 3×3 stride-1 convolutions) and list its kernels."""
     from tvm.s_tir.analysis import estimate_tir_flops
 
     from . import cpu_schedules, lowering
 
-    fused = lowering.fuse(mod, target, lowering.LOWERINGS[lowering_key])
+    fused = lowering.fuse(mod, target, lowering.LOWERINGS[lowering_key], conv_choice)
     cpu = target.kind.name == "llvm"
     out = []
     for task in ms().relax_integration.extract_tasks(fused, target):
@@ -90,7 +93,8 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str) -> list[Workload
         except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
             flops = 0.0
         kind = cpu_schedules.classify(tir) if cpu else "gpu"
-        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind))
+        sig, variant = cpu_schedules.conv_variant(tir) if cpu else ("", "")
+        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant))
     return out
 
 
@@ -144,7 +148,7 @@ class TaskContext:
                                  logger=logging.getLogger("edgetune.tvm.task")).clone()
         self.started = False
         self._rng = random.Random(seed)
-        self._default: tuple[Any, ...] | None = None
+        self._default: str | None = None
 
     def start(self, database: Any, cost_model: Any, max_trials: int, per_iter: int) -> None:
         """Generate the design space and prime the evolutionary search (warm-starts from records)."""
@@ -185,6 +189,46 @@ class TaskContext:
 
     def is_default(self, candidate: Any) -> bool:
         return self._default is not None and _trace_key(candidate.sch.trace) == self._default
+
+    @staticmethod
+    def key(candidate: Any) -> str:
+        """Which point of the design space a candidate is (for not measuring one twice)."""
+        return _trace_key(candidate.sch.trace)
+
+    def enumerate_space(self, limit: int = 256) -> list[Any] | None:
+        """Every point of a small design space (edgetune's micro-kernel sketches sample a tile
+        split or two), as candidates; None when it has more than ``limit`` points or decisions
+        that cannot be enumerated. Proposing from the whole list ranked by the cost model is
+        far cheaper than an evolutionary search re-discovering a space of a few dozen points."""
+        import itertools
+
+        points = []
+        for sketch in self.ctx.generate_design_space():
+            options = []
+            for idx, kind, decision, attrs in decisions(sketch.trace):
+                if kind == "SamplePerfectTile":
+                    extent = 1
+                    for factor in decision:
+                        extent *= int(factor)
+                    options.append([(idx, f) for f in perfect_tiles(extent, int(attrs[0]), int(attrs[1]))])
+                elif kind == "SampleCategorical":
+                    options.append([(idx, k) for k in range(len(attrs[0]))])
+                else:
+                    return None
+            count = 1
+            for opt in options:
+                count *= len(opt)
+            if len(points) + count > limit:
+                return None
+            points.extend((sketch.trace, combo) for combo in itertools.product(*options))
+        out = []
+        for trace, combo in points:
+            for idx, decision in combo:
+                trace = with_decision(trace, idx, decision)
+            cand = self.candidate_from_trace(trace)
+            if cand is not None:
+                out.append(cand)
+        return out
 
     # ---- traces: Droplet descent and transfer
 
@@ -228,11 +272,23 @@ def _space(workload: Workload, target: Any) -> Any:
     return "post-order-apply"
 
 
-def _trace_key(trace: Any) -> tuple[Any, ...]:
-    """A hashable identity of a trace (instructions and decisions)."""
+def _trace_key(trace: Any) -> str:
+    """A hashable identity of a schedule: its instructions and decisions, postprocessing left
+    out (a default schedule and the same point proposed by a search compare equal)."""
     import json
 
-    return (json.dumps(_py(trace.as_json()), sort_keys=True, default=str),)
+    return json.dumps(_py(trace.as_json(remove_postproc=True)), sort_keys=True, default=str)
+
+
+def perfect_tiles(extent: int, levels: int, max_innermost: int) -> list[list[int]]:
+    """Every split of ``extent`` into ``levels`` factors whose innermost is ≤ ``max_innermost``."""
+    if levels == 1:
+        return [[extent]] if max_innermost <= 0 or extent <= max_innermost else []
+    out = []
+    for first in range(1, extent + 1):
+        if extent % first == 0:
+            out.extend([first, *rest] for rest in perfect_tiles(extent // first, levels - 1, max_innermost))
+    return out
 
 
 def decisions(trace: Any) -> list[tuple[int, str, Any, tuple[Any, ...]]]:
@@ -347,6 +403,14 @@ def top_traces(database: Any, workload_mod: Any, k: int) -> list[tuple[Any, floa
     return out
 
 
+def measured_keys(database: Any, workload_mod: Any) -> list[str]:
+    """The design-space points already measured for a workload (see :meth:`TaskContext.key`)."""
+    if not database.has_workload(workload_mod):
+        return []
+    wl = database.commit_workload(workload_mod)
+    return [_trace_key(rec.trace) for rec in database.get_top_k(wl, 100_000)]
+
+
 def _workloads(database: Any) -> list[Any]:
     seen, out = set(), []
     for rec in database.get_all_tuning_records():
@@ -409,8 +473,21 @@ def export_candidate(rt_mod: Any, cc: str | None) -> str:
     start = time.perf_counter()
     directory = tempfile.mkdtemp(prefix="edgetune-cand-")
     path = os.path.join(directory, "candidate.so")
-    rt_mod.export_library(path, fcompile=tvm_cc.cross_compiler(cc) if cc else None)
-    timing = {"compile_s": _BUILD_SECS[0] if _BUILD_SECS else 0.0, "link_s": time.perf_counter() - start}
+    link = tvm_cc.cross_compiler(cc) if cc else tvm_cc.create_shared
+    linking = [0.0]
+
+    def timed_link(output: str, objects: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return link(output, objects, **kwargs)
+        finally:
+            linking[0] += time.perf_counter() - t0
+
+    timed_link.output_format = getattr(link, "output_format", "so")  # type: ignore[attr-defined]
+    rt_mod.export_library(path, fcompile=timed_link)
+    total = time.perf_counter() - start
+    # export_library runs LLVM's code generation (object file), then the linker
+    timing = {"lower_s": _BUILD_SECS[0] if _BUILD_SECS else 0.0, "codegen_s": total - linking[0], "link_s": linking[0]}
     with open(os.path.join(directory, TIMING_FILE), "w") as fh:
         json.dump(timing, fh)
     return path

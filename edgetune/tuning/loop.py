@@ -66,6 +66,8 @@ class TuneLoop:
         self.contexts: dict[int, Any] = {}
         self.droplets: dict[int, DropletState] = {}
         self.transfer_done: set[int] = set()
+        self.choice: dict[str, str] = {}  # convolution signature → the variant being tuned
+        self.enumerated: dict[int, list[Any] | None] = {}  # small design spaces: points left to measure
         self.scheduler = self._scheduler()
         self.journal = store.dir / "runs" / f"{self._job_key()}.json"
         self.spent_before, self.seconds_before = self._read_journal()
@@ -222,12 +224,14 @@ class TuneLoop:
 
     def _loop(self) -> str:
         self.progress(self.snapshot("starting"))
+        self._choose_variants()
         for batch in self._default_batches():
             reason = self._budget_spent() or ("interrupted" if self.stop_requested else None)
             if reason:
                 return reason
             if not self._run_batch("default", batch):
                 return "interrupted"
+        self._choose_variants()
         while not (reason := self._budget_spent()):
             if self.stop_requested:
                 return "interrupted"
@@ -239,11 +243,37 @@ class TuneLoop:
             left = self._trials_left()
             cands = cands if left is None else cands[:left]
             if not cands:
-                self.scheduler.tasks[i].stop("search space exhausted")
+                self.scheduler.tasks[i].stop("all of its design space measured" if kind == "enumerated"
+                                             else "search space exhausted")
                 continue
             if not self._run_batch(kind, [(i, c) for c in cands]):
                 return "interrupted"
         return reason
+
+    def _choose_variants(self) -> None:
+        """Convolutions with a direct and a Winograd variant: keep tuning the faster (by what was
+        measured so far; Winograd until both are); the other stops drawing trials and leaves the
+        networks' latency estimates."""
+        from .tasks import choose_variants
+
+        alternatives = self.taskset.alternatives()
+        if not alternatives:
+            return
+        rows = [t.to_json() | {"signature": task.workload.signature, "variant": task.workload.variant,
+                               "calls": sum(task.calls)} for t, task in zip(self.snapshot().tasks, self.taskset.tasks)]
+        self.choice = choose_variants(rows)
+        objective = self.scheduler.objective
+        objective.networks = [Network(n.name, self.taskset.network_tasks(j, self.choice), n.weight, n.target_s)
+                              for j, n in enumerate(objective.networks)]
+        for sig, variants in alternatives.items():
+            chosen = self.choice.get(sig, "winograd")
+            for variant, indices in variants.items():
+                for i in indices:
+                    state = self.scheduler.tasks[i]
+                    if variant != chosen:
+                        state.stop(f"its {chosen} variant is faster")
+                    elif state.stopped.startswith("its "):
+                        state.stopped = ""
 
     def _default_batches(self) -> Iterator[Batch]:
         """The first round: every task without records measured at its default schedule,
@@ -299,6 +329,13 @@ class TuneLoop:
 
     def _propose(self, i: int) -> tuple[str, list[Any]]:
         ctx = self._context(i)
+        if i not in self.enumerated:
+            self.enumerated[i] = ctx.enumerate_space() if not ctx.started else None
+            if self.enumerated[i] is not None:
+                measured = set(self.ms.measured_keys(self.database, self.taskset.tasks[i].workload.mod))
+                self.enumerated[i] = [c for c in self.enumerated[i] if ctx.key(c) not in measured]
+        if self.enumerated[i] is not None:
+            return "enumerated", self._next_enumerated(i, ctx)
         if self.opts.transfer and i not in self.transfer_done:
             self.transfer_done.add(i)
             similar = self._transfer(i, ctx)
@@ -310,6 +347,17 @@ class TuneLoop:
             if batch:
                 return "droplet", batch
         return "evolutionary", self._evolutionary(ctx)
+
+    def _next_enumerated(self, i: int, ctx: Any) -> list[Any]:
+        """The cost model's favourites among the space's unmeasured points (empty: all measured)."""
+        pending = self.enumerated[i] or []
+        if not pending:
+            return []
+        scores = ctx.predict(self.cost_model, pending)
+        order = sorted(range(len(pending)), key=lambda n: -scores[n])
+        take = set(order[: self.opts.batch])
+        self.enumerated[i] = [c for n, c in enumerate(pending) if n not in take]
+        return [pending[n] for n in order[: self.opts.batch]]
 
     def _evolutionary(self, ctx: Any) -> list[Any]:
         if not ctx.started:

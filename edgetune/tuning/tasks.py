@@ -36,9 +36,26 @@ class TaskSet:
     target: Any
     lowering: str = "nhwc-packed"
 
-    def network_tasks(self, j: int) -> dict[int, int]:
-        """Task index → calls per inference, for network j."""
-        return {i: t.calls[j] for i, t in enumerate(self.tasks) if t.calls[j]}
+    def network_tasks(self, j: int, choice: Mapping[str, str] | None = None) -> dict[int, int]:
+        """Task index → calls per inference, for network j, with each convolution that has a
+        direct and a Winograd variant counted as ``choice`` says (default: Winograd)."""
+        alternatives = self.alternatives()
+        out = {}
+        for i, t in enumerate(self.tasks):
+            sig, variant = t.workload.signature, t.workload.variant
+            if sig in alternatives and variant != (choice or {}).get(sig, "winograd"):
+                continue
+            if t.calls[j]:
+                out[i] = t.calls[j]
+        return out
+
+    def alternatives(self) -> dict[str, dict[str, list[int]]]:
+        """Convolution signature → variant → task indices, for convolutions with both variants."""
+        found: dict[str, dict[str, list[int]]] = {}
+        for i, t in enumerate(self.tasks):
+            if t.workload.signature:
+                found.setdefault(t.workload.signature, {}).setdefault(t.workload.variant, []).append(i)
+        return {sig: v for sig, v in found.items() if len(v) > 1}
 
     def rows(self, stats: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """For ``--list-tasks``: name, FLOPs, weight per network, and what the records hold."""
@@ -46,8 +63,10 @@ class TaskSet:
         for t in self.tasks:
             s = (stats or {}).get(t.shash)
             out.append({"task": t.name, "kind": t.workload.kind, "workload": t.shash, "flops": t.flops,
-                        "weight": dict(zip(self.networks, t.calls)), "trials": s.trials if s else 0,
-                        "default_ms": s.default_ms if s else None, "best_ms": s.best_ms if s else None})
+                        "signature": t.workload.signature, "variant": t.workload.variant,
+                        "weight": dict(zip(self.networks, t.calls)), "calls": sum(t.calls),
+                        "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
+                        "best_ms": s.best_ms if s else None})
         return out
 
 
@@ -73,11 +92,44 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
     models = tuple(import_model(p, input_shapes) for p in paths)
     merged: dict[str, dict[str, Any]] = {}
     for j, model in enumerate(models):
-        for wl in ms.extract_workloads(model.mod, target, key):
+        for wl in model_workloads(model, target, key):
             entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
     return TaskSet(names, models, _unique(tasks), target, key)
+
+
+def model_workloads(model: ImportedModel, target: Any, lowering_key: str) -> list[Any]:
+    """A model's kernels, with both the direct and the Winograd variant of every convolution
+    that has one (tuning measures both and keeps the faster)."""
+    from .._tvm import metaschedule as ms
+
+    direct = ms.extract_workloads(model.mod, target, lowering_key, "direct")
+    if lowering_key == "nchw" or not any(wl.signature for wl in direct):
+        return direct
+    known = {wl.shash for wl in direct}
+    winograd = [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd")
+                if wl.variant == "winograd" and wl.shash not in known]
+    return direct + winograd
+
+
+def choose_variants(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Per convolution signature, the faster variant by what was measured: Σ calls × best time
+    (the default schedule's time where no search ran). Signatures with an unmeasured variant are
+    left out (the build then uses its default, Winograd)."""
+    totals: dict[str, dict[str, float | None]] = {}
+    for r in rows:
+        if not r.get("signature"):
+            continue
+        ms = r["best_ms"] if r.get("best_ms") is not None else r.get("default_ms")
+        per = totals.setdefault(r["signature"], {})
+        current = per.get(r["variant"], 0.0)
+        per[r["variant"]] = None if ms is None or current is None else current + r["calls"] * ms
+    choice = {}
+    for sig, per in totals.items():
+        if len(per) > 1 and all(v is not None for v in per.values()):
+            choice[sig] = min(per, key=lambda v: per[v])  # type: ignore[arg-type,return-value]
+    return choice
 
 
 def _unique(tasks: tuple[Task, ...]) -> tuple[Task, ...]:
@@ -91,15 +143,14 @@ def _unique(tasks: tuple[Task, ...]) -> tuple[Task, ...]:
 
 
 def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any], lowering_key: str) -> list[dict[str, Any]]:
-    """Per kernel of one model: kind, calls, FLOPs, trials, default and best time measured on the
-    board (for manifests and package summaries)."""
-    from .._tvm import metaschedule as ms
-
+    """Per kernel of one model (both variants of convolutions that have two): kind, calls,
+    FLOPs, trials, default and best time measured on the board (manifests, package summaries)."""
     target = _tvm.make_target(profile.target_spec())
     rows = []
-    for wl in ms.extract_workloads(model.mod, target, lowering_key):
+    for wl in model_workloads(model, target, lowering_key):
         s = stats.get(wl.shash)
         rows.append({"task": wl.name, "kind": wl.kind, "workload": wl.shash, "calls": wl.weight, "flops": wl.flops,
+                     "signature": wl.signature, "variant": wl.variant,
                      "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
                      "best_ms": s.best_ms if s else None})
     return rows
