@@ -79,7 +79,7 @@ def cleaned_onnx(model: Path, work: Path) -> Path:
 
 
 class Baseline:
-    """onnxruntime or LiteRT (XNNPACK) on one model, ``threads`` threads, timed like the package."""
+    """onnxruntime or LiteRT (XNNPACK) on one model, ``threads`` threads."""
 
     def __init__(self, model: Path, threads: int, work: Path):
         self.kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
@@ -109,7 +109,7 @@ class Baseline:
         self.interp.invoke()
 
     def median_ms(self, arrays: list[np.ndarray], runs: int) -> float:
-        for _ in range(3):
+        for _ in range(5):
             self.run(arrays)
         times = []
         for _ in range(runs):
@@ -119,22 +119,46 @@ class Baseline:
         return float(np.median(times) * 1e3)
 
 
-def edgetune_median_ms(package: Path, runs: int) -> tuple[float, list[np.ndarray]]:
-    """Median latency of a package through the on-device loader, and its reference inputs."""
+def edgetune_median_ms(package: Path, runs: int) -> float:
+    """Median latency of a package through the on-device loader, on its reference inputs."""
     import edgetune_runtime
 
     model = edgetune_runtime.load(package)
-    stats = model.benchmark(number=1, repeat=runs)
-    return float(stats["p50_ms"]), model.reference_inputs()
+    model.benchmark(number=1, repeat=5)  # warm-up: first-touch of buffers and the thread pool
+    return float(model.benchmark(number=1, repeat=runs)["p50_ms"])
 
 
-def measure(package: Path, baseline: Baseline, runs: int, rounds: int) -> tuple[float, float]:
-    """edgetune and the baseline, alternating ``rounds`` times; the best median of each."""
+def measure_one(kind: str, path: Path, inputs: Path, threads: int, runs: int) -> float:
+    """One side, in this (fresh) process: two runtimes' spinning thread pools in one process
+    slowed each other (ORT up to 2× in alternation, measured), so each side gets its own."""
+    if kind == "edgetune":
+        return edgetune_median_ms(path, runs)
+    with np.load(inputs) as data:
+        arrays = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+    return Baseline(path, threads, Path(tempfile.mkdtemp(prefix="baseline-"))).median_ms(arrays, runs)
+
+
+def _in_subprocess(kind: str, path: Path, inputs: Path, threads: int, runs: int) -> float:
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
+    cmd = [sys.executable, __file__, "--measure-one", kind, str(path), str(inputs), str(threads), str(runs)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"measuring {kind} failed:\n{proc.stderr[-2000:]}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(package: Path, model: Path, runs: int, rounds: int, threads: int) -> tuple[float, float]:
+    """edgetune and the baseline, alternating ``rounds`` times, each in a fresh process; the best
+    median of each (the round least disturbed by the rest of the machine)."""
+    import edgetune_runtime
+
+    inputs = package.parent / f"{package.name}-inputs.npz"
+    arrays = edgetune_runtime.load(package).reference_inputs()
+    np.savez(inputs, **{f"in_{n}": a for n, a in enumerate(arrays)})
     ours, theirs = [], []
     for _ in range(rounds):
-        ms, inputs = edgetune_median_ms(package, runs)
-        ours.append(ms)
-        theirs.append(baseline.median_ms(inputs, runs))
+        ours.append(_in_subprocess("edgetune", package, inputs, threads, runs))
+        theirs.append(_in_subprocess("baseline", model, inputs, threads, runs))
     return min(ours), min(theirs)
 
 
@@ -167,23 +191,23 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="vs-runtimes-"))
     for name in names:
         model = model_file(name, work)
-        baseline = Baseline(model, args.threads, work)
+        baseline_kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
         records = work / f"records-{name}"
         for minutes in (float(b) for b in args.budgets.split(",")):
             summary: dict[str, Any] = {}
             if minutes:
                 summary = tune(model, records, minutes, args.layout)
             manifest = package(model, work / f"{name}-{minutes:g}", records if minutes else None, args.layout)
-            ours, theirs = measure(work / f"{name}-{minutes:g}", baseline, args.runs, args.rounds)
+            ours, theirs = measure(work / f"{name}-{minutes:g}", model, args.runs, args.rounds, args.threads)
             row = {"model": name, "format": model.suffix[1:], "budget_min": minutes, "layout": args.layout,
                    "trials": summary.get("trials_total", 0), "tuning_s": summary.get("job_elapsed_s", 0.0),
                    "trials_per_min": summary.get("trials_per_min"), "time_breakdown_s": summary.get("time_breakdown_s"),
-                   "edgetune_ms": round(ours, 4), "baseline": baseline.kind, "baseline_ms": round(theirs, 4),
+                   "edgetune_ms": round(ours, 4), "baseline": baseline_kind, "baseline_ms": round(theirs, 4),
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
                    "tasks": summary.get("tasks")}
             rows.append(row)
             print(f"{name:15s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
-                  f"{baseline.kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
+                  f"{baseline_kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
             save(rows, args)
     return rows
 
@@ -243,7 +267,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--layout", default="auto")
     parser.add_argument("--report", action="store_true", help="only print the table and plot from the saved JSON")
+    parser.add_argument("--measure-one", nargs=5, metavar=("KIND", "PATH", "INPUTS", "THREADS", "RUNS"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_one:
+        kind, path, inputs, threads, runs = args.measure_one
+        print(measure_one(kind, Path(path), Path(inputs), int(threads), int(runs)))
+        return
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     rows = json.loads(OUT.read_text())["rows"] if args.report else run(args)
     report(rows)
