@@ -295,19 +295,20 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records))
     assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 25
     assert result.failures == 0, result.errors
-    assert all(t.best_ms is not None and t.trials >= 2 for t in result.snapshot.tasks)  # every task measured
+    assert all(t.best_ms is not None and t.default_ms is not None for t in result.snapshot.tasks)  # every task measured
+    assert sum(n for kind, n in result.batches.items() if kind != "default") >= 1  # and searched
     assert json.loads((records / "profile.json").read_text())["target"]["mtriple"] == "aarch64-linux-gnu"
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25
     # Droplet descent measures through the same builder and runner: on the board too
     descent = tune(TuneOptions(models=(model,), device="tunepi", trials=4, batch=4, population=32, records=records,
-                               search="droplet"))
-    assert descent.batches == {"droplet": 1} and descent.failures == 0, (descent.batches, descent.errors)
+                               search="droplet", enumerate_limit=0))
+    assert descent.batches.get("droplet", 0) >= 1 and descent.failures == 0, (descent.batches, descent.errors)
     before = {t.name: t.best_ms for t in result.snapshot.tasks}
     assert all(t.best_ms <= before[t.name] for t in descent.snapshot.tasks if t.best_ms is not None)
     _no_orphans(sb)
 
     pkg = package(PackageOptions(model=model, device="tunepi", output=tmp_path / "pkg", records=records))
-    assert pkg.manifest["tuning"]["tuned_tasks"] == 5
+    assert pkg.manifest["tuning"]["tuned_tasks"] == pkg.manifest["tuning"]["total_tasks"] >= 4
     assert pkg.verification["status"] == "passed" and "qemu" in pkg.verification["executed_on"]
 
 

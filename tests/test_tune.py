@@ -68,9 +68,11 @@ def test_package_applies_records_and_passes_the_reference_check(tuned_a, nets, t
     tuned = package(PackageOptions(model=nets["a"], device="host", output=tmp_path / "tuned", records=records))
     plain = package(PackageOptions(model=nets["a"], device="host", output=tmp_path / "plain", use_records=False))
     t = tuned.manifest["tuning"]
-    assert t["tuned_tasks"] == t["total_tasks"] == len(result.snapshot.tasks)
-    assert t["trials"] == 30 and t["estimated_latency_ms"] > 0
-    assert {r["task"] for r in t["tasks"]} == {x.name for x in result.snapshot.tasks}
+    # of a convolution with a direct and a Winograd variant, the package uses the one tuning kept
+    built = [x for x in result.snapshot.tasks if not x.status.startswith("its ")]
+    assert t["tuned_tasks"] == t["total_tasks"] == len(built)
+    assert t["trials"] == sum(x.trials for x in built) and t["estimated_latency_ms"] > 0
+    assert {r["task"] for r in t["tasks"]} == {x.name for x in built}
     assert plain.manifest["tuning"] is None
     assert tuned.verification["status"] == "passed"
     # every kernel came from a record; without records every one has a default schedule
@@ -146,7 +148,8 @@ def test_droplet_improves_or_keeps_the_best(tuned_a, nets, tmp_path):
     records, first = tuned_a
     records = _copy(records, tmp_path)
     before = {t.name: t.best_ms for t in first.snapshot.tasks}
-    result = tune(TuneOptions(models=(nets["a"],), device="host", trials=24, records=records, search="droplet", **FAST))
+    result = tune(TuneOptions(models=(nets["a"],), device="host", trials=24, records=records, search="droplet",
+                              enumerate_limit=0, **FAST))
     assert result.batches.get("droplet", 0) >= 1
     for t in result.snapshot.tasks:
         assert t.best_ms <= before[t.name] + 1e-12, f"{t.name}: best got worse"

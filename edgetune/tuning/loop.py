@@ -328,25 +328,35 @@ class TuneLoop:
         return self.contexts[i]
 
     def _propose(self, i: int) -> tuple[str, list[Any]]:
+        """The next batch for task i: transferred schedules first (``--transfer``), then the
+        whole of a small design space in cost-model order, else Droplet descent or evolutionary
+        search."""
         ctx = self._context(i)
-        if i not in self.enumerated:
-            self.enumerated[i] = ctx.enumerate_space() if not ctx.started else None
-            if self.enumerated[i] is not None:
-                measured = set(self.ms.measured_keys(self.database, self.taskset.tasks[i].workload.mod))
-                self.enumerated[i] = [c for c in self.enumerated[i] if ctx.key(c) not in measured]
-        if self.enumerated[i] is not None:
-            return "enumerated", self._next_enumerated(i, ctx)
         if self.opts.transfer and i not in self.transfer_done:
             self.transfer_done.add(i)
             similar = self._transfer(i, ctx)
             if similar:
                 self.transferred["similar"] += 1
                 return "transfer", similar
+        if i not in self.enumerated:
+            self.enumerated[i] = self._enumerate(i, ctx)
+        if self.enumerated[i] is not None:
+            return "enumerated", self._next_enumerated(i, ctx)
         if self._use_droplet(i):
             batch = self._droplet(i, ctx)
             if batch:
                 return "droplet", batch
         return "evolutionary", self._evolutionary(ctx)
+
+    def _enumerate(self, i: int, ctx: Any) -> list[Any] | None:
+        """The unmeasured points of task i's design space if it is small enough to measure whole."""
+        if self.opts.enumerate_limit <= 0 or ctx.started:
+            return None
+        points = ctx.enumerate_space(self.opts.enumerate_limit)
+        if points is None:
+            return None
+        measured = set(self.ms.measured_keys(self.database, self.taskset.tasks[i].workload.mod))
+        return [c for c in points if ctx.key(c) not in measured]
 
     def _next_enumerated(self, i: int, ctx: Any) -> list[Any]:
         """The cost model's favourites among the space's unmeasured points (empty: all measured)."""

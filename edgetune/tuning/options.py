@@ -40,6 +40,7 @@ class TuneOptions:
     population: int = 512
     builders: int = 0  # 0: one per host core
     layout: str = "auto"
+    enumerate_limit: int = 256  # design spaces this small are measured whole (0: always search)
 
     @property
     def trial_budget(self) -> int | None:
