@@ -34,7 +34,6 @@ ENV PATH=/opt/edgetune/bin:$PATH \
 # Dependencies first (exact TVM pins and the CUDA 13.0 wheels live in pyproject.toml), so a
 # source change does not reinstall them.
 COPY pyproject.toml README.md /src/
-COPY targets /src/targets
 COPY edgetune /src/edgetune
 COPY edgetune_runtime /src/edgetune_runtime
 # Behind a TLS-intercepting proxy, pass its CA bundle: --build-arg PIP_CERT=/path (mounted).

@@ -27,9 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-import numpy as np  # noqa: E402
-
 import models  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 def _weights_not_inputs(model: Path) -> Path:

@@ -176,7 +176,8 @@ def tune(model: Path, records: Path, minutes: float, layout: str) -> dict[str, A
 
 
 def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[str, Any]:
-    from edgetune.package import PackageOptions, package as build
+    from edgetune.package import PackageOptions
+    from edgetune.package import package as build
 
     result = build(PackageOptions(model=model, device="host", output=out, records=records,
                                   use_records=records is not None, layout=layout, force=True))

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,10 @@ import numpy as np
 from . import __version__, elf, emulation, reference
 from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
+from .devices import resolve_device
 from .errors import PackageError, VerificationError
 from .importer import detect_format, import_model
 from .model import ImportedModel
-from .devices import resolve_device
 from .profiles import Profile
 from .util import sha256_file
 
@@ -90,7 +90,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
     return {
         "format": FORMAT_VERSION,
         "schema": SCHEMA_URL,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "edgetune": __version__,
         "tvm": artifact.tvm_version,
         "runtime": {"loader": "edgetune_runtime", "tvm": artifact.tvm_version, "kind": profile.runtime,

@@ -38,8 +38,9 @@ class ModelReport:
 
 
 def _onnx_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int], list[str], int, int]:
-    from .importer import onnx_import as ox
     from onnx import numpy_helper
+
+    from .importer import onnx_import as ox
 
     model = ox.load_onnx(path)
     inputs = [{"name": vi.name, "shape": ox.input_dims(vi), "dtype": ox.onnx_dtype(vi)} for vi in ox.real_inputs(model)]

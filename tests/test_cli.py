@@ -2,9 +2,8 @@
 
 import json
 
-import pytest
-
 import models
+import pytest
 from conftest import EXAMPLES, run_edgetune
 
 

@@ -1,9 +1,9 @@
 """Import: exporter-style ONNX, name sanitizing, shape errors, unsupported ops, damaged files."""
 
+import models
 import numpy as np
 import pytest
 
-import models
 from edgetune.errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from edgetune.importer import import_model
 

@@ -2,10 +2,10 @@
 
 import json
 
+import models
 import numpy as np
 import pytest
 
-import models
 from edgetune.package import PackageOptions, package
 
 

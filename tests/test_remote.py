@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 import standin
 from conftest import record_lines, run_edgetune
+
 from edgetune.errors import BoardUnreachableError, HostKeyError, RemoteError, RpcError
 from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
 
@@ -41,16 +41,16 @@ def boards(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pi4_package(tmp_path_factory):
-    from edgetune.package import PackageOptions, package
-
     import models
+
+    from edgetune.package import PackageOptions, package
 
     model = models.exporter_style_onnx(tmp_path_factory.mktemp("m") / "net.onnx")
     out = tmp_path_factory.mktemp("pkg") / "net-pi4"
     package(PackageOptions(model=model, device="pi4", output=out, verify=False))
     # a reference is needed for deploy/bench comparisons: build it with the host reference
-    from edgetune.package import write_manifest, write_reference
     from edgetune.importer import import_model
+    from edgetune.package import write_manifest, write_reference
 
     manifest = json.loads((out / "manifest.json").read_text())
     write_reference(out, import_model(model), 0)
@@ -285,6 +285,7 @@ def _wait_for_records(records: Path, lines: int, timeout: float = 300) -> None:
 def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     """Candidates cross-compiled here, timed on the (emulated) Pi through the SSH tunnel."""
     import models
+
     from edgetune.package import PackageOptions, package
     from edgetune.tuning.records import RecordStore
     from edgetune.tuning.session import TuneOptions, tune
@@ -317,6 +318,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
     import contextlib
 
     import models
+
     from edgetune.remote import rpc
     from edgetune.remote.board import RemoteBoard
     from edgetune.tuning.session import TuneOptions, tune
@@ -351,6 +353,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
 
 def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
     import models
+
     from edgetune.tuning.records import RecordStore
     from edgetune.tuning.session import TuneOptions, tune
 

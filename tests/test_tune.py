@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import models
+import pytest
 from conftest import record_lines, run_edgetune
+
 from edgetune.tuning.records import RecordStore
 from edgetune.tuning.session import TuneOptions, tune
 

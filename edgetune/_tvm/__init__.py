@@ -160,7 +160,7 @@ def tflite_unsupported(model: Any) -> list[str]:
     conv = tflite_frontend.OperatorConverter(model, model.Subgraphs(0), None, None)
     try:
         conv.check_unsupported_ops()
-    except Exception as err:  # tvm.error.OpNotImplemented, or quantization errors
+    except Exception as err:  # noqa: BLE001 — tvm.error.OpNotImplemented, or quantization errors
         return _parse_unsupported(str(err))
     return []
 

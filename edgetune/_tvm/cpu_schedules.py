@@ -380,7 +380,7 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     blocks = _blocks(sch)
     reductions = [b for b in blocks if _is_reduction(sch, b)]
     if len(reductions) != 1:
-        raise _NoMatch
+        raise _NoMatchError
     main = reductions[0]
     idx = next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(main)))
     for block in blocks[:idx]:
@@ -389,11 +389,11 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     kinds = [int(iv.iter_type) for iv in sch.get(main).iter_vars]
     loops = sch.get_loops(main)
     if len(loops) != len(kinds):
-        raise _NoMatch
+        raise _NoMatchError
     spatial = [lp for lp, k in zip(loops, kinds) if k == 0]
     reduce = [lp for lp, k in zip(loops, kinds) if k != 0]
     if not spatial:
-        raise _NoMatch
+        raise _NoMatchError
     inner = spatial[-1]
     width = _vector_factor(_extent(sch, inner), cpu)
     vec = None
@@ -426,7 +426,7 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
     """Only spatial blocks: inline what inlines, then each remaining block parallel + vector."""
     blocks = _blocks(sch)
     if any(_is_reduction(sch, b) for b in blocks):
-        raise _NoMatch
+        raise _NoMatchError
     for block in blocks[:-1]:
         try:
             sch.compute_inline(block)
@@ -436,7 +436,7 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
         schedule_elementwise(sch, block, cpu, cores)
 
 
-class _NoMatch(Exception):
+class _NoMatchError(Exception):
     """The rule does not apply to this function."""
 
 

@@ -255,7 +255,7 @@ def to_nhwc(mod: Any) -> Any:
             ty = arg.ty
             rank = getattr(ty, "ndim", -1)
             if not 0 <= rank <= 4:
-                raise _NotConvertible
+                raise _NotConvertibleError
             value = _const_array(arg)
             shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
             if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
@@ -286,7 +286,7 @@ def to_nhwc(mod: Any) -> Any:
                     return relax.Call(call.op, args, call.attrs), False
                 if name in _REDUCE and call.attrs.axis is not None and _rank(call.args[0]) == 4:
                     return self._reduce(call)
-            except _NotConvertible:
+            except _NotConvertibleError:
                 return None
             return None
 
@@ -323,7 +323,7 @@ def to_nhwc(mod: Any) -> Any:
     return _map_functions(mod, lambda m, f: _NHWC(m).visit_expr(f))
 
 
-class _NotConvertible(Exception):
+class _NotConvertibleError(Exception):
     """An operand this pass cannot express in NHWC: keep the op in NCHW."""
 
 

@@ -70,7 +70,7 @@ def host_peak(target: Any) -> float | None:
         log.debug("could not measure the host's peak: %s", err)
         return None
     known[key] = round(value, 1)
-    tmp = cache.with_name(f".peak.json.tmp")
+    tmp = cache.with_name(".peak.json.tmp")
     tmp.write_text(json.dumps(known, indent=1))
     tmp.replace(cache)
     return value

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from ..errors import EdgetuneError
 
+
 def _width(stream: Any) -> int | None:
     """Terminals: their own width. Pipes and logs: wide enough that tables do not wrap."""
     return None if stream.isatty() or os.environ.get("COLUMNS") else 160
@@ -52,7 +53,7 @@ def boundary(func: F) -> F:
             raise typer.Exit(130) from None
         except typer.Exit:
             raise
-        except Exception as exc:  # a bug: say so plainly, keep the traceback for EDGETUNE_DEBUG
+        except Exception as exc:  # noqa: BLE001 — a bug: say so plainly, keep the traceback for EDGETUNE_DEBUG
             if debug_enabled():
                 traceback.print_exc()
             err.print(f"[bold red]internal error:[/] {escape(type(exc).__name__ + ': ' + (str(exc).strip().splitlines() or [''])[0])}", markup=True)

@@ -29,7 +29,8 @@ def package(
 ) -> None:
     """Compile MODEL for a device profile and write a deployable package (tuned kernels from
     `edgetune tune` records are applied automatically)."""
-    from ..package import PackageOptions, package as build_package
+    from ..package import PackageOptions
+    from ..package import package as build_package
     from ..util import parse_input_shapes
 
     opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),

@@ -47,7 +47,9 @@ def tune(
     timed on the board; records persist, so `edgetune package` picks them up."""
     from ..tuning.options import parse_duration
     from ..tuning.scheduler import parse_amounts
-    from ..tuning.session import TuneOptions, list_tasks as list_task_table, tune as run_tune
+    from ..tuning.session import TuneOptions
+    from ..tuning.session import list_tasks as list_task_table
+    from ..tuning.session import tune as run_tune
     from ..tuning.tasks import network_names
     from ..util import parse_input_shapes
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..util import sha256_file
 from ..errors import AuthError, BoardUnreachableError, HostKeyError, RemoteCommandError, RemoteError
+from ..util import sha256_file
 from .inventory import Board
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class SSHConnection:
             try:
                 self._client = self._connect_once()
                 return self._client
-            except (BoardUnreachableError, socket.timeout, TimeoutError) as err:
+            except (BoardUnreachableError, TimeoutError) as err:
                 last = err
                 delay = min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())
                 log.info("connect to %s failed (%s); retry %d/%d in %.1fs", self.name, err, attempt + 1, self.retries, delay)
@@ -209,7 +209,7 @@ class SSHConnection:
             out = stdout.read().decode(errors="replace")
             err = stderr.read().decode(errors="replace")
             code = stdout.channel.recv_exit_status()
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             raise RemoteCommandError(f"command on {self.name} timed out after {timeout:.0f}s: {command[:120]}") from exc
         except _TRANSPORT_ERRORS() as exc:
             raise BoardUnreachableError(f"lost the connection to {self.name}: {_reason(exc)}") from exc

@@ -15,7 +15,6 @@ from ..profiles import Profile
 from .options import TuneOptions
 
 
-
 @dataclass
 class RunnerHandle:
     """A runner plus what the loop needs to know about it."""

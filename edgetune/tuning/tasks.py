@@ -84,7 +84,6 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
     """Import every model and extract its kernels for ``profile``'s target, lowered as the
     build lowers them for ``layout``."""
     from .._tvm import lowering
-    from .._tvm import metaschedule as ms
 
     names = network_names(paths)
     target = _tvm.make_target(profile.target_spec())
