@@ -378,3 +378,74 @@ def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
     assert "no board answers" in errors[0].message and "resume" in errors[0].hint
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) >= 5  # measured trials kept
     _no_orphans(sb)
+
+
+# ---------------------------------------------------------------- hardening: deploy, sessions
+
+
+def _copy_package(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def test_deploy_keeps_other_packages_and_a_failed_deploy_keeps_the_old_one(boards, pi4_package, tmp_path):
+    """`deploy .` once removed every package on the board; a package that fails its check on the
+    board must leave the previously deployed one in place and working."""
+    import numpy as np
+
+    from edgetune.errors import UsageError
+    from edgetune.package import write_manifest
+    from edgetune.remote.board import RemoteBoard, deploy_package, setup_board
+
+    sb = boards()
+    board = _board(sb, "deploys")
+    add_board(board)
+    setup_board(board)
+    other = _copy_package(pi4_package, tmp_path / "other-net")
+    assert deploy_package(other, board).check["passed"]
+    first = run_edgetune("deploy", ".", "--device", "deploys", "--json", cwd=pi4_package)  # the reported bug
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["remote_path"].endswith("/packages/net-pi4")
+    with RemoteBoard(board) as rb:
+        listing = rb.conn.run(["ls", "-A", f"{rb.root}/packages"]).stdout.split()
+    assert sorted(listing) == ["net-pi4", "other-net"]
+
+    broken = _copy_package(pi4_package, tmp_path / "broken" / "net-pi4")
+    ref = dict(np.load(broken / "reference.npz"))
+    ref = {k: (v + 1.0 if k.startswith("output:") else v) for k, v in ref.items()}
+    np.savez(broken / "reference.npz", **ref)
+    write_manifest(broken, json.loads((broken / "manifest.json").read_text()))
+    with pytest.raises(RemoteError, match="failed its reference check"):
+        deploy_package(broken, board)
+    with RemoteBoard(board) as rb:
+        listing = rb.conn.run(["ls", "-A", f"{rb.root}/packages"]).stdout.split()
+        assert sorted(listing) == ["net-pi4", "other-net"]  # no staging left, the old one kept
+        still = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=f"{rb.root}/packages/net-pi4")
+    assert json.loads(still.stdout.strip().splitlines()[-1])["passed"]
+    with pytest.raises(UsageError, match="cannot deploy a package named"):
+        deploy_package(_copy_package(pi4_package, tmp_path / "bad name!"), board)
+
+
+def test_a_new_session_leaves_live_servers_alone_and_orphans_stop_themselves(boards):
+    """Starting an RPC server once killed every server on the board (a `bench` killed a running
+    `tune`); now only servers whose SSH connection is gone are stopped — by a watchdog, too."""
+    from edgetune.remote.board import RemoteBoard, setup_board
+    from edgetune.remote.rpc import board_server
+
+    sb = boards()
+    board = _board(sb, "shared")
+    setup_board(board)
+    with RemoteBoard(board) as first, board_server(first) as server_a:
+        with RemoteBoard(board) as second, board_server(second) as server_b:
+            assert first.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode == 0  # a survived b's start
+            assert server_b.pid != server_a.pid
+        # the first connection drops without stopping its server: the watchdog stops it
+        first.conn.close()
+        deadline = time.monotonic() + 30
+        with RemoteBoard(board) as probe:
+            while time.monotonic() < deadline and probe.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode == 0:
+                time.sleep(0.5)
+            assert probe.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode != 0, "orphaned server still runs"
+    _no_orphans(sb)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import shlex
 import tarfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..bundle import bundle_key, runtime_bundle
-from ..errors import RemoteCommandError, RemoteError
+from ..errors import PackageError, RemoteCommandError, RemoteError, UsageError
 from ..profiles import Profile, get_profile
 from ..util import cache_dir, sha256_file
 from .facts import FACTS_COMMAND, BoardFacts, parse_facts
@@ -168,30 +171,87 @@ class DeployResult:
     check: dict[str, Any]
 
 
+PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def package_name(package: Path) -> str:
+    """The name a package gets on the board: its directory's name, which must be plain (an empty
+    or odd name would address other packages, or the packages directory itself)."""
+    name = package.resolve().name
+    if not PACKAGE_NAME.match(name) or set(name) == {"."}:
+        raise UsageError(f"cannot deploy a package named {name!r}",
+                         "package into a directory with a plain name (letters, digits, . _ -), e.g. -o out/det-pi4")
+    return name
+
+
+def read_manifest(package: Path) -> dict[str, Any]:
+    """A package's manifest; PackageError when the directory is not a package."""
+    path = package / "manifest.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PackageError(f"{package} is not an edgetune package (no manifest.json)",
+                           "give the directory `edgetune package -o` wrote") from None
+    except (OSError, ValueError) as err:
+        raise PackageError(f"{path} is unreadable: {err}", "package the model again") from err
+
+
 def deploy_package(package: Path, board: Board) -> DeployResult:
-    """Push a package, verify every checksum on the board, run its reference check there."""
-    manifest = json.loads((package / "manifest.json").read_text())
+    """Push a package next to the one on the board, verify every checksum there, run its
+    reference check there, and only then swap it in: a failed or interrupted deploy leaves the
+    previous package as it was.
+
+    Raises UsageError (odd name), PackageError (not a package), RemoteError (wrong arch, no
+    runtime, checksum mismatch, check failed on the board)."""
+    package = package.resolve()
+    name = package_name(package)
+    manifest = read_manifest(package)
     with RemoteBoard(board) as rb:
-        if manifest["arch"] != rb.facts().arch:
-            raise RemoteError(f"package is for {manifest['arch']}, board {board.name} is {rb.facts().arch}",
+        if manifest.get("arch") != rb.facts().arch:
+            raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
                               f"package the model with --device {board.name} (profile {board.profile})")
         if bundle_key(rb.profile.arch) not in rb.facts().runtimes:
             raise RemoteError(f"board {board.name} has no edgetune runtime", f"run `edgetune devices setup {board.name}` first")
-        remote = f"{rb.root}/packages/{package.name}"
-        rb.conn.run(["rm", "-rf", remote])
-        files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-        for directory in sorted({str(p.parent.relative_to(package)) for p in files}):
-            rb.conn.run(["mkdir", "-p", f"{remote}/{directory}" if directory != "." else remote])
-        for path in files:
-            rb.conn.put(path, f"{remote}/{path.relative_to(package)}", verify=False)
-        sums = "".join(f"{sha256_file(p)}  {p.relative_to(package)}\n" for p in files)
-        _sha256_check(rb, remote, sums)
-        result = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=remote, check=False, timeout=900)
+        packages = f"{rb.root}/packages"
+        final, token = f"{packages}/{name}", uuid.uuid4().hex[:8]
+        staging, old = f"{packages}/.{name}.new-{token}", f"{packages}/.{name}.old-{token}"
+        q = shlex.quote
+        # leftovers of this package's interrupted deploys (the name is validated: the glob is safe)
+        rb.conn.run(f"mkdir -p {q(packages)} && rm -rf {q(packages)}/.{name}.new-* {q(packages)}/.{name}.old-*")
         try:
-            check = json.loads(result.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            raise RemoteCommandError(f"the package did not run on {board.name}: {(result.stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
-        return DeployResult(board.name, remote, len(files), check)
+            files = _upload(rb, package, staging)
+            check = _check_on_board(rb, staging)
+            if not check.get("passed"):
+                worst = {k: v.get("max_abs_error", v.get("error")) for k, v in check.get("outputs", {}).items()}
+                raise RemoteError(f"the package failed its reference check on {board.name} ({worst}); "
+                                  "the package already there is unchanged", "package the model again and redeploy")
+            rb.conn.run(f"if [ -e {q(final)} ]; then mv {q(final)} {q(old)}; fi && mv {q(staging)} {q(final)} && "
+                        f"rm -rf {q(old)}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                rb.conn.run(["rm", "-rf", staging], check=False)
+            raise
+        return DeployResult(board.name, final, len(files), check)
+
+
+def _upload(rb: RemoteBoard, package: Path, remote: str) -> list[Path]:
+    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for directory in sorted({str(p.parent.relative_to(package)) for p in files}):
+        rb.conn.run(["mkdir", "-p", f"{remote}/{directory}" if directory != "." else remote])
+    for path in files:
+        rb.conn.put(path, f"{remote}/{path.relative_to(package)}", verify=False)
+    sums = "".join(f"{sha256_file(p)}  {p.relative_to(package)}\n" for p in files)
+    _sha256_check(rb, remote, sums)
+    return files
+
+
+def _check_on_board(rb: RemoteBoard, remote: str) -> dict[str, Any]:
+    result = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=remote, check=False, timeout=900)
+    try:
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RemoteCommandError(f"the package did not run on {rb.board.name}: "
+                                 f"{(result.stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
 
 
 def _sha256_check(rb: RemoteBoard, remote: str, sums: str) -> None:

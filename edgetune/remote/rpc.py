@@ -67,26 +67,53 @@ def _rpc_dir(rb: RemoteBoard) -> str:
     return f"{rb.root}/rpc"
 
 
+# A pid file holds "<server pgid> <owner pid> <owner start time>": the owner is the sshd process
+# of the connection that started the server (the starting shell's parent), which lives exactly
+# as long as that connection. A server whose owner is gone (or was replaced by another process
+# with the same pid) is an orphan; one whose owner lives belongs to a live session — of this
+# host or another — and is left alone.
+_STALE_SCRIPT = r"""
+n=0
+for f in {dir}/*.pid; do
+  [ -f "$f" ] || continue
+  set -- $(cat "$f")
+  pgid=$1; owner=${{2:-}}; started=${{3:-}}
+  if [ -n "$owner" ] && [ -r /proc/$owner/stat ] && [ "$(cut -d' ' -f22 /proc/$owner/stat)" = "$started" ]; then
+    continue
+  fi
+  if kill -0 -"$pgid" 2>/dev/null; then kill -KILL -"$pgid" 2>/dev/null; n=$((n+1)); fi
+  rm -f "$f" "${{f%.pid}}.log"
+done
+find {dir} -maxdepth 1 -name '*.log' -mtime +1 -delete 2>/dev/null
+echo $n
+"""
+
+
 def stop_stale_servers(rb: RemoteBoard) -> int:
-    """Stop servers left by earlier runs (their pid files say which process groups are ours)."""
-    rpc_dir = shlex.quote(_rpc_dir(rb))
-    script = (f"n=0; for f in {rpc_dir}/*.pid; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); "
-              "if kill -0 -\"$p\" 2>/dev/null; then kill -KILL -\"$p\" 2>/dev/null; n=$((n+1)); fi; rm -f \"$f\"; done; echo $n")
-    out = rb.conn.run(script, check=False).stdout.strip()
-    count = int(out) if out.isdigit() else 0
+    """Stop servers orphaned by lost connections (see the pid-file note above); servers of live
+    sessions — a ``tune`` or ``tracker attach`` running beside this one — are left running."""
+    out = rb.conn.run(_STALE_SCRIPT.format(dir=shlex.quote(_rpc_dir(rb))), check=False).stdout.strip()
+    count = int(out.splitlines()[-1]) if out and out.splitlines()[-1].isdigit() else 0
     if count:
-        log.warning("stopped %d stale RPC server(s) on %s", count, rb.board.name)
+        log.warning("stopped %d orphaned RPC server(s) on %s", count, rb.board.name)
     return count
 
 
 def _start(rb: RemoteBoard, port: int, extra: list[str]) -> tuple[int, str]:
+    """Start the server in its own session; record its owner; a watchdog stops it (within 5 s)
+    if the connection that started it goes away without stopping it."""
     rpc_dir = _rpc_dir(rb)
     log_path = f"{rpc_dir}/{port}.log"
+    pid_file = f"{rpc_dir}/{port}.pid"
     args = ["-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1), *extra]
     q = shlex.quote
+    watchdog = (f"while kill -0 $owner 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 5; done; "
+                f"kill -TERM -$pid 2>/dev/null; sleep 3; kill -KILL -$pid 2>/dev/null; rm -f {q(pid_file)}")
     cmd = (f"mkdir -p {q(rpc_dir)} && cd {q(rpc_dir)} && "
            f"PYTHONPATH={q(rb.runtime_dir())} TVM_USE_RUNTIME_LIB=1 setsid python3 {shlex.join(args)} "
-           f"> {q(log_path)} 2>&1 < /dev/null & pid=$!; echo $pid > {q(rpc_dir)}/{port}.pid; echo $pid")
+           f"> {q(log_path)} 2>&1 < /dev/null & pid=$!; owner=$PPID; "
+           f"echo \"$pid $owner $(cut -d' ' -f22 /proc/$owner/stat 2>/dev/null)\" > {q(pid_file)}; "
+           f"pid=$pid owner=$owner setsid sh -c {q(watchdog)} > /dev/null 2>&1 < /dev/null & echo $pid")
     pid = int(rb.conn.run(cmd).stdout.strip().splitlines()[-1])
     return pid, log_path
 
@@ -101,11 +128,12 @@ def _log_tail(rb: RemoteBoard, log_path: str) -> str:
 
 
 def stop_server(rb: RemoteBoard, pid: int, port: int, grace: float = 3.0) -> None:
-    """SIGTERM the server's process group, SIGKILL what is left, remove its pid file."""
+    """SIGTERM the server's process group, SIGKILL what is left, remove its pid file and log."""
     q = shlex.quote
     rb.conn.run(
         f"kill -TERM -{pid} 2>/dev/null; for i in $(seq {int(grace * 10)}); do kill -0 -{pid} 2>/dev/null || break; sleep 0.1; done; "
-        f"kill -KILL -{pid} 2>/dev/null; rm -f {q(_rpc_dir(rb))}/{port}.pid; true", check=False, timeout=60)
+        f"kill -KILL -{pid} 2>/dev/null; rm -f {q(_rpc_dir(rb))}/{port}.pid {q(_rpc_dir(rb))}/{port}.log; true",
+        check=False, timeout=60)
 
 
 def _wait_ready(rb: RemoteBoard, pid: int, log_path: str, probe: Any, timeout: float) -> None:
@@ -173,6 +201,7 @@ class TrackerInfo:
     host: str
     port: int
     pid: int
+    started: float = 0.0  # the process's start time: the pid alone may be reused after a reboot
 
 
 def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0) -> TrackerInfo:
@@ -198,9 +227,35 @@ def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0)
     else:
         os.killpg(proc.pid, signal.SIGKILL)
         raise RpcError(f"the tracker did not start within {timeout:.0f}s")
-    info = TrackerInfo(host, port, proc.pid)
-    state.write_text(json.dumps(info.__dict__))
+    info = TrackerInfo(host, port, proc.pid, _start_time(proc.pid))
+    tmp = state.with_name(f".{state.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(info.__dict__))
+    tmp.replace(state)
     return info
+
+
+def _start_time(pid: int) -> float:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return 0.0
+
+
+def _is_our_tracker(info: "TrackerInfo") -> bool:
+    """Whether ``info.pid`` is still the tracker edgetune started: after a reboot the pid may
+    belong to an unrelated process, whose process group must not be signalled."""
+    import psutil
+
+    try:
+        proc = psutil.Process(info.pid)
+        cmdline = " ".join(proc.cmdline())
+        started = proc.create_time()
+    except psutil.Error:
+        return False
+    same_start = not info.started or abs(started - info.started) < 0.5
+    return same_start and "tvm.exec.rpc_tracker" in cmdline
 
 
 def tracker_state() -> TrackerInfo | None:
@@ -210,11 +265,13 @@ def tracker_state() -> TrackerInfo | None:
     state, _ = _tracker_files()
     if not state.is_file():
         return None
-    info = TrackerInfo(**json.loads(state.read_text()))
     try:
-        os.killpg(info.pid, 0)
-    except ProcessLookupError:
+        info = TrackerInfo(**json.loads(state.read_text()))
+    except (OSError, ValueError, TypeError):
         state.unlink(missing_ok=True)
+        return None
+    if not _is_our_tracker(info):
+        state.unlink(missing_ok=True)  # gone, or the pid now belongs to someone else
         return None
     return info
 
