@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import _tvm
 from .errors import ToolchainError
-from .util import cache_dir
+from .util import cache_dir, file_lock
 
 PLATFORMS = {"aarch64": "manylinux_2_28_aarch64", "x86_64": "manylinux_2_28_x86_64"}
 PYTHON = "3.11"
@@ -57,9 +57,29 @@ def runtime_bundle(arch: str) -> Path:
             "build the TVM runtime on the board from source (see README: 32-bit boards)",
         )
     root = cache_dir("runtime") / bundle_key(arch)
-    if (root / ".complete").is_file():
-        copy_loader(root)  # the loader is small and may have changed with edgetune
+    if (root / ".complete").is_file() and _loader_current(root):
         return root
+    with file_lock(root.with_name(root.name + ".lock"), what=f"the {arch} runtime bundle"):
+        if (root / ".complete").is_file():
+            if not _loader_current(root):
+                copy_loader(root)  # the loader is small and may have changed with edgetune
+            return root
+        return _assemble(arch, root)
+
+
+def _loader_current(root: Path) -> bool:
+    """Whether the bundle's copy of ``edgetune_runtime`` matches this edgetune's."""
+    import edgetune_runtime
+
+    src = Path(edgetune_runtime.__file__).parent
+    for path in src.glob("*.py"):
+        copy = root / "edgetune_runtime" / path.name
+        if not copy.is_file() or copy.read_bytes() != path.read_bytes():
+            return False
+    return True
+
+
+def _assemble(arch: str, root: Path) -> Path:
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [

@@ -19,7 +19,7 @@ from .bundle import runtime_bundle
 from .errors import ToolchainError
 from .profiles import Profile
 from .toolchain import emulator
-from .util import cache_dir
+from .util import cache_dir, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +42,51 @@ def debian_mirror() -> str:
 
 
 def sysroot(arch: str) -> Path:
-    """A cached Debian root for ``arch`` with python3 (built with debootstrap on first use)."""
+    """A cached Debian root for ``arch`` with python3, built with debootstrap's first stage on
+    first use (as root, or as any user under ``fakeroot``: no package is configured, only
+    unpacked), then every package unpacked with ``dpkg -x``."""
     root = cache_dir("sysroot") / f"{arch}-{SUITE}"
     if (root / ".complete").is_file():
         return root
-    if shutil.which("debootstrap") is None:
+    debootstrap = shutil.which("debootstrap") or next(
+        (p for p in ("/usr/sbin/debootstrap", "/sbin/debootstrap") if Path(p).is_file()), None)
+    if debootstrap is None:
         raise ToolchainError("debootstrap is needed to build the emulated Python", "sudo apt-get install debootstrap")
+    prefix: list[str] = []
     if os.geteuid() != 0:
-        raise ToolchainError("building the emulated Python with debootstrap needs root", "run `sudo scripts/install-system-deps.sh` once")
-    shutil.rmtree(root, ignore_errors=True)
-    log.info("building an %s Debian sysroot for emulation (once, ~1 min)", arch)
-    cmd = ["debootstrap", "--foreign", f"--arch={DEBIAN_ARCH[arch]}", "--variant=minbase", "--include=python3", SUITE, str(root), debian_mirror()]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise ToolchainError(f"debootstrap failed: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}", "check network access to the Debian mirror")
-    for deb in sorted((root / "var/cache/apt/archives").glob("*.deb")):
-        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
-    (root / ".complete").write_text(SUITE)
+        if shutil.which("fakeroot") is None:
+            raise ToolchainError("building the emulated Python as a normal user needs fakeroot", "sudo apt-get install fakeroot")
+        prefix = ["fakeroot"]
+    with file_lock(root.with_name(root.name + ".lock"), what=f"the {arch} sysroot"):
+        if (root / ".complete").is_file():
+            return root
+        shutil.rmtree(root, ignore_errors=True)
+        log.info("building an %s Debian sysroot for emulation (once, ~1 min)", arch)
+        cmd = [*prefix, debootstrap, "--foreign", f"--arch={DEBIAN_ARCH[arch]}", "--variant=minbase", "--include=python3",
+               SUITE, str(root), debian_mirror()]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise ToolchainError(f"debootstrap failed: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}",
+                                 "check network access to the Debian mirror")
+        for deb in sorted((root / "var/cache/apt/archives").glob("*.deb")):
+            subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
+        (root / ".complete").write_text(SUITE)
     return root
+
+
+def unavailable_reason(profile: Profile) -> str | None:
+    """Like :func:`available`, and also builds (or fails to build) the sysroot and bundle: None
+    when a reference check can run under emulation, else why not — the package is then written
+    with its check marked skipped, rather than failing."""
+    reason = available(profile)
+    if reason:
+        return reason
+    try:
+        sysroot(profile.arch)
+        runtime_bundle(profile.arch)
+    except ToolchainError as err:
+        return f"{err.message} ({err.hint})" if err.hint != err.default_hint else err.message
+    return None
 
 
 def available(profile: Profile) -> str | None:

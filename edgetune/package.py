@@ -138,7 +138,7 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
         import edgetune_runtime
 
         return edgetune_runtime.load(root).check(), "host"
-    reason = emulation.available(profile)
+    reason = emulation.unavailable_reason(profile)
     if reason:
         return None, reason
     result = emulation.run_loader(profile, root, ["check"])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import UsageError
@@ -24,7 +28,11 @@ def cache_dir(*parts: str) -> Path:
         os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")
     ) / "edgetune"
     path = Path(base).joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot use the edgetune cache at {path}: {err.strerror or err}",
+                         "set EDGETUNE_CACHE_DIR to a directory you can write") from err
     return path
 
 
@@ -44,3 +52,35 @@ def parse_input_shapes(items: list[str] | tuple[str, ...]) -> dict[str, tuple[in
             )
         shapes[name] = shape
     return shapes
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, timeout: float = 1800.0, what: str = "") -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created) while building a shared cache entry; a second
+    process waits for the first instead of building the same thing over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    with path.open("a") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UsageError(f"{what or path} is locked by another edgetune process for {timeout:.0f} s",
+                                     f"if no other edgetune runs, remove {path}") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file so that readers see the old or the new content, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
+    os.replace(tmp, path)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages edgetune and its tests need: cross compilers (aarch64, armhf), qemu-user for
-# running aarch64 packages, debootstrap for the emulated board's Python, OpenSSH server and
+# running aarch64 packages, debootstrap (and fakeroot, for users without root) for the emulated
+# board's Python, OpenSSH server and
 # iproute2 for the stand-in board, and Python's venv. Idempotent; needs root (or sudo).
 set -euo pipefail
 
@@ -8,7 +9,7 @@ PACKAGES=(
   python3-venv python3-dev gcc g++ binutils file ca-certificates
   g++-aarch64-linux-gnu gcc-aarch64-linux-gnu
   g++-arm-linux-gnueabihf gcc-arm-linux-gnueabihf
-  qemu-user-static debootstrap
+  qemu-user-static debootstrap fakeroot
   openssh-server openssh-client iproute2 procps
 )
 

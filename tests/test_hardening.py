@@ -6,8 +6,10 @@ import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
-from conftest import run_edgetune
+import pytest
+from conftest import REPO, run_edgetune
 
 
 def test_tracker_stop_does_not_signal_a_reused_pid(tmp_path):
@@ -26,3 +28,35 @@ def test_tracker_stop_does_not_signal_a_reused_pid(tmp_path):
     finally:
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged user needs root")
+def test_quick_start_works_for_an_ordinary_user():
+    """The README's main command as an ordinary user (system packages installed): the emulated
+    aarch64 Python is built under fakeroot, and the pi4 package is checked under qemu."""
+    import shutil
+    import tempfile
+
+    if shutil.which("fakeroot") is None:
+        pytest.skip("fakeroot is not installed (scripts/install-system-deps.sh installs it)")
+    work = Path(tempfile.mkdtemp(prefix="edgetune-user-"))
+    try:
+        work.chmod(0o777)
+        cache = work / "cache"
+        cache.mkdir()
+        cache.chmod(0o777)
+        shared = Path(os.environ["EDGETUNE_CACHE_DIR"]) / "runtime"
+        if shared.is_dir():  # the runtime wheels are the same for everyone: do not download them again
+            (cache / "runtime").symlink_to(shared)
+        env = {"EDGETUNE_CACHE_DIR": str(cache), "HOME": str(work), "XDG_CONFIG_HOME": str(work / "config"),
+               "PATH": "/usr/local/bin:/usr/bin:/bin", "TVM_NUM_THREADS": "2"}
+        cmd = [str(REPO / ".venv" / "bin" / "edgetune"), "package", str(REPO / "examples" / "squeezenet.onnx"),
+               "--device", "pi4", "-o", str(work / "out"), "--json"]
+        res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", *cmd],
+                             capture_output=True, text=True, timeout=1800, env=env, cwd=work)
+        assert res.returncode == 0, res.stderr[-2000:]
+        verification = json.loads(res.stdout)["manifest"]["verification"]
+        assert verification["status"] == "passed" and "qemu" in verification["executed_on"]
+        assert (cache / "sysroot" / "aarch64-bookworm" / ".complete").is_file()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

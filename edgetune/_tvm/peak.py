@@ -54,7 +54,7 @@ def measure_host_peak(target: Any, seconds: float = 0.05) -> float:
 
 def host_peak(target: Any) -> float | None:
     """The host's measured peak, cached per target in the user cache (None if it cannot run)."""
-    from ..util import cache_dir
+    from ..util import cache_dir, write_atomic
 
     cache = cache_dir() / "peak.json"
     key = json.dumps(_plain(target.export()), sort_keys=True)
@@ -70,9 +70,7 @@ def host_peak(target: Any) -> float | None:
         log.debug("could not measure the host's peak: %s", err)
         return None
     known[key] = round(value, 1)
-    tmp = cache.with_name(".peak.json.tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    tmp.replace(cache)
+    write_atomic(cache, json.dumps(known, indent=1))
     return value
 
 

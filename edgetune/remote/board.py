@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import shlex
 import tarfile
@@ -16,7 +17,7 @@ from typing import Any
 from ..bundle import bundle_key, runtime_bundle
 from ..errors import PackageError, RemoteCommandError, RemoteError, UsageError
 from ..profiles import Profile, get_profile
-from ..util import cache_dir, sha256_file
+from ..util import cache_dir, file_lock, sha256_file, write_atomic
 from .facts import FACTS_COMMAND, BoardFacts, parse_facts
 from .inventory import Board
 from .ssh import SSHConnection, connect
@@ -121,14 +122,18 @@ def bundle_archive(arch: str) -> Path:
     bundle = runtime_bundle(arch)
     archive = cache_dir("runtime") / f"{bundle.name}.tar.gz"
     stamp = archive.with_suffix(".stamp")
-    newest = max(p.stat().st_mtime for p in bundle.rglob("*") if p.is_file())
-    if archive.is_file() and stamp.is_file() and float(stamp.read_text() or 0) >= newest:
-        return archive
-    partial = archive.with_name(archive.name + ".partial")
-    with tarfile.open(partial, "w:gz", compresslevel=3) as tar:
-        tar.add(bundle, arcname=bundle.name)
-    partial.replace(archive)
-    stamp.write_text(str(newest))
+    with file_lock(archive.with_suffix(".lock"), what=f"the {arch} runtime archive"):
+        newest = max(p.stat().st_mtime for p in bundle.rglob("*") if p.is_file())
+        if archive.is_file() and stamp.is_file() and float(stamp.read_text() or 0) >= newest:
+            return archive
+        partial = archive.with_name(f".{archive.name}.partial-{os.getpid()}")
+        try:
+            with tarfile.open(partial, "w:gz", compresslevel=3) as tar:
+                tar.add(bundle, arcname=bundle.name)
+            partial.replace(archive)
+        finally:
+            partial.unlink(missing_ok=True)
+        write_atomic(stamp, str(newest))
     return archive
 
 
