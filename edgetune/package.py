@@ -27,7 +27,7 @@ from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
-from .importer import detect_format, import_model
+from .importer import detect_format, import_model, shapes_per_model
 from .model import ImportedModel
 from .profiles import Profile
 from .util import sha256_file
@@ -286,7 +286,8 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     try:
         t0 = time.perf_counter()
         progress(f"importing {opts.model.name}")
-        model = import_model(opts.model, opts.input_shapes)
+        shapes = shapes_per_model([opts.model], [opts.model.stem], opts.input_shapes)[0]
+        model = import_model(opts.model, shapes)
         timings["import_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         key = lowering_key(profile, opts.layout)

@@ -123,6 +123,24 @@ def small_cnn_onnx(out: Path, seed: int = 0, width: int = 16, size: int = 32, he
     return out
 
 
+def dynamic_cnn_onnx(out: Path, input_name: str = "x", seed: int = 0) -> Path:
+    """conv3x3 → relu → global average pool with a fully dynamic input ``[1, 3, h, w]``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", [input_name, "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "dynamic", [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return out
+
+
 def unsupported_onnx(out: Path) -> Path:
     """A valid ONNX model using two ops TVM 0.27 cannot convert (Celu, LpNormalization)."""
     import onnx

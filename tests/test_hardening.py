@@ -60,3 +60,28 @@ def test_quick_start_works_for_an_ordinary_user():
         assert (cache / "sysroot" / "aarch64-bookworm" / ".complete").is_file()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_input_shapes_scoped_per_network(tmp_path):
+    """`tune a.onnx b.onnx --input-shape x=…` failed when the models' inputs differ, and two
+    models with the same input name could not get different shapes."""
+    import models
+
+    a = models.dynamic_cnn_onnx(tmp_path / "a.onnx", "x")
+    b = models.dynamic_cnn_onnx(tmp_path / "b.onnx", "x", seed=1)
+    c = models.dynamic_cnn_onnx(tmp_path / "c.onnx", "pixels", seed=2)
+
+    def tasks(*args: str) -> list[dict]:
+        res = run_edgetune("tune", *args, "--device", "host", "--list-tasks", "--json", "--records", str(tmp_path / "r"))
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    both = tasks(str(a), str(b), "--input-shape", "a:x=1,3,32,32", "--input-shape", "b:x=1,3,48,48")
+    convs = [t for t in both if t["kind"] in ("conv2d", "winograd")]
+    assert {tuple(sorted(k for k, n in t["weight"].items() if n)) for t in convs} == {("a",), ("b",)}  # two shapes
+    shared = tasks(str(a), str(b), "--input-shape", "x=1,3,32,32")  # one plain shape for both models
+    assert all(t["weight"]["a"] == t["weight"]["b"] for t in shared)
+    mixed = tasks(str(a), str(c), "--input-shape", "x=1,3,32,32", "--input-shape", "pixels=1,3,16,16")
+    assert mixed
+    typo = run_edgetune("tune", str(a), str(c), "--device", "host", "--list-tasks", "--input-shape", "pixel=1,3,16,16")
+    assert typo.returncode != 0 and "unknown input(s) pixel" in typo.stderr and "c: pixels" in typo.stderr

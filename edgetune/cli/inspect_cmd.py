@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ._common import boundary, out, print_json
 
-INPUT_SHAPE_HELP = "Fix an input's dimensions: NAME=1,3,224,224 (repeatable)."
+INPUT_SHAPE_HELP = ("Fix an input's dimensions: NAME=1,3,224,224 (repeatable); with several models, NET:NAME=... "
+                    "applies to network NET (the file stem) only, a plain NAME to every model with that input.")
 
 
 @boundary

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import ModelFormatError
+from ..errors import InputShapeError, ModelFormatError
 from ..model import ImportedModel
 
 log = logging.getLogger(__name__)
@@ -42,3 +42,45 @@ def import_model(path: Path | str, input_shapes: Mapping[str, tuple[int, ...]] |
     from .tflite_import import import_tflite
 
     return import_tflite(path, dict(input_shapes or {}))
+
+
+def input_names(path: Path) -> list[str]:
+    """The model file's input names (ONNX: graph inputs that are not initializers)."""
+    if detect_format(path) == "onnx":
+        from .onnx_import import load_onnx, real_inputs
+
+        return [vi.name for vi in real_inputs(load_onnx(path))]
+    from .tflite_import import load_tflite
+
+    _buf, model = load_tflite(path)
+    sub = model.Subgraphs(0)
+    return [sub.Tensors(sub.Inputs(i)).Name().decode() for i in range(sub.InputsLength())]
+
+
+def shapes_per_model(paths: list[Path], networks: list[str],
+                     given: Mapping[str, tuple[int, ...]]) -> list[dict[str, tuple[int, ...]]]:
+    """``--input-shape`` for each of several models: ``NET:NAME=…`` applies to network NET (the
+    file stem) only, a plain ``NAME=…`` to every model that has an input NAME. An unscoped name
+    that no model has is an InputShapeError (a typo must not pass silently)."""
+    scoped: dict[str, dict[str, tuple[int, ...]]] = {}
+    unscoped: dict[str, tuple[int, ...]] = {}
+    for key, shape in given.items():
+        net, sep, name = key.partition(":")
+        if sep and net in networks:
+            scoped.setdefault(net, {})[name] = shape
+        else:
+            unscoped[key] = shape
+    out, used, names_by_net = [], set(), {}
+    for path, net in zip(paths, networks):
+        have = input_names(path) if unscoped else []
+        names_by_net[net] = have
+        mine = {k: v for k, v in unscoped.items() if k in have}
+        used |= set(mine)
+        mine.update(scoped.get(net, {}))
+        out.append(mine)
+    unknown = sorted(set(unscoped) - used)
+    if unknown:
+        listing = "; ".join(f"{net}: {', '.join(names) or '-'}" for net, names in names_by_net.items())
+        raise InputShapeError(f"--input-shape names unknown input(s) {', '.join(unknown)}",
+                              f"the models' inputs are — {listing} (scope one with NET:NAME=…)")
+    return out

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import _tvm
 from ..errors import UsageError
-from ..importer import import_model
+from ..importer import import_model, shapes_per_model
 from ..model import ImportedModel
 from ..profiles import Profile
 
@@ -88,7 +88,8 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
     names = network_names(paths)
     target = _tvm.make_target(profile.target_spec())
     key = lowering.lowering_for(target, layout).key
-    models = tuple(import_model(p, input_shapes) for p in paths)
+    shapes = shapes_per_model(list(paths), list(names), input_shapes or {})
+    models = tuple(import_model(p, s) for p, s in zip(paths, shapes))
     merged: dict[str, dict[str, Any]] = {}
     for j, model in enumerate(models):
         for wl in model_workloads(model, target, key):
