@@ -87,7 +87,8 @@ class StandinBoard:
     def _sshd_config(self, bin_dir: Path) -> Path:
         config = self.workdir / "sshd_config"
         config.write_text("\n".join([
-            f"Port {self.port}", f"ListenAddress {self.host}", f"HostKey {self.host_key}",
+            f"Port {self.port}", f"ListenAddress {self.host}", "ListenAddress 127.0.0.1",  # loopback: in its namespace only
+            f"HostKey {self.host_key}",
             f"AuthorizedKeysFile {self.workdir}/authorized_keys", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "UsePAM no", "StrictModes no",
             f"PidFile {self.workdir}/sshd.pid", f"AllowUsers {self.user}", "AllowTcpForwarding yes",

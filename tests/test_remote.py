@@ -449,3 +449,56 @@ def test_a_new_session_leaves_live_servers_alone_and_orphans_stop_themselves(boa
                 time.sleep(0.5)
             assert probe.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode != 0, "orphaned server still runs"
     _no_orphans(sb)
+
+
+# ---------------------------------------------------------------- hardening: SSH as OpenSSH does it
+
+
+def _authorize(sb: standin.StandinBoard, key: Path) -> None:
+    with open(sb.workdir / "authorized_keys", "a") as fh:
+        fh.write(key.with_suffix(".pub").read_text())
+
+
+def test_ssh_first_use_like_openssh(boards, tmp_path):
+    """`--key` no longer turns the agent off; an encrypted key says so (not "refused
+    authentication"); a relative --key is stored absolute; ProxyJump in ~/.ssh/config is used."""
+    import subprocess
+
+    sb = boards()
+    wrong = tmp_path / "wrong_key"
+    standin._sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong))
+    agent_sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(agent_sock)], stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not agent_sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        env = {"SSH_AUTH_SOCK": str(agent_sock)}
+        subprocess.run(["ssh-add", str(sb.key)], env=dict(os.environ, **env), check=True, capture_output=True)
+        add_board(Board("agentpi", "pi4", sb.host, sb.user, sb.port, str(wrong)))
+        via_agent = run_edgetune("devices", "check", "agentpi", "--json", env=env)
+        assert json.loads(via_agent.stdout)["items"][0]["ok"], via_agent.stderr  # the agent's key was tried too
+    finally:
+        os.killpg(agent.pid, 15)
+        agent.wait()
+
+    locked = tmp_path / "locked_key"
+    standin._sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f", str(locked))
+    _authorize(sb, locked)
+    add_board(Board("lockedpi", "pi4", sb.host, sb.user, sb.port, str(locked)))
+    res = run_edgetune("devices", "check", "lockedpi", env={"SSH_AUTH_SOCK": ""})
+    assert res.returncode == 8 and "is encrypted" in res.stderr and "ssh-add" in res.stderr, res.stderr
+    assert "a passphrase" not in res.stderr
+
+    rel = run_edgetune("devices", "add", "relpi", "--profile", "pi4", "--host", sb.host, "--user", sb.user,
+                       "--key", os.path.relpath(sb.key, tmp_path), cwd=tmp_path)
+    assert rel.returncode == 0, rel.stderr
+    assert get_board("relpi").key == str(sb.key.resolve())
+
+    ssh_config = Path(os.environ["EDGETUNE_SSH_CONFIG"])
+    ssh_config.write_text(f"Host jumpbox\n  HostName {sb.host}\n  User {sb.user}\n  IdentityFile {sb.key}\n"
+                          f"Host behind\n  HostName 127.0.0.1\n  User {sb.user}\n  IdentityFile {sb.key}\n  ProxyJump jumpbox\n")
+    add_board(Board("behind", "pi4", "behind"))  # 127.0.0.1 from the board's side: reachable only via the jump
+    jumped = run_edgetune("devices", "check", "behind", "--json")
+    items = {i["name"]: i for i in json.loads(jumped.stdout)["items"]}
+    assert items["ssh"]["ok"] and items["arch"]["ok"], jumped.stderr

@@ -28,7 +28,7 @@ def add(
     """Add a board to the inventory (~/.config/edgetune/devices.toml)."""
     from ..remote.inventory import Board, add_board
 
-    board = Board(name, profile, host, user, port, str(key.expanduser()) if key else None, rpc_key,
+    board = Board(name, profile, host, user, port, str(key.expanduser().resolve()) if key else None, rpc_key,
                   "strict" if strict else "accept-new")
     path = add_board(board, replace_existing=force)
     out.print(f"added board [bold]{name}[/] ({profile}) to {path}; next: edgetune devices check {name}")

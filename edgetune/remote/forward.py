@@ -75,6 +75,27 @@ def forward(target: Any, mode: str, timeout: float = 60.0, **spec: Any) -> Itera
             proc.wait()
 
 
+def _limits(conn: Any) -> dict[str, Any]:
+    return {"timeout": conn.connect_timeout * conn.retries + 30, "connect_timeout": conn.connect_timeout,
+            "retries": conn.retries}
+
+
+@contextlib.contextmanager
+def tunnel(conn: Any, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
+    """Forward 127.0.0.1:LOCAL here (OS-chosen unless given) to REMOTE_HOST:REMOTE_PORT on the
+    board of ``conn`` (an SSHConnection), from a child process; yields LOCAL."""
+    with forward(conn.target, "local", remote_port=remote_port, remote_host=remote_host, local_port=local_port,
+                 **_limits(conn)) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def reverse_tunnel(conn: Any, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
+    """Let the board of ``conn`` reach LOCAL_HOST:LOCAL_PORT here as its own 127.0.0.1:PORT (yielded)."""
+    with forward(conn.target, "reverse", local_port=local_port, local_host=local_host, **_limits(conn)) as port:
+        yield port
+
+
 def main() -> None:
     """Child entry point."""
     _serve(json.loads(sys.stdin.readline()))

@@ -29,6 +29,7 @@ from typing import Any
 from .. import _tvm
 from ..errors import RemoteError, RpcError
 from ..util import cache_dir
+from . import forward
 from .board import RemoteBoard
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def board_server(rb: RemoteBoard, start_timeout: float = 180.0) -> Iterator[Boar
     port = random.randrange(20000, 40000)
     pid, log_path = _start(rb, port, [])
     try:
-        with rb.conn.tunnel(port) as local:
+        with forward.tunnel(rb.conn, port) as local:
             _wait_ready(rb, pid, log_path, lambda: _tvm.rpc_connect("127.0.0.1", local, session_timeout=30) is not None, start_timeout)
             yield BoardServer(rb.board.name, pid, port, local, log_path)
     finally:
@@ -171,7 +172,8 @@ def tracker_server(rb: RemoteBoard, tracker: tuple[str, int], key: str, start_ti
     """Register a board's RPC server with the tracker at ``tracker`` under ``key``, over SSH only."""
     stop_stale_servers(rb)
     port = _free_port()  # the same number on both ends: the tracker hands out 127.0.0.1:PORT
-    with rb.conn.reverse_tunnel(tracker[1], tracker[0]) as board_tracker_port, rb.conn.tunnel(port, local_port=port):
+    with forward.reverse_tunnel(rb.conn, tracker[1], tracker[0]) as board_tracker_port, \
+            forward.tunnel(rb.conn, port, local_port=port):
         extra = ["--tracker", f"127.0.0.1:{board_tracker_port}", "--key", key, "--custom-addr", "127.0.0.1"]
         pid, log_path = _start(rb, port, extra)
         try:

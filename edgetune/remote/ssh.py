@@ -48,6 +48,9 @@ class SSHTarget:
     key_filename: str | None
     policy: str = "accept-new"
     label: str = ""
+    identities_only: bool = False  # OpenSSH's IdentitiesOnly: no agent keys, no default keys
+    proxy_jump: str | None = None  # ProxyJump: [user@]host[:port][,...]
+    proxy_command: str | None = None  # ProxyCommand, tokens already expanded
 
     @property
     def known_hosts_name(self) -> str:
@@ -55,17 +58,24 @@ class SSHTarget:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
 
+def ssh_config_path() -> Path:
+    return Path(os.environ.get("EDGETUNE_SSH_CONFIG", Path.home() / ".ssh" / "config")).expanduser()
+
+
 def resolve_target(board: Board) -> SSHTarget:
-    """Apply ``~/.ssh/config`` (HostName, User, Port, IdentityFile) under the board's own fields."""
+    """Apply ``~/.ssh/config`` (HostName, User, Port, IdentityFile, IdentitiesOnly, ProxyJump,
+    ProxyCommand) under the board's own fields, as OpenSSH would."""
     import getpass
 
     import paramiko
 
     cfg: dict[str, Any] = {}
-    path = Path(os.environ.get("EDGETUNE_SSH_CONFIG", Path.home() / ".ssh" / "config")).expanduser()
+    path = ssh_config_path()
     if path.is_file():
         cfg = paramiko.SSHConfig.from_path(str(path)).lookup(board.host)
     identity = board.key or (cfg.get("identityfile") or [None])[0]
+    jump = cfg.get("proxyjump")
+    command = cfg.get("proxycommand")
     return SSHTarget(
         host=cfg.get("hostname", board.host),
         port=int(board.port or cfg.get("port", 22)),
@@ -73,7 +83,18 @@ def resolve_target(board: Board) -> SSHTarget:
         key_filename=str(Path(identity).expanduser()) if identity else None,
         policy=board.host_key_policy,
         label=board.name,
+        identities_only=str(cfg.get("identitiesonly", "no")).lower() == "yes",
+        proxy_jump=jump if jump and jump.lower() != "none" else None,
+        proxy_command=command if command and command.lower() != "none" else None,
     )
+
+
+def _jump_target(spec: str, policy: str) -> SSHTarget:
+    """A ProxyJump hop ``[user@]host[:port]``, completed from ``~/.ssh/config`` like a board."""
+    user, _, hostport = spec.rpartition("@")
+    host, _, port = hostport.partition(":")
+    return resolve_target(Board(f"jump host {host}", "", host, user or None, int(port) if port else None,
+                                host_key_policy=policy))
 
 
 class _AcceptNew:
@@ -116,10 +137,13 @@ class Result:
 class SSHConnection:
     """A lazily opened, reusable SSH connection to one board. Use as a context manager."""
 
-    def __init__(self, target: SSHTarget, connect_timeout: float = 10.0, retries: int = 3):
+    def __init__(self, target: SSHTarget, connect_timeout: float = 10.0, retries: int = 3,
+                 via: "SSHConnection | None" = None):
         self.target, self.connect_timeout, self.retries = target, connect_timeout, retries
+        self.via = via  # a ProxyJump hop this connection is tunnelled through
         self._client: Any = None
         self._sftp: Any = None
+        self._jumps: list[SSHConnection] = []  # ProxyJump hops this connection goes through
 
     def __enter__(self) -> "SSHConnection":
         return self
@@ -132,12 +156,13 @@ class SSHConnection:
         return self.target.label or self.target.host
 
     def close(self) -> None:
-        """Close SFTP and SSH (idempotent)."""
-        for obj in (self._sftp, self._client):
+        """Close SFTP and SSH, and the hops it went through (idempotent)."""
+        for obj in (self._sftp, self._client, *reversed(self._jumps)):
             if obj is not None:
                 with contextlib.suppress(Exception):
                     obj.close()
         self._client = self._sftp = None
+        self._jumps = []
 
     # -------------------------------------------------------------- connect
 
@@ -172,13 +197,19 @@ class SSHConnection:
             client.load_host_keys(str(path))
         client.set_missing_host_key_policy(_AcceptNew(path) if t.policy == "accept-new" else _Reject())
         try:
+            # as OpenSSH: the given key first, then the agent's and the default keys (unless
+            # IdentitiesOnly) — a --key that turned the agent off locked users out
             client.connect(t.host, port=t.port, username=t.user, key_filename=t.key_filename,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout, allow_agent=t.key_filename is None,
-                           look_for_keys=t.key_filename is None)
-        except HostKeyError:
+                           auth_timeout=self.connect_timeout, allow_agent=not t.identities_only,
+                           look_for_keys=not t.identities_only, sock=self._proxy_socket())
+        except (HostKeyError, BoardUnreachableError):
             client.close()
             raise
+        except paramiko.PasswordRequiredException:
+            client.close()
+            raise AuthError(f"the SSH key {t.key_filename or ''} for board {self.name} is encrypted and no agent holds it",
+                            f"load it into the agent once: ssh-add {t.key_filename or '~/.ssh/id_ed25519'}") from None
         except paramiko.BadHostKeyException as err:
             client.close()
             raise HostKeyError(
@@ -195,6 +226,33 @@ class SSHConnection:
             raise BoardUnreachableError(f"cannot reach board {self.name} at {t.host}:{t.port}: {_reason(err)}") from err
         client.get_transport().set_keepalive(15)
         return client
+
+    def _proxy_socket(self) -> Any:
+        """A socket-like channel to the board through ProxyJump hops or a ProxyCommand (None:
+        connect directly)."""
+        import paramiko
+
+        t = self.target
+        if self.via is not None:
+            return self.via.channel_to(t.host, t.port)
+        if t.proxy_jump:
+            previous: SSHConnection | None = None
+            for spec in t.proxy_jump.split(","):
+                previous = SSHConnection(_jump_target(spec.strip(), t.policy), self.connect_timeout, self.retries, previous)
+                self._jumps.append(previous)
+            assert previous is not None
+            return previous.channel_to(t.host, t.port)
+        if t.proxy_command:
+            return paramiko.ProxyCommand(t.proxy_command)
+        return None
+
+    def channel_to(self, host: str, port: int) -> Any:
+        """A direct-tcpip channel from this host to HOST:PORT (a ProxyJump hop's job)."""
+        try:
+            return self.client().get_transport().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0),
+                                                              timeout=self.connect_timeout)
+        except Exception as err:  # noqa: BLE001 — paramiko raises several types for a refused channel
+            raise BoardUnreachableError(f"jump host {self.name} cannot reach {host}:{port}: {_reason(err)}") from err
 
     # -------------------------------------------------------------- commands
 
@@ -252,29 +310,6 @@ class SSHConnection:
             raise RemoteError(f"download of {remote} from {self.name} failed: {_reason(err)}") from err
 
     # -------------------------------------------------------------- tunnels
-
-    @contextlib.contextmanager
-    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
-        """Forward 127.0.0.1:LOCAL (OS-chosen unless given) to REMOTE_HOST:REMOTE_PORT on the board.
-
-        The forwarding runs in a child process (see ``forward.py`` for why); yields LOCAL.
-        """
-        from .forward import forward
-
-        with forward(self.target, "local", timeout=self.connect_timeout * self.retries + 30,
-                     remote_port=remote_port, remote_host=remote_host, local_port=local_port,
-                     connect_timeout=self.connect_timeout, retries=self.retries) as port:
-            yield port
-
-    @contextlib.contextmanager
-    def reverse_tunnel(self, local_port: int, local_host: str = "127.0.0.1") -> Iterator[int]:
-        """Let the board reach LOCAL_HOST:LOCAL_PORT here as its own 127.0.0.1:PORT (yielded)."""
-        from .forward import forward
-
-        with forward(self.target, "reverse", timeout=self.connect_timeout * self.retries + 30,
-                     local_port=local_port, local_host=local_host,
-                     connect_timeout=self.connect_timeout, retries=self.retries) as port:
-            yield port
 
     @contextlib.contextmanager
     def tunnel_inprocess(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0) -> Iterator[int]:
