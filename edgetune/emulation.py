@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .bundle import runtime_bundle
-from .errors import ToolchainError
+from .errors import ToolchainError, VerificationError
 from .profiles import Profile
 from .toolchain import emulator
 from .util import cache_dir, file_lock
@@ -100,15 +100,23 @@ def available(profile: Profile) -> str | None:
     return None
 
 
-def run_loader(profile: Profile, package: Path, args: list[str], timeout: float = 900) -> dict[str, Any]:
-    """Run ``python -m edgetune_runtime ARGS PACKAGE --json`` under qemu; returns its JSON."""
+def run_loader(profile: Profile, package: Path, args: list[str], timeout: float | None = None) -> dict[str, Any]:
+    """Run ``python -m edgetune_runtime ARGS PACKAGE --json`` under qemu; returns its JSON.
+    ``timeout`` (default ``$EDGETUNE_EMULATION_TIMEOUT`` or 900 s) ends it with a VerificationError."""
+    timeout = timeout or float(os.environ.get("EDGETUNE_EMULATION_TIMEOUT", "900"))
     qemu = emulator(profile)
     root = sysroot(profile.arch)
     bundle = runtime_bundle(profile.arch)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(bundle), "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(cache_dir())}
     # cwd=package: `python -m` puts it first on sys.path, so the package's own loader copy runs.
     cmd = [str(qemu), "-L", str(root), str(root / "usr/bin/python3.11"), "-m", "edgetune_runtime", *args, ".", "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=package)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=package)
+    except subprocess.TimeoutExpired:
+        raise VerificationError(
+            f"the emulated reference check did not finish within {timeout:.0f} s",
+            "emulation runs 5-20x slower than a board: raise EDGETUNE_EMULATION_TIMEOUT (seconds), or package "
+            "with --no-verify and check on the board (`edgetune deploy`)") from None
     lines = proc.stdout.strip().splitlines()
     if not lines:
         raise ToolchainError(f"the emulated runtime failed: {proc.stderr.strip()[-500:]}")

@@ -85,3 +85,46 @@ def test_input_shapes_scoped_per_network(tmp_path):
     assert mixed
     typo = run_edgetune("tune", str(a), str(c), "--device", "host", "--list-tasks", "--input-shape", "pixel=1,3,16,16")
     assert typo.returncode != 0 and "unknown input(s) pixel" in typo.stderr and "c: pixels" in typo.stderr
+
+
+def test_expected_failures_are_one_clear_line(tmp_path, host_package):
+    """Each of these ended as "internal error" (exit 70) or a traceback."""
+    import shutil
+    import tarfile
+
+    from edgetune.remote.inventory import Board, add_board
+
+    add_board(Board("nowhere", "pi4", "127.0.0.1", "nobody", 1, None))
+    empty = tmp_path / "not-a-package"
+    empty.mkdir()
+    noref = tmp_path / "noref"
+    shutil.copytree(host_package, noref)
+    (noref / "reference.npz").unlink()
+    good = tmp_path / "t"
+    good.mkdir()
+    (good / "database_workload.json").write_text('["1","x"]\n')
+    (good / "database_tuning_record.json").write_text('[0,[broken\n')
+    with tarfile.open(tmp_path / "bad.tar.gz", "w:gz") as tar:
+        for f in good.iterdir():
+            tar.add(f, arcname=f.name)
+    cases = [
+        (("bench", str(empty), "--device", "nowhere"), "is not an edgetune package"),
+        (("deploy", str(empty), "--device", "nowhere"), "is not an edgetune package"),
+        (("bench", str(noref), "--device", "nowhere"), "has no reference data"),
+        (("records", "import", str(tmp_path / "bad.tar.gz"), "--device", "host", "--records", str(tmp_path / "r")),
+         "is malformed: record line 1"),
+    ]
+    for args, expected in cases:
+        res = run_edgetune(*args)
+        assert res.returncode not in (0, 70), (args, res.stderr)
+        assert expected in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
+    assert not (tmp_path / "r" / "database_tuning_record.json").exists() or \
+        (tmp_path / "r" / "database_tuning_record.json").read_text() == ""
+
+
+def test_emulation_timeout_is_a_clear_error(tmp_path, squeezenet):
+    res = run_edgetune("package", str(squeezenet), "--device", "pi4", "-o", str(tmp_path / "out"),
+                       env={"EDGETUNE_EMULATION_TIMEOUT": "1"})
+    assert res.returncode not in (0, 70), res.stderr
+    assert "did not finish within 1 s" in res.stderr and "--no-verify" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()

@@ -88,6 +88,5 @@ def import_(archive: Path = typer.Argument(..., help="An archive from `edgetune 
             records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
     """Merge an exported archive into a profile's records (duplicates are skipped)."""
     store = _store(device, records)
-    with store.lock():
-        workloads, added = store.import_(archive)
+    workloads, added = store.import_(archive)  # under the store's lock
     out.print(f"imported {added} records ({workloads} new workloads) into {store.dir}")

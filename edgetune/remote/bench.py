@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import numpy as np
 
 from .. import _tvm
 from ..errors import RemoteError, RpcError
-from .board import RemoteBoard
+from .board import RemoteBoard, read_manifest
 from .inventory import Board
 from .rpc import board_server, request_session
 
@@ -35,7 +34,7 @@ class BenchResult:
 
 
 def _inputs_and_reference(package: Path) -> tuple[dict[str, Any], list[np.ndarray], dict[str, np.ndarray]]:
-    manifest = json.loads((package / "manifest.json").read_text())
+    manifest = read_manifest(package)
     ref = package / "reference.npz"
     if not ref.is_file():
         raise RemoteError(f"{package} has no reference data (built with --no-verify)", "package it again without --no-verify")
@@ -63,7 +62,8 @@ def _measure(session: Any, package: Path, device: str, number: int, repeat: int)
 
 def bench_on_board(package: Path, board: Board, number: int = 10, repeat: int = 10) -> BenchResult:
     """Start an RPC server on ``board``, tunnel to it, time the package, stop the server."""
-    manifest = json.loads((package / "manifest.json").read_text())
+    manifest = read_manifest(package)
+    _inputs_and_reference(package)  # a package without reference data fails before any connection
     with RemoteBoard(board) as rb:
         if manifest["arch"] != rb.facts().arch:
             raise RemoteError(f"package is for {manifest['arch']}, board {board.name} is {rb.facts().arch}")
@@ -74,5 +74,6 @@ def bench_on_board(package: Path, board: Board, number: int = 10, repeat: int = 
 
 def bench_on_tracker(package: Path, tracker: tuple[str, int], key: str, number: int = 10, repeat: int = 10, timeout: float = 120) -> BenchResult:
     """Time the package on whichever board under ``key`` the tracker hands out."""
+    _inputs_and_reference(package)
     session = request_session(tracker, key, timeout)
     return _measure(session, package, f"{key}@{tracker[0]}:{tracker[1]}", number, repeat)

@@ -24,7 +24,7 @@ from .._tvm.metaschedule import FAILED_RUN_SECS as FAILED  # constants only: imp
 from .._tvm.metaschedule import RECORDS_FILE as RECORDS
 from .._tvm.metaschedule import WORKLOADS_FILE as WORKLOADS
 from ..errors import UsageError
-from ..util import cache_dir
+from ..util import cache_dir, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class RecordStore:
                             "but their timings may not hold", self.profile)
         have = json.loads(meta.read_text()) if meta.is_file() else {}
         lowerings = sorted(set(have.get("lowerings", [LEGACY_LOWERING] if self.exists() else [])) | {lowering})
-        _write_atomic(meta, json.dumps({"profile": self.profile, "target": target, "lowerings": lowerings}, indent=2))
+        write_atomic(meta, json.dumps({"profile": self.profile, "target": target, "lowerings": lowerings}, indent=2))
         for name in (WORKLOADS, RECORDS):
             (self.dir / name).touch()
         return self.repair()
@@ -176,7 +176,7 @@ class RecordStore:
     def record_defaults(self, measured: dict[str, float]) -> None:
         """Remember default-schedule times (seconds) by workload hash (under :meth:`lock`)."""
         if measured:
-            _write_atomic(self.dir / DEFAULTS, json.dumps({**self.defaults(), **measured}, indent=1))
+            write_atomic(self.dir / DEFAULTS, json.dumps({**self.defaults(), **measured}, indent=1))
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Path]:
@@ -214,10 +214,15 @@ class RecordStore:
         return archive
 
     def import_(self, archive: Path) -> tuple[int, int]:
-        """Merge an exported archive into this store (duplicates skipped).
-        Returns (workloads added, records added). Raises UsageError for another profile."""
+        """Merge an exported archive into this store (duplicates skipped), under the store's lock
+        (a tuning run on it refuses the import). Returns (workloads added, records added).
+        Raises UsageError for another profile or a malformed archive (nothing is imported)."""
+        with self.lock():
+            return self._import(archive)
+
+    def _import(self, archive: Path) -> tuple[int, int]:
         files = _read_archive(archive)
-        meta = json.loads(files.get(META, b"{}") or b"{}")
+        meta, theirs, rows = _parse_archive(archive, files)
         if meta.get("profile") not in (None, self.profile):
             raise UsageError(f"{archive} holds records for profile '{meta.get('profile')}', not '{self.profile}'",
                              f"import it with --device {meta.get('profile')}")
@@ -228,7 +233,6 @@ class RecordStore:
         self.prepare(target, meta.get("lowerings", [LEGACY_LOWERING])[0])
         for key in meta.get("lowerings", [LEGACY_LOWERING])[1:]:
             self.prepare(target, key)
-        theirs = [json.loads(line) for line in _text_lines(files.get(WORKLOADS, b""))]
         ours = self.workloads()
         index = {h: i for i, h in enumerate(ours)}
         new_workloads = []
@@ -238,22 +242,19 @@ class RecordStore:
                 new_workloads.append([shash, ir])
         have = {_record_key(i, r) for i, r in _lines(self.dir / RECORDS)}
         new_records = []
-        for idx, rec in (json.loads(line) for line in _text_lines(files.get(RECORDS, b""))):
+        for idx, rec in rows:
             row = [index[theirs[idx][0]], rec]
             if _record_key(*row) not in have:
                 have.add(_record_key(*row))
                 new_records.append(row)
         _append(self.dir / WORKLOADS, new_workloads)
         _append(self.dir / RECORDS, new_records)
-        self.record_defaults({k: v for k, v in json.loads(files.get(DEFAULTS, b"{}") or b"{}").items()
-                              if k not in self.defaults()})
+        try:
+            theirs_defaults = json.loads(files.get(DEFAULTS, b"{}") or b"{}")
+        except ValueError:
+            theirs_defaults = {}  # informational only: the records themselves were valid
+        self.record_defaults({k: float(v) for k, v in theirs_defaults.items() if k not in self.defaults()})
         return len(new_workloads), len(new_records)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -282,6 +283,35 @@ def _read_archive(archive: Path) -> dict[str, bytes]:
             return out
     except (OSError, tarfile.TarError) as err:
         raise UsageError(f"cannot read records archive {archive}: {err}", "give a file written by `edgetune records export`") from err
+
+
+def _parse_archive(archive: Path, files: dict[str, bytes]) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """(meta, workloads, records) of an exported archive; UsageError naming the first malformed
+    line, before anything is written to the store."""
+    def bad(what: str) -> UsageError:
+        return UsageError(f"records archive {archive.name} is malformed: {what}",
+                          "give a file written by `edgetune records export`")
+
+    if WORKLOADS not in files or RECORDS not in files:
+        raise bad(f"it lacks {WORKLOADS} or {RECORDS}")
+    try:
+        meta = json.loads(files.get(META, b"{}") or b"{}")
+        workloads = [json.loads(line) for line in _text_lines(files[WORKLOADS])]
+    except (ValueError, UnicodeDecodeError) as err:
+        raise bad(f"unreadable metadata or workloads ({err})") from None
+    if not isinstance(meta, dict) or any(not (isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)) for w in workloads):
+        raise bad("unexpected metadata or workload lines")
+    rows = []
+    for n, line in enumerate(_text_lines(files[RECORDS]), 1):
+        try:
+            idx, rec = json.loads(line)
+            ok = isinstance(idx, int) and 0 <= idx < len(workloads) and isinstance(rec, list) and len(rec) >= 2
+        except (ValueError, TypeError):
+            ok = False
+        if not ok:
+            raise bad(f"record line {n}")
+        rows.append((idx, rec))
+    return meta, workloads, rows
 
 
 def _valid_prefix(data: bytes) -> int:
