@@ -7,9 +7,11 @@ only when it is complete and verified: an error at any stage leaves nothing half
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -183,9 +185,12 @@ def write_tarball(package: Path) -> Path:
     """``<package>.tar.gz`` holding the package directory (written atomically)."""
     tarball = package.with_name(package.name + ".tar.gz")
     partial = tarball.with_name(f".{tarball.name}.partial-{os.getpid()}")
-    with tarfile.open(partial, "w:gz") as tar:
-        tar.add(package, arcname=package.name, filter=lambda ti: None if "__pycache__" in ti.name else ti)
-    partial.replace(tarball)
+    try:
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(package, arcname=package.name, filter=lambda ti: None if "__pycache__" in ti.name else ti)
+        partial.replace(tarball)
+    finally:
+        partial.unlink(missing_ok=True)
     return tarball
 
 
@@ -280,9 +285,10 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     check_toolchain(profile)
     timings: dict[str, float] = {}
     output.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(output)
     # A fresh name per build: dlopen caches libraries by path, so a reused staging path would
     # make the in-process reference check run the previously loaded library.
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-{os.getpid()}-", dir=output.parent))
     try:
         t0 = time.perf_counter()
         progress(f"importing {opts.model.name}")
@@ -314,7 +320,34 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         manifest["build"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(staging, manifest)
         _install(staging, output)
+        tarball = write_tarball(output) if opts.tar else None
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise PackageError(f"no space left on the device while writing the package in {output.parent}",
+                               f"free some space and run again; {output} was left as it was") from err
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    tarball = write_tarball(output) if opts.tar else None
     return PackageResult(output, manifest, tarball, timings)
+
+
+def remove_stale(output: Path) -> None:
+    """Staging and backup directories of earlier builds of ``output`` whose process is gone (a
+    build killed with SIGKILL cannot clean up after itself)."""
+    for path in output.parent.glob(f".{output.name}.*"):
+        match = re.match(rf"^\.{re.escape(output.name)}\.(?:partial|old|tar\.gz\.partial)-(\d+)", path.name)
+        if match and not _alive(int(match.group(1))):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

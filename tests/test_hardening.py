@@ -128,3 +128,30 @@ def test_emulation_timeout_is_a_clear_error(tmp_path, squeezenet):
     assert res.returncode not in (0, 70), res.stderr
     assert "did not finish within 1 s" in res.stderr and "--no-verify" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_disk_full_while_packaging_keeps_the_old_package(tmp_path, squeezenet):
+    """ENOSPC while writing a package: one clear line, no staging left, the package already at
+    the output untouched."""
+    import models
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)], check=True)
+    try:
+        small = models.small_cnn_onnx(tmp_path / "small.onnx")
+        out = mnt / "pkg"
+        first = run_edgetune("package", str(small), "--device", "host", "-o", str(out))
+        assert first.returncode == 0, first.stderr
+        before = (out / "manifest.json").read_text()
+        full = run_edgetune("package", str(squeezenet), "--device", "host", "-o", str(out), "--force")
+        assert full.returncode not in (0, 70), full.stderr
+        assert "no space left" in full.stderr.lower() and "Traceback" not in full.stderr, full.stderr
+        assert (out / "manifest.json").read_text() == before
+        assert sorted(p.name for p in mnt.iterdir()) == ["pkg"]  # no staging directory left
+        import edgetune_runtime
+
+        assert edgetune_runtime.load(out).check()["passed"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

@@ -211,7 +211,10 @@ def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",
             "--batch", "4", "--population", "32", "--records", str(records)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(scratch)))
     deadline = time.monotonic() + 300
     while record_lines(records) < 5 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
@@ -225,3 +228,4 @@ def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     time.sleep(1)
     left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes left behind: {left}"
+    assert not list(scratch.glob("edgetune-tune-*")), "candidate build directories left behind"

@@ -323,6 +323,9 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     except (ToolchainError, BuildError):
         raise
     except Exception as err:
+        if "No space left on device" in str(err):  # the linker's words, deep in TVM's message
+            raise BuildError(f"no space left on the device while writing {out.parent}",
+                             "free some space and run again") from err
         raise BuildError(
             f"TVM could not build for {target.kind.name}: {_last_line(err)}",
             "EDGETUNE_DEBUG=1 shows TVM's traceback",

@@ -462,16 +462,17 @@ def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> An
     return built
 
 
-def export_candidate(rt_mod: Any, cc: str | None) -> str:
-    """Link a candidate into a shared library for the board (runs in a builder worker); the
-    compile and link times go into ``timing.json`` beside it."""
+def export_candidate(rt_mod: Any, cc: str | None, workdir: str | None = None) -> str:
+    """Link a candidate into a shared library for the board (runs in a builder worker), in a
+    directory under ``workdir`` (the tuning run's, removed with it even when a worker is killed
+    mid-build); the compile and link times go into ``timing.json`` beside it."""
     import json
     import time
 
     from tvm.support import cc as tvm_cc
 
     start = time.perf_counter()
-    directory = tempfile.mkdtemp(prefix="edgetune-cand-")
+    directory = tempfile.mkdtemp(prefix="cand-", dir=workdir)
     path = os.path.join(directory, "candidate.so")
     link = tvm_cc.cross_compiler(cc) if cc else tvm_cc.create_shared
     linking = [0.0]
@@ -506,11 +507,12 @@ def artifact_timing(path: str | None) -> dict[str, float]:
         return {}
 
 
-def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None) -> Any:
+def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None, workdir: Path | None = None) -> Any:
     """A parallel host builder whose candidates are shared libraries for the board's arch."""
     return ms().builder.LocalBuilder(max_workers=workers, timeout_sec=timeout,
                                      f_build=functools.partial(build_candidate, cuda=cuda),
-                                     f_export=functools.partial(export_candidate, cc=cc))
+                                     f_export=functools.partial(export_candidate, cc=cc,
+                                                                workdir=str(workdir) if workdir else None))
 
 
 def remove_artifact(path: str | None) -> None:

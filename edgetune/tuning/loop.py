@@ -17,11 +17,14 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ..errors import RemoteError, UsageError
@@ -61,8 +64,10 @@ class TuneLoop:
         self.threads = os.cpu_count() or 1  # host threads for the search; the board's cores are in the target
         self.database = ms.open_database(store.dir)
         self.cost_model = ms.make_cost_model(os.cpu_count() or 1)
+        _remove_stale_runs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"edgetune-tune-{os.getpid()}-"))  # candidates; removed when the run ends
         self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
-                                       toolchain[1])
+                                       toolchain[1], self.workdir)
         self.contexts: dict[int, Any] = {}
         self.droplets: dict[int, DropletState] = {}
         self.transfer_done: set[int] = set()
@@ -172,6 +177,7 @@ class TuneLoop:
             for ctx in self.contexts.values():
                 with contextlib.suppress(Exception):
                     ctx.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
                           self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers))
 
@@ -524,6 +530,21 @@ class TuneLoop:
         if self.opts.time_s is not None:
             estimates.append(max(self.opts.time_s - self.seconds, 0.0))
         return min(estimates) if estimates else None
+
+
+def _remove_stale_runs() -> None:
+    """Candidate directories of tuning runs that were killed (SIGKILL leaves them behind)."""
+    import re
+
+    for path in Path(tempfile.gettempdir()).glob("edgetune-tune-*"):
+        match = re.match(r"^edgetune-tune-(\d+)-", path.name)
+        if match and path.is_dir():
+            try:
+                os.kill(int(match.group(1)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(path, ignore_errors=True)
+            except PermissionError:
+                pass  # another user's live run
 
 
 def _ms(seconds: float | None) -> float | None:
