@@ -502,3 +502,62 @@ def test_ssh_first_use_like_openssh(boards, tmp_path):
     jumped = run_edgetune("devices", "check", "behind", "--json")
     items = {i["name"]: i for i in json.loads(jumped.stdout)["items"]}
     assert items["ssh"]["ok"] and items["arch"]["ok"], jumped.stderr
+
+
+def test_interrupted_or_wrong_deploys_keep_the_package_on_the_board(boards, pi4_package, host_package, tmp_path):
+    """A deploy cut mid-upload, and a package for another architecture, leave the deployed one."""
+    from edgetune.remote.board import RemoteBoard, deploy_package, setup_board
+
+    sb = boards()
+    board = _board(sb, "steady")
+    setup_board(board)
+    assert deploy_package(pi4_package, board).check["passed"]
+    heavy = _copy_package(pi4_package, tmp_path / "v2" / "net-pi4")
+    (heavy / "padding.bin").write_bytes(b"\0" * (200 << 20))  # long enough to be cut mid-upload
+    killer = threading.Timer(0.5, sb.kill_user_processes, args=("sftp|sshd",))
+    killer.start()
+    with pytest.raises(RemoteError):
+        deploy_package(heavy, board)
+    killer.join()
+    with pytest.raises(RemoteError, match="package is for x86_64"):
+        deploy_package(_copy_package(host_package, tmp_path / "x86" / "net-pi4"), board)
+    with RemoteBoard(board) as rb:
+        packages = f"{rb.root}/packages"
+        check = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=f"{packages}/net-pi4")
+        assert json.loads(check.stdout.strip().splitlines()[-1])["passed"]
+        assert rb.conn.run(["test", "-e", f"{packages}/net-pi4/padding.bin"], check=False).returncode != 0
+    assert deploy_package(pi4_package, board).check["passed"]  # the next deploy clears the cut one's staging
+    with RemoteBoard(board) as rb:
+        assert rb.conn.run(["ls", "-A", f"{rb.root}/packages"]).stdout.split() == ["net-pi4"]
+    _no_orphans(sb)
+
+
+def test_bench_beside_a_running_tune_on_one_board(boards, pi4_package, tmp_path):
+    """A `bench` used to kill the RPC server of a `tune` running on the same board."""
+    import models
+
+    from edgetune.remote.bench import bench_on_board
+    from edgetune.tuning.session import TuneOptions, tune
+
+    sb, board = _tuning_board(boards, "busy")
+    model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
+    records = tmp_path / "records"
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["tune"] = tune(TuneOptions(models=(model,), device="busy", trials=12, batch=4, population=32,
+                                               records=records, timeout=120))
+        except BaseException as err:  # noqa: BLE001 — asserted below
+            outcome["error"] = err
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    _wait_for_records(records, 2)
+    stats = bench_on_board(pi4_package, board, number=1, repeat=2)
+    worker.join(900)
+    assert "error" not in outcome, outcome.get("error")
+    assert stats.check["passed"]
+    result = outcome["tune"]
+    assert result.snapshot.spent == 12 and result.failures == 0, result.errors
+    _no_orphans(sb)

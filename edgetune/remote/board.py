@@ -162,7 +162,7 @@ def setup_board(board: Board, force: bool = False) -> SetupResult:
         rb.conn.put(archive, remote_archive)
         target = rb.runtime_dir()
         q = shlex.quote
-        rb.conn.run(f"rm -rf {q(target)} {q(target)}.new && mkdir -p {q(target)}.new && "
+        rb.conn.run(f"rm -rf {q(target)} {q(target)}.new {q(remote_runtime)}/*.partial && mkdir -p {q(target)}.new && "
                     f"tar -xzf {q(remote_archive)} -C {q(target)}.new --strip-components=1 --no-same-owner && "
                     f"mv {q(target)}.new {q(target)} && rm -f {q(remote_archive)}", timeout=600)
         return SetupResult(board.name, key, archive.stat().st_size / 1e6, False)
