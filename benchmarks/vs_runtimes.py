@@ -5,7 +5,8 @@
     .venv/bin/python benchmarks/vs_runtimes.py --report      # table + PNG from the saved JSON
 
 For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
-job, so the 20-minute row continues the 5-minute one and the tuning time is cumulative. After
+job, so the 20-minute row continues the 5-minute one and the tuning time is cumulative; the work
+directory is kept, so a later run with ``--budgets 60`` continues from 20 minutes. After
 each budget the model is packaged for ``host`` with the records so far (budget 0: no records —
 the default schedules) and timed through the on-device loader; the baseline is onnxruntime for
 ONNX models (on the same cleaned model edgetune imports: initializers not listed as inputs) and
@@ -187,14 +188,16 @@ def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[s
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     names = list(DEFAULT_MODELS) if args.models == "default" else (
         list(LIGHT + ZOO + ("face_detection",)) if args.models == "all" else args.models.split(","))
+    budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
-    rows = [r for r in earlier if r["model"] not in names]
-    work = Path(tempfile.mkdtemp(prefix="vs-runtimes-"))
+    rows = [r for r in earlier if not (r["model"] in names and r["budget_min"] in budgets)]
+    work = Path(args.work)  # kept: a later run with larger budgets continues the same tuning jobs
+    work.mkdir(parents=True, exist_ok=True)
     for name in names:
         model = model_file(name, work)
         baseline_kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
         records = work / f"records-{name}"
-        for minutes in (float(b) for b in args.budgets.split(",")):
+        for minutes in budgets:
             summary: dict[str, Any] = {}
             if minutes:
                 summary = tune(model, records, minutes, args.layout)
@@ -207,6 +210,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
                    "tasks": summary.get("tasks")}
             rows.append(row)
+            rows.sort(key=lambda r: (r["model"], r["budget_min"]))
             print(f"{name:15s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
                   f"{baseline_kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
             save(rows, args)
@@ -267,6 +271,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--layout", default="auto")
+    parser.add_argument("--work", default=str(RESULTS / "vs_runtimes-work"),
+                        help="models, records and packages; kept so larger budgets continue the tuning jobs")
     parser.add_argument("--report", action="store_true", help="only print the table and plot from the saved JSON")
     parser.add_argument("--measure-one", nargs=5, metavar=("KIND", "PATH", "INPUTS", "THREADS", "RUNS"),
                         help=argparse.SUPPRESS)

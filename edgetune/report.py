@@ -29,6 +29,8 @@ class ModelReport:
     flops: float | None = None
     import_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    kernels: list[dict[str, Any]] | None = None  # with --device: how each kernel is scheduled untuned
+    profile: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
@@ -74,17 +76,43 @@ def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(model), params, nbytes
 
 
-def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> ModelReport:
-    """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full import."""
+def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                  device: str | None = None, layout: str = "auto") -> ModelReport:
+    """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full
+    import. With ``device``, also the kernels an untuned package for it has and the default
+    schedule each gets (``naive``: plain loops)."""
     fmt = detect_format(path)
     facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)
     inputs, outputs, ops, unsupported, params, nbytes = facts
-    flops, error, notes = None, None, []
+    flops, error, notes, kernels = None, None, [], None
     if not unsupported:
         try:
             imported = import_model(path, input_shapes)
             flops = _tvm.estimate_flops(imported.mod)
             notes = list(imported.notes)
+            if device:
+                kernels = kernel_report(imported, device, layout)
         except EdgetuneError as err:
             error = f"{err.message} (hint: {err.hint})"
-    return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error, notes)
+    return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error,
+                       notes, kernels, device)
+
+
+def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[str, Any]]:
+    """Per kernel of an untuned build for ``device``: name, calls, FLOPs, share of the model's
+    FLOPs, and the default schedule it gets (``naive`` where no rule applies)."""
+    from ._tvm import cpu_schedules, lowering
+    from ._tvm import metaschedule as ms
+    from .devices import resolve_device
+
+    profile = resolve_device(device)
+    target = _tvm.make_target(profile.target_spec())
+    key = lowering.lowering_for(target, layout).key
+    rows = []
+    for wl in ms.extract_workloads(model.mod, target, key):
+        kind = cpu_schedules.default_schedule(wl.mod, target)[1] if target.kind.name == "llvm" else "gpu (DLight)"
+        rows.append({"kernel": wl.name, "kind": kind, "calls": wl.weight, "flops": wl.flops})
+    total = sum(r["calls"] * r["flops"] for r in rows) or 1.0
+    for r in rows:
+        r["flops_share"] = r["calls"] * r["flops"] / total
+    return sorted(rows, key=lambda r: -r["flops_share"])

@@ -99,3 +99,14 @@ def test_package_for_a_board_uses_its_profile(tmp_path, exporter_onnx):
     proc = run_edgetune("package", str(exporter_onnx), "--device", "lab-pi", "-o", str(tmp_path / "p"), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["manifest"]["profile"]["name"] == "pi4-32"
+
+
+def test_inspect_lists_kernels_and_their_default_schedules(squeezenet):
+    res = run_edgetune("inspect", str(squeezenet), "--device", "host", "--json")
+    assert res.returncode == 0, res.stderr
+    kernels = json.loads(res.stdout)["kernels"]
+    kinds = {k["kind"] for k in kernels}
+    assert {"conv2d", "winograd"} <= kinds and "naive" not in kinds
+    assert abs(sum(k["flops_share"] for k in kernels) - 1.0) < 1e-6
+    human = run_edgetune("inspect", str(squeezenet), "--device", "pi4")
+    assert "without a default schedule (0.0% of the FLOPs)" in human.stdout

@@ -17,13 +17,17 @@ INPUT_SHAPE_HELP = ("Fix an input's dimensions: NAME=1,3,224,224 (repeatable); w
 def inspect(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    device: str = typer.Option(None, "--device", "-d", help="Also list the kernels a package for this profile or board "
+                               "has, and the default schedule each gets."),
+    layout: str = typer.Option("auto", "--layout", help="auto | nhwc | nchw (as `package --layout`)."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Show inputs/outputs, operator histogram, parameters, FLOPs and unsupported operators."""
+    """Show inputs/outputs, operator histogram, parameters, FLOPs and unsupported operators
+    (and, with --device, how each kernel of a package would be scheduled before tuning)."""
     from ..report import inspect_model
     from ..util import parse_input_shapes
 
-    report = inspect_model(model, parse_input_shapes(input_shape))
+    report = inspect_model(model, parse_input_shapes(input_shape), device, layout)
     if json_out:
         print_json(report.to_json())
         return
@@ -45,3 +49,17 @@ def inspect(
         out.print(f"[red]TVM 0.27 cannot convert:[/] {', '.join(report.unsupported_ops)}")
     if report.import_error:
         out.print(f"[red]import fails:[/] {report.import_error}")
+    if report.kernels is not None:
+        _render_kernels(report.kernels, report.profile or "")
+
+
+def _render_kernels(kernels: list[dict], profile: str) -> None:
+    table = Table("kernel", "default schedule", "calls", "GFLOP", "% of FLOPs", box=None, header_style="bold")
+    for k in kernels:
+        kind = "[yellow]naive (plain loops)[/]" if k["kind"] == "naive" else k["kind"]
+        table.add_row(k["kernel"], kind, str(k["calls"]), f"{k['flops'] / 1e9:.4f}", f"{100 * k['flops_share']:.1f}")
+    out.print(table)
+    naive = [k for k in kernels if k["kind"] == "naive"]
+    share = sum(k["flops_share"] for k in naive)
+    out.print(f"{len(kernels)} kernels for {profile}: {len(naive)} without a default schedule "
+              f"({100 * share:.1f}% of the FLOPs)" + ("" if not naive else f": {', '.join(k['kernel'] for k in naive[:5])}"))
