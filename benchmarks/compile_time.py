@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import models  # noqa: E402
+import zoo  # noqa: E402
 
 from edgetune.errors import EdgetuneError  # noqa: E402
 from edgetune.package import PackageOptions, package  # noqa: E402
@@ -33,6 +34,10 @@ def _models(workdir: Path, names: list[str]) -> dict[str, Path]:
         "face_detection (tflite)": lambda: REPO / "examples" / "face_detection_short_range.tflite",
         "int8 cnn (tflite)": lambda: models.int8_tflite(workdir / "int8.tflite"),
     }
+    makers.update({name: (lambda name=name: zoo.ZOO[name](workdir / f"{name}.onnx")) for name in zoo.ZOO})
+    unknown = [n for n in names if n not in makers]
+    if unknown:
+        raise SystemExit(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(makers)}")
     return {name: makers[name]() for name in names}
 
 

@@ -209,6 +209,7 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
     """The records that apply to ``model``, read from a snapshot (a tune may be appending to the
     store meanwhile: readers never write to it). Records from another lowering (edgetune 0.1's
     NCHW kernels) do not match the kernels built now: that is reported, never silently skipped."""
+    from . import _tvm
     from .tuning.records import LEGACY_LOWERING, RecordStore, default_dir
     from .tuning.tasks import choose_variants, task_rows
 
@@ -221,7 +222,7 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
     with store.snapshot() as snap:
         stats = RecordStore(snap, profile.name).stats()
         every = task_rows(model, profile, stats, lowering_key)
-        choice = choose_variants(every)
+        choice = choose_variants(every, _tvm.default_conv_variant(_tvm.make_target(profile.target_spec())))
         rows = _built_rows(every, choice)
         tuned = [r for r in rows if r["best_ms"] is not None]
         notes = []
@@ -243,12 +244,12 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
 
 def _built_rows(rows: list[dict[str, Any]], choice: Mapping[str, str]) -> list[dict[str, Any]]:
     """The rows of kernels the build uses: of a convolution with two variants, the chosen one
-    (Winograd where nothing was measured)."""
+    (``choice`` covers every such signature: see :func:`~edgetune.tuning.tasks.choose_variants`)."""
     variants: dict[str, set[str]] = {}
     for r in rows:
         if r["signature"]:
             variants.setdefault(r["signature"], set()).add(r["variant"])
-    return [r for r in rows if len(variants.get(r["signature"], ())) < 2 or r["variant"] == choice.get(r["signature"], "winograd")]
+    return [r for r in rows if len(variants.get(r["signature"], ())) < 2 or r["variant"] == choice[r["signature"]]]
 
 
 def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -27,6 +27,21 @@ def test_pi4_package_runs_under_qemu_and_matches(tmp_path, squeezenet, qemu):
     assert "qemu-aarch64" in v["executed_on"] and v["max_rel_error"] < 1e-3
 
 
+@pytest.mark.parametrize(("name", "device", "size"), [("mobilenet_v3", "pi5", 96), ("yolo", "pi4", 128)])
+def test_real_shaped_cnns_under_qemu_match_with_neon_default_schedules(tmp_path, qemu, name, device, size):
+    # depthwise + hard-swish + SE (pi5) and SiLU + upsample/concat + 3×3 stacks (pi4), with the
+    # register tiles sized for NEON; ARM builds use direct 3×3 kernels until tuning measures Winograd
+    import zoo
+
+    _need("aarch64-linux-gnu-g++")
+    model = zoo.ZOO[name](tmp_path / f"{name}.onnx", size=size)
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and v["max_rel_error"] < 1e-3, v
+    kinds = set(result.manifest["schedules"]["kinds"])
+    assert "naive" not in kinds and "winograd" not in kinds and "conv2d" in kinds, kinds
+
+
 def test_pi5_int8_tflite_under_qemu_is_bit_exact(tmp_path, int8_tflite, qemu):
     _need("aarch64-linux-gnu-g++")
     v = package(PackageOptions(model=int8_tflite, device="pi5", output=tmp_path / "pi5")).verification

@@ -5,6 +5,7 @@ import json
 import models
 import numpy as np
 import pytest
+import zoo
 
 from edgetune.package import PackageOptions, package
 
@@ -24,6 +25,18 @@ def test_light_cnns_with_random_weights_match_onnxruntime(tmp_path, name):
     with np.load(result.path / "reference.npz") as ref:
         out = ref[f"output:{result.manifest['outputs'][0]['name']}"]
     assert np.isfinite(out).all() and out.std() > 1e-6
+
+
+@pytest.mark.parametrize("name", sorted(zoo.ZOO))
+def test_real_shaped_cnns_match_onnxruntime_with_default_schedules(tmp_path, name):
+    # NHWC lowering, folded batch norms, Winograd, fast exp/sigmoid (SiLU, hard-swish, SE),
+    # resize/concat and pooling, each checked on the shapes the speed claims are made on
+    model = zoo.ZOO[name](tmp_path / f"{name}.onnx")
+    result = _package(model, tmp_path / "pkg")
+    v = result.verification
+    assert v["status"] == "passed" and v["max_rel_error"] < 1e-3, v
+    sched = result.manifest["schedules"]
+    assert not sched.get("naive"), sched  # every kernel got a default schedule
 
 
 def test_repackaging_in_one_process_checks_the_new_library(tmp_path, squeezenet, exporter_onnx):

@@ -93,6 +93,13 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def default_conv_variant(target: Any) -> str:
+    """"winograd" or "direct": what an untuned build uses for an eligible 3×3 convolution."""
+    from .lowering import default_conv_variant as default
+
+    return default(target)
+
+
 def peak_gflops(profile: Any, target: Any) -> float | None:
     """fp32 GFLOP/s a perfect kernel reaches on the profile's CPU: declared by a board profile
     (``[board] peak-gflops``), measured once on the host, None when neither is known."""

@@ -611,8 +611,9 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     packed kernels edgetune's schedules know (3×3 stride-1 convolutions as Winograd where
     ``choice`` says so); anything else falls back to TVM's own."""
     cpu = CpuFacts.of(target)
+    default = default_conv_variant(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
-    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice)
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
     return custom
 
@@ -621,7 +622,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
     return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice) -> Any:
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
     from tvm import relax
 
     a = call.attrs
@@ -640,7 +641,7 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice) -> A
     if groups == 1:
         oh, ow = int(call.ty.shape.values[1]), int(call.ty.shape.values[2])
         sig = conv_signature(_ints(call.args[0].ty.shape.values), weights.shape, **geometry)
-        tile = winograd_tile(sig, oh, ow, ic, oc, geometry, choice)
+        tile = winograd_tile(sig, oh, ow, ic, oc, geometry, choice, default)
         if tile:
             return _legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
@@ -790,11 +791,24 @@ def winograd_eligible(kernel: tuple[int, int], strides: Sequence[int], dilation:
     return tuple(kernel) == (3, 3) and list(strides) == [1, 1] and list(dilation) == [1, 1] and ic >= 8 and oc >= 8
 
 
-def winograd_tile(sig: str, oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any], choice: ConvChoice) -> int:
-    """The Winograd output tile for this convolution (0: direct). ``auto`` uses Winograd for
-    every eligible layer (measured on this host: F(4,3) 2.2–3.2× faster than the direct kernel
-    on 3×3 layers of 64–256 channels, F(2,3) 1.6×), F(4,3) unless the map is smaller than 8."""
+def default_conv_variant(target: Any) -> str:
+    """The variant an eligible 3×3 convolution gets where nothing was measured: Winograd on x86
+    (measured here, AVX-512: 1.6–2.5× the direct kernel per layer, 1.3× on a YOLO-style model)
+    and direct on ARM. On ARM Winograd's speed is unmeasured (no board here) and its cost is
+    known: LLVM's AArch64 backend took ~2–3 s per Winograd kernel (squeezenet 2 s → 28 s to
+    compile) and the transformed weights are 4× the 3×3 ones. Tuning measures both variants of
+    every such layer on the board and keeps the faster (:func:`edgetune.tuning.tasks.choose_variants`)."""
+    triple = str(target.attrs.get("mtriple", "")) if target.kind.name == "llvm" else ""
+    return "direct" if triple.startswith(("aarch64", "arm")) else "winograd"
+
+
+def winograd_tile(sig: str, oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any], choice: ConvChoice,
+                  default: str = "winograd") -> int:
+    """The Winograd output tile for this convolution (0: direct). ``auto`` (and a signature the
+    ``choice`` mapping leaves out) means ``default``: see :func:`default_conv_variant`. Winograd
+    is F(4,3) unless the map is smaller than 8, then F(2,3)."""
     wanted = choice.get(sig, "auto") if isinstance(choice, Mapping) else choice
+    wanted = default if wanted == "auto" else wanted
     kernel = tuple(int(x) for x in sig.split(" k")[1].split(" ")[0].split("x"))
     if wanted == "direct" or not winograd_eligible(kernel, geometry["strides"], geometry["dilation"], ic, oc):
         return 0

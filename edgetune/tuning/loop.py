@@ -267,12 +267,12 @@ class TuneLoop:
             return
         rows = [t.to_json() | {"signature": task.workload.signature, "variant": task.workload.variant,
                                "calls": sum(task.calls)} for t, task in zip(self.snapshot().tasks, self.taskset.tasks)]
-        self.choice = choose_variants(rows)
+        self.choice = choose_variants(rows, self.taskset.default_variant)
         objective = self.scheduler.objective
         objective.networks = [Network(n.name, self.taskset.network_tasks(j, self.choice), n.weight, n.target_s)
                               for j, n in enumerate(objective.networks)]
         for sig, variants in alternatives.items():
-            chosen = self.choice.get(sig, "winograd")
+            chosen = self.choice[sig]
             for variant, indices in variants.items():
                 for i in indices:
                     state = self.scheduler.tasks[i]

@@ -35,15 +35,16 @@ class TaskSet:
     tasks: tuple[Task, ...]
     target: Any
     lowering: str = "nhwc-packed"
+    default_variant: str = "winograd"  # what an untuned build uses for an unmeasured 3×3 convolution
 
     def network_tasks(self, j: int, choice: Mapping[str, str] | None = None) -> dict[int, int]:
         """Task index → calls per inference, for network j, with each convolution that has a
-        direct and a Winograd variant counted as ``choice`` says (default: Winograd)."""
+        direct and a Winograd variant counted as ``choice`` says (else the target's default)."""
         alternatives = self.alternatives()
         out = {}
         for i, t in enumerate(self.tasks):
             sig, variant = t.workload.signature, t.workload.variant
-            if sig in alternatives and variant != (choice or {}).get(sig, "winograd"):
+            if sig in alternatives and variant != (choice or {}).get(sig, self.default_variant):
                 continue
             if t.calls[j]:
                 out[i] = t.calls[j]
@@ -96,7 +97,7 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
             entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
-    return TaskSet(names, models, _unique(tasks), target, key)
+    return TaskSet(names, models, _unique(tasks), target, key, _tvm.default_conv_variant(target))
 
 
 def model_workloads(model: ImportedModel, target: Any, lowering_key: str) -> list[Any]:
@@ -113,10 +114,10 @@ def model_workloads(model: ImportedModel, target: Any, lowering_key: str) -> lis
     return direct + winograd
 
 
-def choose_variants(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Per convolution signature, the faster variant by what was measured: Σ calls × best time
-    (the default schedule's time where no search ran). Signatures with an unmeasured variant are
-    left out (the build then uses its default, Winograd)."""
+def choose_variants(rows: Sequence[Mapping[str, Any]], default: str) -> dict[str, str]:
+    """Per convolution signature with both variants, the faster by what was measured: Σ calls ×
+    best time (the default schedule's time where no search ran); ``default`` (the target's, see
+    :attr:`TaskSet.default_variant`) where a variant is unmeasured."""
     totals: dict[str, dict[str, float | None]] = {}
     for r in rows:
         if not r.get("signature"):
@@ -129,6 +130,8 @@ def choose_variants(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     for sig, per in totals.items():
         if len(per) > 1 and all(v is not None for v in per.values()):
             choice[sig] = min(per, key=lambda v: per[v])  # type: ignore[arg-type,return-value]
+        elif len(per) > 1:
+            choice[sig] = default
     return choice
 
 
