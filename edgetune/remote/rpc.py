@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import _tvm
 from ..errors import RemoteError, RpcError
-from ..util import cache_dir
+from ..util import cache_dir, write_atomic
 from . import forward
 from .board import RemoteBoard
 
@@ -230,9 +230,7 @@ def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0)
         os.killpg(proc.pid, signal.SIGKILL)
         raise RpcError(f"the tracker did not start within {timeout:.0f}s")
     info = TrackerInfo(host, port, proc.pid, _start_time(proc.pid))
-    tmp = state.with_name(f".{state.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(info.__dict__))
-    tmp.replace(state)
+    write_atomic(state, json.dumps(info.__dict__))
     return info
 
 

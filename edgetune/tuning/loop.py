@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import RemoteError, UsageError
 from ..profiles import Profile
+from ..util import write_atomic
 from . import droplet
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
 from .records import RecordStore
@@ -123,11 +124,9 @@ class TuneLoop:
 
     def _write_journal(self) -> None:
         self.journal.parent.mkdir(exist_ok=True)
-        tmp = self.journal.with_name(f".{self.journal.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"spent": self.spent, "seconds": self.seconds, "budget": self.opts.trial_budget,
-                                   "time_budget_s": self.opts.time_s, "search": self.opts.search,
-                                   "networks": list(self.taskset.networks), "updated": time.time()}))
-        os.replace(tmp, self.journal)
+        write_atomic(self.journal, json.dumps({"spent": self.spent, "seconds": self.seconds, "budget": self.opts.trial_budget,
+                                               "time_budget_s": self.opts.time_s, "search": self.opts.search,
+                                               "networks": list(self.taskset.networks), "updated": time.time()}))
 
     @property
     def spent(self) -> int:
