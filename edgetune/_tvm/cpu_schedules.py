@@ -336,12 +336,7 @@ def _winograd_input(sch: Any, cpu: CpuFacts) -> None:
     sch.parallel(p)
     sch.unroll(e)
     sch.vectorize(ci)
-    first = sch.get_sblock("winograd_input1")
-    sch.compute_at(first, co)
-    loops = sch.get_loops(first)
-    sch.unroll(loops[-4])
-    sch.unroll(loops[-3])
-    sch.vectorize(loops[-1])
+    _first_stage_at(sch, "winograd_input1", co)
 
 
 def _winograd_output(sch: Any, cpu: CpuFacts) -> None:
@@ -355,8 +350,14 @@ def _winograd_output(sch: Any, cpu: CpuFacts) -> None:
     sch.unroll(i)
     sch.unroll(j)
     sch.vectorize(oi)
-    first = sch.get_sblock("winograd_output1")
-    sch.compute_at(first, oo)
+    _first_stage_at(sch, "winograd_output1", oo)
+
+
+def _first_stage_at(sch: Any, name: str, at: Any) -> None:
+    """The first (row) pass of a separable transform, per channel block: its two tile loops
+    unrolled, its channel loop vectorized."""
+    first = sch.get_sblock(name)
+    sch.compute_at(first, at)
     loops = sch.get_loops(first)
     sch.unroll(loops[-4])
     sch.unroll(loops[-3])

@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-from . import tvm
+from . import target_to_json, tvm
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def host_peak(target: Any) -> float | None:
     from ..util import cache_dir, write_atomic
 
     cache = cache_dir() / "peak.json"
-    key = json.dumps(_plain(target.export()), sort_keys=True)
+    key = json.dumps(target_to_json(target), sort_keys=True)
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -72,13 +72,3 @@ def host_peak(target: Any) -> float | None:
     known[key] = round(value, 1)
     write_atomic(cache, json.dumps(known, indent=1))
     return value
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        return value
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "__iter__"):
-        return [_plain(v) for v in value]
-    return str(value)
