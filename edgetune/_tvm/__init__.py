@@ -126,22 +126,67 @@ def _quiet_frontend() -> Iterator[None]:
         log.debug("tvm frontend: %s", w.message)
 
 
+# Converted while TVM's frontend walks the graph, not through its converter map (DESIGN §3).
+_ONNX_DIRECT = frozenset({"If", "Constant"})
+
+
 def onnx_supported_ops() -> frozenset[str]:
-    """ONNX op types (default domain) TVM's Relax frontend converts."""
+    """ONNX op types (default domain) that convert: TVM's converter map, ``If`` (which TVM's
+    frontend handles while walking the graph) and edgetune's recurrent layers."""
     tvm()
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return frozenset(onnx_frontend._get_convert_map())
+    from .recurrent import GATES
+
+    return frozenset(onnx_frontend._get_convert_map()) | _ONNX_DIRECT | frozenset(GATES)
 
 
-def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
-    """Convert an ONNX ModelProto (names already sanitized) to a Relax IRModule, weights embedded."""
+def _onnx_importer(unroll_max: int) -> Any:
+    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters in front of its map."""
+    from tvm.relax.frontend.onnx import onnx_frontend as fe
+
+    from . import recurrent
+
+    class Importer(fe.ONNXGraphImporter):
+        def _check_for_unsupported_ops(self, graph: Any) -> None:
+            known = onnx_supported_ops()
+            missing = sorted({n.op_type for n in graph.node if n.op_type not in known})
+            if missing:
+                raise tvm().error.OpNotImplemented(f"not supported: {', '.join(missing)}")
+
+        def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
+            if op_name in recurrent.GATES:
+                return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs, unroll_max))
+            return super()._convert_operator(op_name, inputs, attrs, opset)
+
+    return Importer
+
+
+def _onnx_opset(model: Any) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return 1
+
+
+def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str],
+                  unroll_max: int | None = None) -> Any:
+    """Convert an ONNX ModelProto (names already sanitized, checked by the importer) to a Relax
+    IRModule, weights embedded. Recurrent sequences of at most ``unroll_max`` steps are unrolled,
+    longer ones loop (:mod:`.recurrent`). A model with a data-dependent ``If`` keeps its
+    ``relax.If``; the bindings around it are regrouped into dataflow blocks so they fuse."""
     tvm()
-    from tvm.relax.frontend.onnx import from_onnx
+    from tvm import relax
 
+    from .recurrent import UNROLL_MAX_STEPS
+
+    importer = _onnx_importer(UNROLL_MAX_STEPS if unroll_max is None else unroll_max)
     try:
         with _quiet_frontend():
-            return from_onnx(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
+            mod = importer(dict(shapes), dict(dtypes)).from_onnx(model.graph, _onnx_opset(model))
+            if any(n.op_type == "If" for n in model.graph.node):
+                mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
+            return mod
     except Exception as err:  # TVM raises many types; all mean "could not convert"
         raise ModelError(
             f"TVM's ONNX frontend failed: {_last_line(err)}",

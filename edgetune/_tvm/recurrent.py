@@ -1,0 +1,358 @@
+"""ONNX ``LSTM``, ``GRU`` and ``RNN`` → Relax (TVM 0.27's ONNX frontend has no converter for them).
+
+The importer (:mod:`edgetune.importer.recurrent`) has already checked every node against what
+is covered here — constant weights, default or ``Relu`` activations, ``sequence_lens`` absent or
+equal to the whole sequence — so the converters below assume a valid node.
+
+One layer becomes:
+
+* **the input projection for every step and direction at once**: one matmul of the
+  ``[T·B, I]`` sequence by all directions' input weights, biases folded in. It is the layer's
+  big matmul and a tuning task like any other.
+* **the recurrence**, per direction, in one of two forms:
+
+  - *unrolled* (``T ≤ unroll_max``): each step is Relax ops — a ``[B, H] × [H, G·H]`` matmul
+    of the previous hidden state plus that step's projection, then the gate arithmetic. Every
+    step has the same shapes, so the steps share their kernels: the step matmul is one tuning
+    task and the compile time grows with the graph, not with new kernels.
+  - *a loop* (longer sequences): one TIR kernel that runs every step of the direction (the
+    recurrent matvec vectorized over the gate columns, parallel when a step has enough work),
+    so compile time stays the same for any length. The kernel is scheduled as written and is
+    not tuned.
+
+ONNX's gate orders: LSTM ``i, o, f, c`` (peepholes ``i, o, f``), GRU ``z, r, h``. Clip bounds the
+input of every gate activation, as onnxruntime does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import tvm
+
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
+ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
+UNROLL_MAX_STEPS = 32  # longer sequences run as one loop kernel per direction
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One recurrent node's attributes and constant weights, per direction."""
+
+    op: str  # LSTM | GRU | RNN
+    hidden: int
+    directions: tuple[str, ...]  # ("forward",) | ("reverse",) | ("forward", "reverse")
+    activations: tuple[tuple[str, ...], ...]  # per direction
+    clip: float | None
+    layout: int
+    w: np.ndarray  # [D, G·H, I]
+    r: np.ndarray  # [D, G·H, H]
+    wb: np.ndarray  # [D, G·H]
+    rb: np.ndarray  # [D, G·H]
+    peephole: np.ndarray | None  # [D, 3H] (LSTM)
+    input_forget: bool  # LSTM: f = 1 - i
+    linear_before_reset: bool  # GRU
+
+    @property
+    def gates(self) -> int:
+        return GATES[self.op]
+
+
+def _array(expr: Any) -> np.ndarray | None:
+    from .lowering import _const_array
+
+    if expr is None:
+        return None
+    value = _const_array(expr)
+    if value is None:
+        raise ValueError("recurrent weights must be constants")
+    return value
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def layer_of(op: str, inputs: Any, attrs: dict[str, Any]) -> Layer:
+    """Read a node's attributes and constant inputs (W, R, B, sequence_lens, ..., P)."""
+    w, r = _array(inputs[1]), _array(inputs[2])
+    ndir, gh, hidden = r.shape
+    direction = _text(attrs.get("direction", b"forward"))
+    directions = ("forward", "reverse") if direction == "bidirectional" else (direction,)
+    names = tuple(_text(a) for a in attrs.get("activations", ())) or DEFAULT_ACTIVATIONS[op] * ndir
+    per = len(names) // ndir
+    bias = _array(inputs[3])
+    if bias is None:
+        bias = np.zeros((ndir, 2 * gh), dtype="float32")
+    peephole = _array(inputs[7]) if op == "LSTM" else None
+    return Layer(
+        op=op, hidden=hidden, directions=directions,
+        activations=tuple(tuple(names[d * per:(d + 1) * per]) for d in range(ndir)),
+        clip=float(attrs["clip"]) if "clip" in attrs else None,
+        layout=int(attrs.get("layout", 0)),
+        w=w.astype("float32"), r=r.astype("float32"),
+        wb=bias[:, :gh].astype("float32"), rb=bias[:, gh:].astype("float32"),
+        peephole=None if peephole is None else peephole.astype("float32"),
+        input_forget=bool(attrs.get("input_forget", 0)),
+        linear_before_reset=bool(attrs.get("linear_before_reset", 0)),
+    )
+
+
+def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: int = UNROLL_MAX_STEPS) -> Any:
+    """The Relax expression of one node: a tuple (Y, Y_h[, Y_c]) in the node's layout."""
+    from tvm import relax
+
+    lay = layer_of(op, inputs, attrs)
+    x = inputs[0]
+    if lay.layout:
+        x = bb.emit(relax.op.permute_dims(x, [1, 0, 2]))
+    steps, batch, _ = (int(v) for v in x.ty.shape)
+    gh = lay.gates * lay.hidden
+    xp = _input_projection(bb, x, lay)
+    states = [_initial(bb, inputs[5], lay, batch)]
+    if op == "LSTM":
+        states.append(_initial(bb, inputs[6], lay, batch))
+    ys, finals = [], []
+    for d, direction in enumerate(lay.directions):
+        xd = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[d * gh], end=[(d + 1) * gh]))
+        init = [bb.emit(relax.op.squeeze(relax.op.strided_slice(s, axes=[0], begin=[d], end=[d + 1]), [0]))
+                for s in states]
+        if steps <= unroll_max:
+            y, last = _unrolled(bb, xd, init, lay, d, reverse=direction == "reverse")
+        else:
+            y, last = _looped(bb, xd, init, lay, d, reverse=direction == "reverse")
+        ys.append(y)
+        finals.append(last)
+    y = bb.emit(relax.op.stack(ys, axis=1))  # [T, D, B, H]
+    outs = [bb.emit(relax.op.stack([f[i] for f in finals], axis=0)) for i in range(len(states))]  # [D, B, H]
+    if lay.layout:
+        y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
+        outs = [bb.emit(relax.op.permute_dims(o, [1, 0, 2])) for o in outs]
+    return relax.Tuple([y, *outs])
+
+
+def _input_projection(bb: Any, x: Any, lay: Layer) -> Any:
+    """``x @ W^T + bias`` for every step and direction: [T, B, D·G·H]."""
+    from tvm import relax
+
+    steps, batch, feats = (int(v) for v in x.ty.shape)
+    hidden, g = lay.hidden, lay.gates
+    bias = lay.wb.copy()
+    if lay.op == "GRU" and lay.linear_before_reset:
+        bias[:, :2 * hidden] += lay.rb[:, :2 * hidden]  # the h gate's Rb stays inside r ⊙ (…)
+    else:
+        bias += lay.rb
+    weights = np.concatenate([lay.w[d] for d in range(len(lay.directions))], axis=0)  # [D·G·H, I]
+    flat = bb.emit(relax.op.reshape(x, [steps * batch, feats]))
+    proj = bb.emit(relax.op.matmul(flat, relax.const(np.ascontiguousarray(weights.T))))
+    proj = bb.emit(relax.op.add(proj, relax.const(bias.reshape(-1))))
+    return bb.emit(relax.op.reshape(proj, [steps, batch, len(lay.directions) * g * hidden]))
+
+
+def _initial(bb: Any, given: Any, lay: Layer, batch: int) -> Any:
+    """An initial state as [D, B, H]; zeros when the node has none."""
+    from tvm import relax
+
+    if given is None:
+        return relax.const(np.zeros((len(lay.directions), batch, lay.hidden), dtype="float32"))
+    return bb.emit(relax.op.permute_dims(given, [1, 0, 2])) if lay.layout else given
+
+
+# ---------------------------------------------------------------- unrolled
+
+
+def _act(bb: Any, name: str, x: Any, clip: float | None) -> Any:
+    from tvm import relax
+
+    if clip is not None:
+        x = bb.emit(relax.op.clip(x, relax.prim_value(-clip), relax.prim_value(clip)))
+    fn = {"Sigmoid": relax.op.sigmoid, "Tanh": relax.op.tanh, "Relu": relax.op.nn.relu}[name]
+    return bb.emit(fn(x))
+
+
+def _cols(bb: Any, x: Any, gate: int, hidden: int, count: int = 1) -> Any:
+    from tvm import relax
+
+    return bb.emit(relax.op.strided_slice(x, axes=[1], begin=[gate * hidden], end=[(gate + count) * hidden]))
+
+
+def _unrolled(bb: Any, xp: Any, init: list[Any], lay: Layer, d: int, reverse: bool) -> tuple[Any, list[Any]]:
+    """Every step as Relax ops; returns Y [T, B, H] and the final states."""
+    from tvm import relax
+
+    steps, batch, _ = (int(v) for v in xp.ty.shape)
+    hidden, acts, clip = lay.hidden, lay.activations[d], lay.clip
+    rt = np.ascontiguousarray(lay.r[d].T)  # [H, G·H]
+    add, mul, mm = relax.op.add, relax.op.multiply, relax.op.matmul
+    if lay.op == "GRU" and not lay.linear_before_reset:
+        rt_zr, rt_h = relax.const(np.ascontiguousarray(rt[:, :2 * hidden])), relax.const(np.ascontiguousarray(rt[:, 2 * hidden:]))
+    else:
+        rt_all = relax.const(rt)
+    rb_h = relax.const(lay.rb[d, 2 * hidden:]) if lay.op == "GRU" else None
+    p = lay.peephole[d] if lay.peephole is not None else None
+    state = list(init)
+    outs: list[Any] = [None] * steps
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        xt = bb.emit(relax.op.reshape(relax.op.strided_slice(xp, axes=[0], begin=[t], end=[t + 1]),
+                                      [batch, lay.gates * hidden]))
+        h = state[0]
+        if lay.op == "RNN":
+            h = _act(bb, acts[0], bb.emit(add(xt, bb.emit(mm(h, rt_all)))), clip)
+            state = [h]
+        elif lay.op == "LSTM":
+            c = state[1]
+            g = bb.emit(add(xt, bb.emit(mm(h, rt_all))))
+            gi, go, gf, gc = (_cols(bb, g, k, hidden) for k in range(4))
+            if p is not None:
+                gi = bb.emit(add(gi, bb.emit(mul(c, relax.const(p[:hidden])))))
+                gf = bb.emit(add(gf, bb.emit(mul(c, relax.const(p[2 * hidden:])))))
+            i = _act(bb, acts[0], gi, clip)
+            if lay.input_forget:
+                f = bb.emit(relax.op.subtract(relax.const(np.float32(1.0)), i))
+            else:
+                f = _act(bb, acts[0], gf, clip)
+            c = bb.emit(add(bb.emit(mul(f, c)), bb.emit(mul(i, _act(bb, acts[1], gc, clip)))))
+            if p is not None:
+                go = bb.emit(add(go, bb.emit(mul(c, relax.const(p[hidden:2 * hidden])))))
+            o = _act(bb, acts[0], go, clip)
+            h = bb.emit(mul(o, _act(bb, acts[2], c, None)))
+            state = [h, c]
+        else:  # GRU
+            if lay.linear_before_reset:
+                g = bb.emit(mm(h, rt_all))
+                zr = bb.emit(add(_cols(bb, xt, 0, hidden, 2), _cols(bb, g, 0, hidden, 2)))
+                z, r = _act(bb, acts[0], _cols(bb, zr, 0, hidden), clip), _act(bb, acts[0], _cols(bb, zr, 1, hidden), clip)
+                gh = bb.emit(mul(r, bb.emit(add(_cols(bb, g, 2, hidden), rb_h))))
+            else:
+                zr = bb.emit(add(_cols(bb, xt, 0, hidden, 2), bb.emit(mm(h, rt_zr))))
+                z, r = _act(bb, acts[0], _cols(bb, zr, 0, hidden), clip), _act(bb, acts[0], _cols(bb, zr, 1, hidden), clip)
+                gh = bb.emit(mm(bb.emit(mul(r, h)), rt_h))
+            hh = _act(bb, acts[1], bb.emit(add(_cols(bb, xt, 2, hidden), gh)), clip)
+            h = bb.emit(add(hh, bb.emit(mul(z, bb.emit(relax.op.subtract(h, hh))))))  # (1-z)·h̃ + z·h
+            state = [h]
+        outs[t] = h
+    return bb.emit(relax.op.stack(outs, axis=0)), state
+
+
+# ---------------------------------------------------------------- one loop kernel
+
+
+def _looped(bb: Any, xp: Any, init: list[Any], lay: Layer, d: int, reverse: bool) -> tuple[Any, list[Any]]:
+    """All steps of one direction in one TIR kernel; returns Y [T, B, H] and the final states."""
+    from tvm import relax
+
+    steps, batch, gh = (int(v) for v in xp.ty.shape)
+    func = loop_kernel(lay, d, steps, batch, reverse)
+    gv = bb.add_func(func, f"{lay.op.lower()}_loop")
+    extra = [relax.const(np.ascontiguousarray(lay.r[d].T))]  # [H, G·H]
+    if lay.op == "LSTM":
+        p = lay.peephole[d] if lay.peephole is not None else np.zeros(3 * lay.hidden, "float32")
+        extra.append(relax.const(p))
+    if lay.op == "GRU":
+        extra.append(relax.const(np.ascontiguousarray(lay.rb[d, 2 * lay.hidden:])))
+    out = [relax.TensorType((steps, batch, lay.hidden), "float32")]
+    out += [relax.TensorType((batch, lay.hidden), "float32")] * len(init)
+    res = bb.emit(relax.call_tir(gv, [xp, *extra, *init], out))
+    items = [bb.emit(relax.TupleGetItem(res, i)) for i in range(len(out))]
+    return items[0], items[1:]
+
+
+_TIR_ACT = {"Sigmoid": "T.sigmoid({})", "Tanh": "T.tanh({})", "Relu": "T.max({}, T.float32(0))"}
+
+
+def _tir_act(name: str, expr: str, clip: float | None) -> str:
+    if clip is not None:
+        expr = f"T.min(T.max({expr}, T.float32({-clip!r})), T.float32({clip!r}))"
+    return _TIR_ACT[name].format(expr)
+
+
+def _vector_block(columns: int) -> int:
+    for lanes in (64, 32, 16, 8, 4, 2):
+        if columns % lanes == 0:
+            return lanes
+    return 1
+
+
+def _matvec(src: str, first: int, columns: int, batch: int, hidden: int, indent: str) -> list[str]:
+    """``g[:, first:first+columns] = src @ rt[:, first:first+columns]``, vectorized over columns,
+    parallel over column blocks when a step has enough multiply-adds to pay for a thread launch."""
+    lanes = _vector_block(columns)
+    loop = "T.parallel" if batch * columns * hidden >= 32768 and columns // lanes > 1 else "T.serial"
+    return [
+        f"{indent}for jo in {loop}({columns // lanes}):",
+        f"{indent}    for b in range({batch}):",
+        f"{indent}        for ji in T.vectorized({lanes}):",
+        f"{indent}            g[b, {first} + jo * {lanes} + ji] = T.float32(0)",
+        f"{indent}        for k in range({hidden}):",
+        f"{indent}            for ji in T.vectorized({lanes}):",
+        f"{indent}                g[b, {first} + jo * {lanes} + ji] = g[b, {first} + jo * {lanes} + ji]"
+        f" + {src}[b, k] * rt[k, {first} + jo * {lanes} + ji]",
+    ]
+
+
+def loop_kernel(lay: Layer, d: int, steps: int, batch: int, reverse: bool) -> Any:
+    """The TIR function running every step of direction ``d``: parameters ``xp [T, B, G·H]``,
+    ``rt [H, G·H]``, (LSTM) ``p [3H]`` / (GRU) ``rb_h [H]``, the initial states, then outputs
+    ``y [T, B, H]`` and the final states."""
+    from tvm.script import from_source
+
+    hid, gh, clip, acts = lay.hidden, lay.gates * lay.hidden, lay.clip, lay.activations[d]
+    f32 = '"float32"'
+    params = [f"xp: T.Buffer(({steps}, {batch}, {gh}), {f32})", f"rt: T.Buffer(({hid}, {gh}), {f32})"]
+    states = ["h"] + (["c"] if lay.op == "LSTM" else [])
+    if lay.op == "LSTM":
+        params.append(f"p: T.Buffer(({3 * hid},), {f32})")
+    if lay.op == "GRU":
+        params.append(f"rbh: T.Buffer(({hid},), {f32})")
+    params += [f"{s}0: T.Buffer(({batch}, {hid}), {f32})" for s in states]
+    params.append(f"y: T.Buffer(({steps}, {batch}, {hid}), {f32})")
+    params += [f"{s}n: T.Buffer(({batch}, {hid}), {f32})" for s in states]
+    tt = f"{steps - 1} - t" if reverse else "t"
+    body = [f"    {s} = T.alloc_buffer(({batch}, {hid}), {f32})" for s in states]
+    body.append(f"    g = T.alloc_buffer(({batch}, {gh}), {f32})")
+    if lay.op == "GRU" and not lay.linear_before_reset:
+        body.append(f"    rh = T.alloc_buffer(({batch}, {hid}), {f32})")
+    body.append(f"    for b, j in T.grid({batch}, {hid}):")
+    body += [f"        {s}[b, j] = {s}0[b, j]" for s in states]
+    body.append(f"    for t in range({steps}):")
+    x = f"xp[{tt}, b, {{}} + j]"
+    ew = [f"        for b, j in T.grid({batch}, {hid}):"]
+    if lay.op == "RNN":
+        body += _matvec("h", 0, gh, batch, hid, "        ")
+        body += ew + [f"            h[b, j] = {_tir_act(acts[0], x.format(0) + ' + g[b, j]', clip)}"]
+    elif lay.op == "LSTM":
+        body += _matvec("h", 0, gh, batch, hid, "        ")
+        gate = lambda k: f"{x.format(k * hid)} + g[b, {k * hid} + j]"  # noqa: E731
+        i = _tir_act(acts[0], f"{gate(0)} + p[j] * c[b, j]", clip)
+        f = f"T.float32(1) - {i}" if lay.input_forget else _tir_act(acts[0], f"{gate(2)} + p[{2 * hid} + j] * c[b, j]", clip)
+        cand = _tir_act(acts[1], gate(3), clip)
+        body += ew + [f"            c[b, j] = ({f}) * c[b, j] + ({i}) * ({cand})"]
+        o = _tir_act(acts[0], f"{gate(1)} + p[{hid} + j] * c[b, j]", clip)
+        body += [f"            h[b, j] = ({o}) * {_tir_act(acts[2], 'c[b, j]', None)}"]
+    else:  # GRU: z, r first; h̃ needs r
+        z = _tir_act(acts[0], f"{x.format(0)} + g[b, j]", clip)
+        r = _tir_act(acts[0], f"{x.format(hid)} + g[b, {hid} + j]", clip)
+        if lay.linear_before_reset:
+            body += _matvec("h", 0, gh, batch, hid, "        ")
+            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + ({r}) * (g[b, {2 * hid} + j] + rbh[j])", clip)
+        else:
+            body += _matvec("h", 0, 2 * hid, batch, hid, "        ")
+            body += ew + [f"            rh[b, j] = ({r}) * h[b, j]"]
+            body += _matvec("rh", 2 * hid, hid, batch, hid, "        ")
+            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + g[b, {2 * hid} + j]", clip)
+        body += ew + [f"            h[b, j] = ({hh}) + ({z}) * (h[b, j] - ({hh}))"]
+    body += ew + [f"            y[{tt}, b, j] = h[b, j]"]
+    body.append(f"    for b, j in T.grid({batch}, {hid}):")
+    body += [f"        {s}n[b, j] = {s}[b, j]" for s in states]
+    src = "\n".join([
+        "@T.prim_func",
+        f"def main({', '.join(params)}):",
+        '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "recurrent"})',
+        *body,
+    ])
+    tvm()
+    return from_source(src).without_attr("global_symbol")  # private: add_func names it
