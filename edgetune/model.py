@@ -46,6 +46,7 @@ class ImportedModel:
 
     ``source_bytes`` is the model as the reference runtime should run it (the original file,
     or for ONNX the shape-fixed version), so the reference check needs nothing else.
+    ``bound`` holds the inputs made constants with ``--bind`` (no longer inputs of the model).
     """
 
     source: Path
@@ -56,6 +57,7 @@ class ImportedModel:
     mod: Any = field(repr=False, compare=False)
     source_bytes: bytes = field(repr=False, compare=False, default=b"")
     notes: tuple[str, ...] = ()
+    bound: dict[str, Any] = field(default_factory=dict, compare=False)  # --bind: input → value
 
     def meta(self) -> dict[str, Any]:
         """Everything but the IRModule, as JSON data."""
@@ -66,6 +68,7 @@ class ImportedModel:
             "inputs": [t.to_json() for t in self.inputs],
             "outputs": [t.to_json() for t in self.outputs],
             "notes": list(self.notes),
+            "bound": dict(self.bound),
         }
 
     def save(self, directory: Path) -> Path:
@@ -91,4 +94,5 @@ class ImportedModel:
             _tvm.load_ir(directory / "module.json"),
             (directory / f"reference.{meta['format']}").read_bytes(),
             tuple(meta.get("notes", ())),
+            dict(meta.get("bound", {})),
         )

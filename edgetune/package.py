@@ -29,7 +29,7 @@ from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
-from .importer import detect_format, import_model, shapes_per_model
+from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
 from .model import ImportedModel
 from .profiles import Profile
 from .util import sha256_file
@@ -52,6 +52,7 @@ class PackageOptions:
     device: str
     output: Path
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    bindings: Mapping[str, str] = field(default_factory=dict)  # --bind NAME=VALUE: inputs made constants
     verify: bool = True
     tar: bool = False
     force: bool = False
@@ -104,6 +105,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "library": artifact.library.name,
         "weights": "embedded",
         "inputs": [t.to_json() for t in model.inputs],
+        "bound_inputs": dict(model.bound),
         "outputs": [t.to_json() for t in model.outputs],
         "files": {},
         "verification": {"status": "pending"},
@@ -294,7 +296,8 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         t0 = time.perf_counter()
         progress(f"importing {opts.model.name}")
         shapes = shapes_per_model([opts.model], [opts.model.stem], opts.input_shapes)[0]
-        model = import_model(opts.model, shapes)
+        binds = bindings_per_model([opts.model], [opts.model.stem], opts.bindings)[0]
+        model = import_model(opts.model, shapes, binds)
         timings["import_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         key = lowering_key(profile, opts.layout)

@@ -31,6 +31,10 @@ class ModelReport:
     notes: list[str] = field(default_factory=list)
     kernels: list[dict[str, Any]] | None = None  # with --device: how each kernel is scheduled untuned
     profile: str | None = None
+    recurrent: list[dict[str, Any]] = field(default_factory=list)  # LSTM/GRU/RNN layers (ONNX)
+    control_flow: list[dict[str, Any]] = field(default_factory=list)  # If nodes and what decides them
+    bindable: list[str] = field(default_factory=list)  # inputs that only steer control flow or shapes
+    bound: dict[str, Any] = field(default_factory=dict)  # --bind values applied
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
@@ -51,6 +55,27 @@ def _onnx_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
     params = sum(int(a.size) for a in arrays)
     nbytes = sum(int(a.nbytes) for a in arrays)
     return inputs, outputs, ox.op_histogram(model), ox.unsupported_ops(model), params, nbytes
+
+
+def _onnx_structure(path: Path, input_shapes: dict[str, tuple[int, ...]],
+                    bindings: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Recurrent layers, control flow (with ``--bind`` applied, and the input shapes where they
+    can be fixed) and the bindable inputs of the file as it is."""
+    from .errors import InputShapeError
+    from .importer import onnx_graph as og
+    from .importer import onnx_import as ox
+
+    model = ox.load_onnx(path)
+    inputs = ox.real_inputs(model)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    bindable = og.bindable_inputs(model)
+    og.bind_inputs(model, bindings)
+    try:
+        ox._fix_shapes(model, input_shapes)
+    except InputShapeError:
+        pass  # the import reports it; steps stay unknown here
+    return og.recurrent_layers(model), og.control_flow(model), bindable
 
 
 def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int], list[str], int, int]:
@@ -77,7 +102,8 @@ def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 
 
 def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                  device: str | None = None, layout: str = "auto") -> ModelReport:
+                  device: str | None = None, layout: str = "auto",
+                  bindings: dict[str, str] | None = None) -> ModelReport:
     """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full
     import. With ``device``, also the kernels an untuned package for it has and the default
     schedule each gets (``naive``: plain loops)."""
@@ -85,9 +111,10 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)
     inputs, outputs, ops, unsupported, params, nbytes = facts
     flops, error, notes, kernels = None, None, [], None
+    recurrent, control, bindable = _onnx_structure(path, input_shapes or {}, bindings or {}) if fmt == "onnx" else ([], [], [])
     if not unsupported:
         try:
-            imported = import_model(path, input_shapes)
+            imported = import_model(path, input_shapes, bindings)
             flops = _tvm.estimate_flops(imported.mod)
             notes = list(imported.notes)
             if device:
@@ -95,7 +122,7 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
         except EdgetuneError as err:
             error = f"{err.message} (hint: {err.hint})"
     return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error,
-                       notes, kernels, device)
+                       notes, kernels, device, recurrent, control, bindable, dict(bindings or {}))
 
 
 def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[str, Any]]:

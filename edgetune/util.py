@@ -54,6 +54,17 @@ def parse_input_shapes(items: list[str] | tuple[str, ...]) -> dict[str, tuple[in
     return shapes
 
 
+def parse_bindings(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Parse ``NAME=VALUE`` items (``--bind``); the value stays text until the input's dtype is known."""
+    bound: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"malformed --bind '{item}'", "write it as NAME=VALUE, e.g. --bind sr=16000")
+        bound[name.strip()] = value.strip()
+    return bound
+
+
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = 1800.0, what: str = "") -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created) while building a shared cache entry; a second

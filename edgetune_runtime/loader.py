@@ -93,6 +93,7 @@ class Model:
         if args and kwargs:
             raise InputError("pass inputs either by position or by name, not both")
         if kwargs:
+            kwargs = self._drop_bound(kwargs)
             lookup = {}
             for spec in self.inputs:
                 lookup[spec["original_name"]] = lookup[spec["name"]] = spec["name"]
@@ -108,6 +109,19 @@ class Model:
             raise InputError(f"model takes {len(self.inputs)} input(s), got {len(args)}", f"inputs are {[s['original_name'] for s in self.inputs]}")
         return [self._validated(spec, value) for spec, value in zip(self.inputs, args)]
 
+    def _drop_bound(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Inputs fixed at package time (``--bind``) may still be passed by name, with the value
+        they were bound to; any other value is an error (the package cannot honour it)."""
+        bound = self.manifest.get("bound_inputs") or {}
+        rest = {}
+        for name, value in kwargs.items():
+            if name not in bound:
+                rest[name] = value
+            elif not np.array_equal(np.asarray(value), np.asarray(bound[name])):
+                raise InputError(f"input '{name}' was bound to {bound[name]} when the package was built, got {np.asarray(value).tolist()}",
+                                 f"package the model again with --bind {name}=VALUE for that value")
+        return rest
+
     @staticmethod
     def _validated(spec: dict[str, Any], value: Any) -> np.ndarray:
         array = np.asarray(value)
@@ -119,7 +133,7 @@ class Model:
                 f"input '{spec['original_name']}' needs dtype {dtype}, got {array.dtype}",
                 f"convert it with array.astype('{dtype}')",
             )
-        return np.ascontiguousarray(array)
+        return np.require(array, requirements="C")  # ascontiguousarray would make a scalar 1-d
 
     def _tensors(self, arrays: list[np.ndarray]) -> list[Any]:
         tvm = _tvm()

@@ -165,7 +165,7 @@ def streaming_vad(path: Path, frame: int = 512, hidden: int = 32, seed: int = 0)
 
     inits += [_init("sr16k", np.array(16000, dtype=np.int64)), _init("min_len", np.array(256, dtype=np.int64)),
               _init("idx1", np.array(1, dtype=np.int64)), _init("half", np.array(0.5, dtype=np.float32)),
-              _init("unsq1", np.array([1], dtype=np.int64)), _init("ax2", np.array([2], dtype=np.int64)),
+              _init("unsq1", np.array([1], dtype=np.int64)),
               _init("zero_i", np.array([0], dtype=np.int64)), _init("one_i", np.array([1], dtype=np.int64)),
               _init("two_i", np.array([2], dtype=np.int64))]
     # frame-length If: Shape(input)[1] < 256 ? input * 0.5 : input
@@ -184,7 +184,7 @@ def streaming_vad(path: Path, frame: int = 512, hidden: int = 32, seed: int = 0)
                                then_branch=_branch("sr16k", then_nodes, "f16", None),
                                else_branch=_branch("sr8k", else_nodes, "f8", None)),
               helper.make_node("Relu", ["front"], ["front_r"]),
-              helper.make_node("ReduceMean", ["front_r", "ax2"], ["pooled"], keepdims=0),  # [1, ch]
+              helper.make_node("ReduceMean", ["front_r"], ["pooled"], axes=[2], keepdims=0),  # [1, ch]
               helper.make_node("Unsqueeze", ["pooled", "zero_i"], ["step"]),  # [1, 1, ch]: one LSTM step
               helper.make_node("Slice", ["state", "zero_i", "one_i", "zero_i"], ["h0"]),
               helper.make_node("Slice", ["state", "one_i", "two_i", "zero_i"], ["c0"])]

@@ -89,7 +89,14 @@ def _fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
     """Inline the elementwise chain after ``main`` into its last block; return that block and
     whether the chain starts with a crop of padded channels."""
     blocks = _blocks(sch)
-    after = blocks[blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(main)))) + 1:]
+    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(main))))
+    reads = {r.source for r in sch.get(main).reads}
+    for block in blocks[:at]:
+        # a side input of the epilogue computed in this kernel (the slice of an LSTM step's
+        # input projection added to its matmul): inlined, or the epilogue cannot follow main
+        if not any(w.source in reads for w in sch.get(block).writes):
+            sch.compute_inline(block)
+    after = blocks[at + 1:]
     cropped = bool(after) and _name(sch, after[0]) == "crop"
     for block in after[:-1]:
         sch.compute_inline(block)
@@ -272,8 +279,13 @@ def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide
 
 
 def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
-    """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed."""
+    """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed. Its input
+    may be computed in the kernel (a recurrent step's ``r ⊙ h``): a parallel pass first."""
     epi, cropped = _fold_epilogue(sch, main)
+    for block in _blocks(sch):
+        if not _is_reduction(sch, block) and not sch.get(block).same_as(sch.get(epi) if epi else None):
+            if any(w.source in {r.source for r in sch.get(main).reads} for w in sch.get(block).writes):
+                schedule_elementwise(sch, block, cpu, cores)
     loops = sch.get_loops(main)
     *rows, j, rk = loops
     row = sch.fuse(*rows) if len(rows) > 1 else rows[0]
@@ -552,7 +564,8 @@ def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str]]
         if not isinstance(func, tirx.PrimFunc):
             continue
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
-            kinds[gv.name_hint] = "tuned"
+            # written scheduled (a recurrent loop kernel) or a tuning record applied
+            kinds[gv.name_hint] = str(func.attrs.get("edgetune.kind", "tuned"))
             continue
         sch, kind = default_schedule(func, target)
         kinds[gv.name_hint] = kind

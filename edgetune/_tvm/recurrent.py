@@ -1,8 +1,9 @@
 """ONNX ``LSTM``, ``GRU`` and ``RNN`` → Relax (TVM 0.27's ONNX frontend has no converter for them).
 
-The importer (:mod:`edgetune.importer.recurrent`) has already checked every node against what
-is covered here — constant weights, default or ``Relu`` activations, ``sequence_lens`` absent or
-equal to the whole sequence — so the converters below assume a valid node.
+The importer (:mod:`edgetune.importer.onnx_graph`) has already checked every node against what
+is covered here — constant weights, Sigmoid/Tanh/Relu activations, ``sequence_lens`` absent or
+equal to the whole sequence — and rewritten batch-major (``layout=1``) nodes to time-major, so
+the converters below assume a valid time-major node.
 
 One layer becomes:
 
@@ -48,7 +49,6 @@ class Layer:
     directions: tuple[str, ...]  # ("forward",) | ("reverse",) | ("forward", "reverse")
     activations: tuple[tuple[str, ...], ...]  # per direction
     clip: float | None
-    layout: int
     w: np.ndarray  # [D, G·H, I]
     r: np.ndarray  # [D, G·H, H]
     wb: np.ndarray  # [D, G·H]
@@ -93,7 +93,6 @@ def layer_of(op: str, inputs: Any, attrs: dict[str, Any]) -> Layer:
         op=op, hidden=hidden, directions=directions,
         activations=tuple(tuple(names[d * per:(d + 1) * per]) for d in range(ndir)),
         clip=float(attrs["clip"]) if "clip" in attrs else None,
-        layout=int(attrs.get("layout", 0)),
         w=w.astype("float32"), r=r.astype("float32"),
         wb=bias[:, :gh].astype("float32"), rb=bias[:, gh:].astype("float32"),
         peephole=None if peephole is None else peephole.astype("float32"),
@@ -103,19 +102,17 @@ def layer_of(op: str, inputs: Any, attrs: dict[str, Any]) -> Layer:
 
 
 def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: int = UNROLL_MAX_STEPS) -> Any:
-    """The Relax expression of one node: a tuple (Y, Y_h[, Y_c]) in the node's layout."""
+    """The Relax expression of one node: a tuple (Y [T, D, B, H], Y_h [D, B, H][, Y_c])."""
     from tvm import relax
 
     lay = layer_of(op, inputs, attrs)
     x = inputs[0]
-    if lay.layout:
-        x = bb.emit(relax.op.permute_dims(x, [1, 0, 2]))
     steps, batch, _ = (int(v) for v in x.ty.shape)
     gh = lay.gates * lay.hidden
     xp = _input_projection(bb, x, lay)
-    states = [_initial(bb, inputs[5], lay, batch)]
+    states = [_initial(inputs[5], lay, batch)]
     if op == "LSTM":
-        states.append(_initial(bb, inputs[6], lay, batch))
+        states.append(_initial(inputs[6], lay, batch))
     ys, finals = [], []
     for d, direction in enumerate(lay.directions):
         xd = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[d * gh], end=[(d + 1) * gh]))
@@ -129,9 +126,6 @@ def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: in
         finals.append(last)
     y = bb.emit(relax.op.stack(ys, axis=1))  # [T, D, B, H]
     outs = [bb.emit(relax.op.stack([f[i] for f in finals], axis=0)) for i in range(len(states))]  # [D, B, H]
-    if lay.layout:
-        y = bb.emit(relax.op.permute_dims(y, [2, 0, 1, 3]))
-        outs = [bb.emit(relax.op.permute_dims(o, [1, 0, 2])) for o in outs]
     return relax.Tuple([y, *outs])
 
 
@@ -153,13 +147,13 @@ def _input_projection(bb: Any, x: Any, lay: Layer) -> Any:
     return bb.emit(relax.op.reshape(proj, [steps, batch, len(lay.directions) * g * hidden]))
 
 
-def _initial(bb: Any, given: Any, lay: Layer, batch: int) -> Any:
+def _initial(given: Any, lay: Layer, batch: int) -> Any:
     """An initial state as [D, B, H]; zeros when the node has none."""
     from tvm import relax
 
     if given is None:
         return relax.const(np.zeros((len(lay.directions), batch, lay.hidden), dtype="float32"))
-    return bb.emit(relax.op.permute_dims(given, [1, 0, 2])) if lay.layout else given
+    return given
 
 
 # ---------------------------------------------------------------- unrolled

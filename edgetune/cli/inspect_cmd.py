@@ -11,12 +11,15 @@ from ._common import boundary, out, print_json
 
 INPUT_SHAPE_HELP = ("Fix an input's dimensions: NAME=1,3,224,224 (repeatable); with several models, NET:NAME=... "
                     "applies to network NET (the file stem) only, a plain NAME to every model with that input.")
+BIND_HELP = ("Make an input a constant: NAME=VALUE (e.g. sr=16000; repeatable, NET:NAME=... scopes it). Branches "
+             "that depend on it fold away and the package no longer asks for it (ONNX).")
 
 
 @boundary
 def inspect(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     device: str = typer.Option(None, "--device", "-d", help="Also list the kernels a package for this profile or board "
                                "has, and the default schedule each gets."),
     layout: str = typer.Option("auto", "--layout", help="auto | nhwc | nchw (as `package --layout`)."),
@@ -25,9 +28,9 @@ def inspect(
     """Show inputs/outputs, operator histogram, parameters, FLOPs and unsupported operators
     (and, with --device, how each kernel of a package would be scheduled before tuning)."""
     from ..report import inspect_model
-    from ..util import parse_input_shapes
+    from ..util import parse_bindings, parse_input_shapes
 
-    report = inspect_model(model, parse_input_shapes(input_shape), device, layout)
+    report = inspect_model(model, parse_input_shapes(input_shape), device, layout, parse_bindings(bind))
     if json_out:
         print_json(report.to_json())
         return
@@ -43,6 +46,7 @@ def inspect(
     for name, count in report.ops.items():
         ops.add_row(name, str(count), "[red]unsupported[/]" if name in report.unsupported_ops else "")
     out.print(ops)
+    _render_structure(report)
     for note in report.notes:
         out.print(f"note: {note}")
     if report.unsupported_ops:
@@ -51,6 +55,27 @@ def inspect(
         out.print(f"[red]import fails:[/] {report.import_error}")
     if report.kernels is not None:
         _render_kernels(report.kernels, report.profile or "")
+
+
+def _render_structure(report: object) -> None:
+    """Recurrent layers, If nodes and the inputs --bind can fix."""
+    if report.recurrent:
+        table = Table("recurrent layer", "op", "direction", "hidden", "steps", "batch", "runs as", "state",
+                      box=None, header_style="bold")
+        for r in report.recurrent:
+            table.add_row(r["node"], r["op"], r["direction"], str(r["hidden"]), str(r["steps"] or "?"),
+                          str(r["batch"] or "?"), r["runs_as"] or "?", "input/output" if r["state_input"] else "")
+        out.print(table)
+    for c in report.control_flow:
+        reads = c["condition_reads"]
+        decided = (f"condition reads input(s) {', '.join(reads)}" if reads
+                   else "condition is constant (fixed shapes, bound inputs): folds at import")
+        out.print(f"control flow: {c['op']} '{c['node']}' ({' / '.join(c['branches'])}): {decided}")
+    if report.bindable:
+        out.print(f"bindable inputs (only steer control flow or shapes): {', '.join(report.bindable)} "
+                  f"— fix one with --bind NAME=VALUE")
+    if report.bound:
+        out.print("bound: " + ", ".join(f"{k}={v}" for k, v in report.bound.items()))
 
 
 def _render_kernels(kernels: list[dict], profile: str) -> None:

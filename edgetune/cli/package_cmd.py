@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ._common import boundary, out, print_json, progress
-from .inspect_cmd import INPUT_SHAPE_HELP
+from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP
 
 
 @boundary
@@ -16,6 +16,7 @@ def package(
     device: str = typer.Option(..., "--device", "-d", help="Device profile (`edgetune targets`) or board (`edgetune devices list`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
     force: bool = typer.Option(False, "--force", help="Replace an existing package at OUTPUT."),
@@ -31,9 +32,10 @@ def package(
     `edgetune tune` records are applied automatically)."""
     from ..package import PackageOptions
     from ..package import package as build_package
-    from ..util import parse_input_shapes
+    from ..util import parse_bindings, parse_input_shapes
 
     opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),
+                          bindings=parse_bindings(bind),
                           verify=verify, tar=tar, force=force, rtol=rtol, atol=atol, records=records,
                           use_records=use_records, layout=layout)
     with progress(not json_out) as report:

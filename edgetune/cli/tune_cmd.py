@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ._common import boundary, err, out, print_json
-from .inspect_cmd import INPUT_SHAPE_HELP
+from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP
 from .remote_cmd import _tracker_addr
 
 
@@ -41,6 +41,7 @@ def tune(
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
@@ -51,7 +52,7 @@ def tune(
     from ..tuning.session import list_tasks as list_task_table
     from ..tuning.session import tune as run_tune
     from ..tuning.tasks import network_names
-    from ..util import parse_input_shapes
+    from ..util import parse_bindings, parse_input_shapes
 
     names = network_names(models)
     opts = TuneOptions(
@@ -60,7 +61,8 @@ def tune(
         weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
-        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape), population=population)
+        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape), population=population,
+        bindings=parse_bindings(bind))
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)
         _render_tasks(taskset.networks, taskset.rows(stats), json_out, peak)

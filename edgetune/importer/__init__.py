@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from ..errors import InputShapeError, ModelFormatError
+from ..errors import InputShapeError, ModelError, ModelFormatError
 from ..model import ImportedModel
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,12 @@ def detect_format(path: Path) -> str:
     return fmt
 
 
-def import_model(path: Path | str, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ImportedModel:
+def import_model(path: Path | str, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                 bindings: Mapping[str, str] | None = None) -> ImportedModel:
     """Read a model file and convert it to Relax.
 
-    ``input_shapes`` fixes dynamic dimensions by input name (original name). Returns an
+    ``input_shapes`` fixes dynamic dimensions by input name (original name); ``bindings``
+    (ONNX) makes inputs constants (``--bind NAME=VALUE``: the value as text). Returns an
     ImportedModel; raises ModelFormatError, UnsupportedOpsError, InputShapeError or ModelError.
     """
     path = Path(path)
@@ -38,7 +41,9 @@ def import_model(path: Path | str, input_shapes: Mapping[str, tuple[int, ...]] |
     if fmt == "onnx":
         from .onnx_import import import_onnx
 
-        return import_onnx(path, dict(input_shapes or {}))
+        return import_onnx(path, dict(input_shapes or {}), dict(bindings or {}))
+    if bindings:
+        raise ModelError("--bind is for ONNX models", "TFLite models fix their inputs when they are converted")
     from .tflite_import import import_tflite
 
     return import_tflite(path, dict(input_shapes or {}))
@@ -62,14 +67,24 @@ def shapes_per_model(paths: list[Path], networks: list[str],
     """``--input-shape`` for each of several models: ``NET:NAME=…`` applies to network NET (the
     file stem) only, a plain ``NAME=…`` to every model that has an input NAME. An unscoped name
     that no model has is an InputShapeError (a typo must not pass silently)."""
-    scoped: dict[str, dict[str, tuple[int, ...]]] = {}
-    unscoped: dict[str, tuple[int, ...]] = {}
-    for key, shape in given.items():
+    return per_model(paths, networks, given, "--input-shape")
+
+
+def bindings_per_model(paths: list[Path], networks: list[str], given: Mapping[str, str]) -> list[dict[str, str]]:
+    """``--bind`` for each of several models, scoped like ``--input-shape``."""
+    return per_model(paths, networks, given, "--bind")
+
+
+def per_model(paths: list[Path], networks: list[str], given: Mapping[str, Any], option: str) -> list[dict[str, Any]]:
+    """Split ``option``'s NAME / NET:NAME keys between the models (see :func:`shapes_per_model`)."""
+    scoped: dict[str, dict[str, Any]] = {}
+    unscoped: dict[str, Any] = {}
+    for key, value in given.items():
         net, sep, name = key.partition(":")
         if sep and net in networks:
-            scoped.setdefault(net, {})[name] = shape
+            scoped.setdefault(net, {})[name] = value
         else:
-            unscoped[key] = shape
+            unscoped[key] = value
     out, used, names_by_net = [], set(), {}
     for path, net in zip(paths, networks):
         have = input_names(path) if unscoped else []
@@ -81,6 +96,6 @@ def shapes_per_model(paths: list[Path], networks: list[str],
     unknown = sorted(set(unscoped) - used)
     if unknown:
         listing = "; ".join(f"{net}: {', '.join(names) or '-'}" for net, names in names_by_net.items())
-        raise InputShapeError(f"--input-shape names unknown input(s) {', '.join(unknown)}",
+        raise InputShapeError(f"{option} names unknown input(s) {', '.join(unknown)}",
                               f"the models' inputs are — {listing} (scope one with NET:NAME=…)")
     return out

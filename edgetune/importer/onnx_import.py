@@ -1,8 +1,10 @@
 """ONNX → Relax, with the clean-ups real exporter output needs (DESIGN §3).
 
-Steps: drop initializers listed as graph inputs; fix dynamic input dims from ``--input-shape``;
-fold shape-computation subgraphs (Shape→Gather→Concat→Reshape) with onnxruntime's basic graph
-optimisation; sanitize tensor names TVM cannot carry (``gpu_0/data_0``); then convert.
+Steps: drop initializers listed as graph inputs; make ``--bind`` inputs constants; fix dynamic
+input dims from ``--input-shape``; rewrite batch-major recurrent layers to time-major; fold
+shape-computation subgraphs (Shape→Gather→Concat→Reshape) and ``If`` nodes whose condition is
+then constant with onnxruntime's basic graph optimisation; check the recurrent layers
+(:mod:`.onnx_graph`); sanitize tensor names TVM cannot carry (``gpu_0/data_0``); then convert.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
+from .onnx_graph import bind_inputs, check_recurrent, time_major
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +67,20 @@ def onnx_dtype(value_info: Any) -> str:
 
 
 def op_histogram(model: Any) -> dict[str, int]:
-    """Count of each op type, ``domain::Op`` for non-default domains."""
+    """Count of each op type, ``domain::Op`` for non-default domains; nodes inside ``If``
+    branches count too."""
+    from .onnx_graph import _subgraphs
+
     counts: dict[str, int] = {}
-    for node in model.graph.node:
-        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-        counts[key] = counts.get(key, 0) + 1
+
+    def walk(graph: Any) -> None:
+        for node in graph.node:
+            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            counts[key] = counts.get(key, 0) + 1
+            for sub in _subgraphs(node):
+                walk(sub)
+
+    walk(model.graph)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -178,19 +190,27 @@ def sanitize_names(model: Any) -> dict[str, str]:
     return mapping
 
 
-def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedModel:
+def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
+                bindings: dict[str, str] | None = None) -> ImportedModel:
     """Convert an ONNX file; see the module docstring for the steps."""
     model = load_onnx(path)
     inputs = real_inputs(model)
     del model.graph.input[:]
     model.graph.input.extend(inputs)
+    bound = bind_inputs(model, bindings) if bindings else {}
     shapes, notes = _fix_shapes(model, overrides)
     missing = unsupported_ops(model)
     if missing:
         raise UnsupportedOpsError(missing, "ONNX")
-    if any(n.op_type in _SHAPE_OPS for n in model.graph.node) or notes or overrides:
+    if time_major(model):
+        notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
+    ops = {n.op_type for n in model.graph.node}
+    if ops & (_SHAPE_OPS | {"If"}) or notes or overrides or bound:
         model = fold_shape_subgraphs(model)
-        notes.append("shape subgraphs folded with onnxruntime (basic graph optimisation)")
+        notes.append("shape subgraphs and constant If conditions folded with onnxruntime (basic graph optimisation)")
+    check_recurrent(model)
+    if bound:
+        notes.append("bound at package time: " + ", ".join(f"{k}={v}" for k, v in bound.items()))
     reference = model.SerializeToString()
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
@@ -200,10 +220,10 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedMo
         {mapping[k]: v for k, v in shapes.items()},
         {mapping[k]: v for k, v in originals.items()},
     )
-    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes)
+    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound)
 
 
-def _imported(path, mod, mapping, in_names, out_names, reference, notes) -> ImportedModel:
+def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound) -> ImportedModel:
     sig_in, sig_out = _tvm.relax_signature(mod)
     by_name = {name: (shape, dtype) for name, shape, dtype in sig_in}
     inputs = tuple(TensorSpec(mapping[n], n, *by_name[mapping[n]]) for n in in_names)
@@ -212,4 +232,4 @@ def _imported(path, mod, mapping, in_names, out_names, reference, notes) -> Impo
     outputs = tuple(
         TensorSpec(mapping.get(n, n), n, shape, dtype) for n, (shape, dtype) in zip(out_names, sig_out)
     )
-    return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes))
+    return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound)

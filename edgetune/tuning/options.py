@@ -37,6 +37,7 @@ class TuneOptions:
     seed: int = 0
     early_stop: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    bindings: Mapping[str, str] = field(default_factory=dict)  # --bind NAME=VALUE (NET:NAME scoped)
     population: int = 512
     builders: int = 0  # 0: one per host core
     layout: str = "auto"

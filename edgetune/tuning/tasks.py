@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import _tvm
 from ..errors import UsageError
-from ..importer import import_model, shapes_per_model
+from ..importer import bindings_per_model, import_model, shapes_per_model
 from ..model import ImportedModel
 from ..profiles import Profile
 
@@ -81,7 +81,8 @@ def network_names(paths: Sequence[Path]) -> tuple[str, ...]:
 
 
 def build_task_set(paths: Sequence[Path], profile: Profile,
-                   input_shapes: Mapping[str, tuple[int, ...]] | None = None, layout: str = "auto") -> TaskSet:
+                   input_shapes: Mapping[str, tuple[int, ...]] | None = None, layout: str = "auto",
+                   bindings: Mapping[str, str] | None = None) -> TaskSet:
     """Import every model and extract its kernels for ``profile``'s target, lowered as the
     build lowers them for ``layout``."""
     from .._tvm import lowering
@@ -90,7 +91,8 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
     target = _tvm.make_target(profile.target_spec())
     key = lowering.lowering_for(target, layout).key
     shapes = shapes_per_model(list(paths), list(names), input_shapes or {})
-    models = tuple(import_model(p, s) for p, s in zip(paths, shapes))
+    binds = bindings_per_model(list(paths), list(names), bindings or {})
+    models = tuple(import_model(p, s, b) for p, s, b in zip(paths, shapes, binds))
     merged: dict[str, dict[str, Any]] = {}
     for j, model in enumerate(models):
         for wl in model_workloads(model, target, key):

@@ -1,0 +1,337 @@
+"""ONNX graph preparation for recurrent layers and control flow (no TVM here).
+
+* ``--bind NAME=VALUE`` turns a graph input into a constant (:func:`bind_inputs`), so the
+  ``If`` nodes and shapes that depend on it fold away with the rest of the constant
+  subgraphs (onnxruntime's basic graph optimisation inlines an ``If`` whose condition is
+  constant). :func:`bindable_inputs` names the inputs that only steer control flow or shapes.
+* ``LSTM`` / ``GRU`` / ``RNN`` nodes are checked against what edgetune converts
+  (:func:`check_recurrent`; anything else is refused naming the node, never run wrong) and
+  batch-major ones (``layout=1``) are rewritten to the time-major form with transposes
+  (:func:`time_major`): one form for the converter, and one onnxruntime can run as the
+  reference (it refuses ``layout=1``).
+* :func:`recurrent_layers` and :func:`control_flow` describe both for ``edgetune inspect``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+
+RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
+_ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}
+UNROLL_MAX_STEPS = 32  # keep equal to edgetune._tvm.recurrent.UNROLL_MAX_STEPS (a test checks)
+
+# Ops through which a bound scalar still only computes a condition or a shape.
+_SCALAR_OPS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor",
+               "Cast", "Identity", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Min", "Max",
+               "Unsqueeze", "Squeeze", "Reshape", "Concat", "Gather", "Slice", "Floor", "Ceil", "Sqrt"}
+# (op, input index) pairs that take a shape or an index, not data.
+_SHAPE_INPUTS = {("Reshape", 1), ("Expand", 1), ("ConstantOfShape", 0), ("Tile", 1), ("Range", 0),
+                 ("Range", 1), ("Range", 2), ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4),
+                 ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Pad", 1), ("Unsqueeze", 1), ("Squeeze", 1),
+                 ("ReduceMean", 1), ("ReduceSum", 1), ("ReduceMax", 1), ("TopK", 1), ("OneHot", 1)}
+
+
+def _np_dtype(elem_type: int) -> np.dtype:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def parse_value(text: str, dtype: np.dtype) -> np.ndarray:
+    """``16000``, ``0.5``, ``true`` or ``1,2,3`` as an array of ``dtype``."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError("empty value")
+    if dtype == np.bool_:
+        words = {"true": True, "1": True, "false": False, "0": False}
+        values = [words[t.lower()] for t in items]
+    elif dtype.kind in "iu":
+        values = [int(t) for t in items]
+    else:
+        values = [float(t) for t in items]
+    return np.array(values if len(values) > 1 else values[0], dtype=dtype)
+
+
+def bind_inputs(model: Any, bindings: dict[str, str]) -> dict[str, Any]:
+    """Make each named graph input a constant initializer; returns name → bound value (JSON)."""
+    from onnx import numpy_helper
+
+    from .onnx_import import input_dims, real_inputs
+
+    inputs = {vi.name: vi for vi in real_inputs(model)}
+    unknown = sorted(set(bindings) - set(inputs))
+    if unknown:
+        raise ModelError(f"--bind names unknown input(s) {', '.join(unknown)}",
+                         f"the model's inputs are: {', '.join(inputs)}")
+    bound: dict[str, Any] = {}
+    for name, text in bindings.items():
+        vi = inputs[name]
+        dtype = _np_dtype(vi.type.tensor_type.elem_type)
+        dims = input_dims(vi)
+        try:
+            value = parse_value(text, dtype)
+            if dims and all(isinstance(d, int) for d in dims):
+                value = value.reshape(dims)
+        except (ValueError, KeyError, OverflowError) as err:
+            raise ModelError(f"--bind {name}={text}: not a value for input '{name}' "
+                             f"({dtype.name}, shape {dims}): {err}",
+                             "give a number, true/false, or a comma-separated list") from None
+        model.graph.input.remove(vi)
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+        bound[name] = value.tolist()
+    return bound
+
+
+def _consumers(graph: Any) -> dict[str, list[tuple[Any, int]]]:
+    uses: dict[str, list[tuple[Any, int]]] = {}
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            uses.setdefault(name, []).append((node, i))
+        for sub in _subgraphs(node):
+            for name in _outer_names(sub):
+                uses.setdefault(name, []).append((node, -1))  # read inside a branch: data
+    return uses
+
+
+def _subgraphs(node: Any) -> list[Any]:
+    from onnx import AttributeProto
+
+    out = []
+    for attr in node.attribute:
+        if attr.type == AttributeProto.GRAPH:
+            out.append(attr.g)
+        elif attr.type == AttributeProto.GRAPHS:
+            out.extend(attr.graphs)
+    return out
+
+
+def _outer_names(graph: Any) -> set[str]:
+    """Names a (branch) graph reads that it does not define itself."""
+    defined = {i.name for i in graph.initializer} | {i.name for i in graph.input}
+    read: set[str] = set()
+    for node in graph.node:
+        read |= {n for n in node.input if n and n not in defined}
+        for sub in _subgraphs(node):
+            read |= _outer_names(sub) - defined
+        defined |= set(node.output)
+    return read
+
+
+def bindable_inputs(model: Any) -> list[str]:
+    """Graph inputs that are small and feed only ``If`` conditions or shape arguments."""
+    from .onnx_import import input_dims, real_inputs
+
+    uses = _consumers(model.graph)
+    outputs = {o.name for o in model.graph.output}
+
+    def steers_only(name: str, seen: set[str]) -> bool:
+        if name in outputs or name in seen:
+            return name not in outputs
+        seen.add(name)
+        found = False
+        for node, index in uses.get(name, []):
+            found = True
+            if node.op_type == "If" and index == 0 or (node.op_type, index) in _SHAPE_INPUTS:
+                continue
+            if node.op_type not in _SCALAR_OPS or index < 0:
+                return False
+            if not all(steers_only(out, seen) for out in node.output):
+                return False
+        return found
+
+    small = [vi for vi in real_inputs(model)
+             if all(isinstance(d, int) for d in input_dims(vi)) and int(np.prod(input_dims(vi) or [1])) <= 16]
+    return [vi.name for vi in small if steers_only(vi.name, set())]
+
+
+# ---------------------------------------------------------------- recurrent layers
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _shapes(model: Any) -> dict[str, list[int | None]]:
+    """Every tensor's shape that shape inference knows (dims as ints, None when unknown)."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    out: dict[str, list[int | None]] = {}
+    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = vi.type.tensor_type.shape.dim
+        out[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    for init in inferred.graph.initializer:
+        out[init.name] = list(init.dims)
+    return out
+
+
+def _constants(graph: Any) -> dict[str, Any]:
+    from onnx import numpy_helper
+
+    consts = {i.name: i for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            consts[node.output[0]] = node.attribute[0].t
+    return {name: numpy_helper.to_array(t) for name, t in consts.items()}
+
+
+def _refuse(node: Any, what: str, hint: str | None = None) -> None:
+    raise ModelError(f"{node.op_type} node '{node.name or node.output[0]}': {what}",
+                     hint or "edgetune converts LSTM/GRU/RNN with constant weights, Sigmoid/Tanh/Relu "
+                             "activations and full-length sequences (see README: Recurrent models)")
+
+
+def recurrent_layers(model: Any) -> list[dict[str, Any]]:
+    """Each LSTM/GRU/RNN node: name, op, direction, hidden size, steps, batch, how it runs
+    (``unrolled`` / ``loop``) and whether its initial state is a graph input (streaming)."""
+    nodes = [n for n in model.graph.node if n.op_type in RECURRENT]
+    if not nodes:
+        return []
+    shapes = _shapes(model)
+    depends_on = input_dependencies(model)
+    out = []
+    for node in nodes:
+        attrs = _attrs(node)
+        x = shapes.get(node.input[0]) or [None, None, None]
+        layout = int(attrs.get("layout", 0))
+        steps, batch = (x[1], x[0]) if layout else (x[0], x[1])
+        states = [n for n in node.input[5:7] if n]
+        out.append({
+            "node": node.name or node.output[0],
+            "op": node.op_type,
+            "direction": _text(attrs.get("direction", b"forward")),
+            "hidden": int(attrs.get("hidden_size", 0)),
+            "steps": steps,
+            "batch": batch,
+            "runs_as": None if steps is None else ("unrolled" if steps <= UNROLL_MAX_STEPS else "loop"),
+            "state_input": any(depends_on(n) for n in states),
+        })
+    return out
+
+
+def check_recurrent(model: Any) -> None:
+    """Refuse, naming the node, every recurrent node edgetune cannot run exactly."""
+    shapes = _shapes(model)
+    consts = _constants(model.graph)
+    for node in (n for n in model.graph.node if n.op_type in RECURRENT):
+        attrs = _attrs(node)
+        direction = _text(attrs.get("direction", b"forward"))
+        if direction not in ("forward", "reverse", "bidirectional"):
+            _refuse(node, f"direction '{direction}' is not an ONNX direction")
+        ndir = 2 if direction == "bidirectional" else 1
+        names = [_text(a) for a in attrs.get("activations", [])]
+        odd = sorted(set(names) - _ACTIVATIONS)
+        if odd:
+            _refuse(node, f"activation(s) {', '.join(odd)} are not supported")
+        per = len(names) // ndir if names else 0
+        if names and per * ndir != len(names):
+            _refuse(node, f"{len(names)} activations for {ndir} direction(s)")
+        for index, what in ((1, "W"), (2, "R"), (3, "B"), (7, "P")):
+            name = node.input[index] if len(node.input) > index else ""
+            if name and name not in consts:
+                _refuse(node, f"its {what} weights are computed at run time, not constants",
+                        "export the model with its weights as initializers")
+        x = shapes.get(node.input[0])
+        layout = int(attrs.get("layout", 0))
+        if not x or len(x) != 3 or None in x:
+            _refuse(node, "the sequence length is not fixed", "fix the input's shape with --input-shape")
+        steps = x[1] if layout else x[0]
+        seq = node.input[4] if len(node.input) > 4 else ""
+        if seq:
+            if seq not in consts:
+                _refuse(node, "sequence_lens is a run-time input: only sequences as long as the input "
+                              f"({steps} steps) are supported",
+                        "export without sequence_lens, or --bind it to the full length")
+            lens = np.asarray(consts[seq]).reshape(-1)
+            if (lens != steps).any():
+                _refuse(node, f"sequence_lens {lens.tolist()} is shorter than the sequence ({steps} steps); "
+                              "only full-length sequences are supported")
+
+
+def time_major(model: Any) -> int:
+    """Rewrite every ``layout=1`` recurrent node to ``layout=0`` between transposes; returns how
+    many were rewritten. Outputs keep their names and batch-major shapes."""
+    from onnx import helper
+
+    graph = model.graph
+    rewritten = 0
+    new_nodes = []
+    for node in graph.node:
+        attrs = _attrs(node)
+        if node.op_type not in RECURRENT or int(attrs.get("layout", 0)) == 0:
+            new_nodes.append(node)
+            continue
+        rewritten += 1
+        tag = (node.name or node.output[0]) + "__tm"
+        ins = list(node.input)
+        perms = {0: [1, 0, 2], 5: [1, 0, 2], 6: [1, 0, 2]}
+        for index, perm in perms.items():
+            if len(ins) > index and ins[index]:
+                new_nodes.append(helper.make_node("Transpose", [ins[index]], [f"{tag}_in{index}"], perm=perm))
+                ins[index] = f"{tag}_in{index}"
+        outs = list(node.output)
+        out_perms = {0: [2, 0, 1, 3], 1: [1, 0, 2], 2: [1, 0, 2]}
+        finals = []
+        for index, perm in out_perms.items():
+            if len(outs) > index and outs[index]:
+                finals.append(helper.make_node("Transpose", [f"{tag}_out{index}"], [outs[index]], perm=perm))
+                outs[index] = f"{tag}_out{index}"
+        keep = [a for a in node.attribute if a.name != "layout"]
+        copy = helper.make_node(node.op_type, ins, outs, name=node.name)
+        copy.attribute.extend(keep)
+        new_nodes += [copy, *finals]
+    if rewritten:
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+    return rewritten
+
+
+# ---------------------------------------------------------------- control flow
+
+
+def input_dependencies(model: Any) -> Any:
+    """A function: tensor name → the graph inputs its value depends on. The shape of a tensor
+    whose shape is static depends on nothing (``Shape``/``Size`` fold)."""
+    inputs = {vi.name for vi in model.graph.input}
+    producers = {o: n for n in model.graph.node for o in n.output}
+    consts = set(_constants(model.graph))
+    shapes = _shapes(model)
+
+    def depends_on(name: str, seen: set[str] | None = None) -> set[str]:
+        seen = set() if seen is None else seen
+        if name in inputs:
+            return {name}
+        if name in consts or name in seen or name not in producers:
+            return set()
+        seen.add(name)
+        node = producers[name]
+        if node.op_type in ("Shape", "Size") and None not in (shapes.get(node.input[0]) or [None]):
+            return set()
+        return set().union(*(depends_on(i, seen) for i in node.input if i))
+
+    return depends_on
+
+
+def control_flow(model: Any) -> list[dict[str, Any]]:
+    """Each ``If`` / ``Loop`` / ``Scan`` node of the main graph and the inputs its condition reads
+    (none: it folds at import)."""
+    depends_on = input_dependencies(model)
+    out = []
+    for node in model.graph.node:
+        if node.op_type not in ("If", "Loop", "Scan"):
+            continue
+        reads = sorted(depends_on(node.input[0])) if node.input else []
+        out.append({"node": node.name or node.output[0], "op": node.op_type, "condition_reads": reads,
+                    "branches": [g.name for g in _subgraphs(node)]})
+    return out
+
