@@ -90,11 +90,13 @@ def _fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
     whether the chain starts with a crop of padded channels."""
     blocks = _blocks(sch)
     at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(main))))
-    reads = {r.source for r in sch.get(main).reads}
-    for block in blocks[:at]:
-        # a side input of the epilogue computed in this kernel (the slice of an LSTM step's
-        # input projection added to its matmul): inlined, or the epilogue cannot follow main
-        if not any(w.source in reads for w in sch.get(block).writes):
+    feeds = {r.source for r in sch.get(main).reads}
+    for block in reversed(blocks[:at]):
+        if any(w.source in feeds for w in sch.get(block).writes):  # computes main's inputs
+            feeds |= {r.source for r in sch.get(block).reads}
+        else:
+            # a side input of the epilogue computed in this kernel (the slice of an LSTM step's
+            # input projection added to its matmul): inlined, or the epilogue cannot follow main
             sch.compute_inline(block)
     after = blocks[at + 1:]
     cropped = bool(after) and _name(sch, after[0]) == "crop"

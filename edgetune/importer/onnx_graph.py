@@ -221,6 +221,8 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
 
 def check_recurrent(model: Any) -> None:
     """Refuse, naming the node, every recurrent node edgetune cannot run exactly."""
+    if not any(n.op_type in RECURRENT for n in model.graph.node):
+        return  # shape inference costs seconds on big CNNs
     shapes = _shapes(model)
     consts = _constants(model.graph)
     for node in (n for n in model.graph.node if n.op_type in RECURRENT):
