@@ -113,15 +113,15 @@ def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: in
     states = [_initial(inputs[5], lay, batch)]
     if op == "LSTM":
         states.append(_initial(inputs[6], lay, batch))
+    if steps > unroll_max:
+        res = _looped(bb, xp, states, lay)
+        return relax.Tuple([bb.emit(relax.TupleGetItem(res, i)) for i in range(1 + len(states))])
     ys, finals = [], []
     for d, direction in enumerate(lay.directions):
         xd = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[d * gh], end=[(d + 1) * gh]))
         init = [bb.emit(relax.op.squeeze(relax.op.strided_slice(s, axes=[0], begin=[d], end=[d + 1]), [0]))
                 for s in states]
-        if steps <= unroll_max:
-            y, last = _unrolled(bb, xd, init, lay, d, reverse=direction == "reverse")
-        else:
-            y, last = _looped(bb, xd, init, lay, d, reverse=direction == "reverse")
+        y, last = _unrolled(bb, xd, init, lay, d, reverse=direction == "reverse")
         ys.append(y)
         finals.append(last)
     y = bb.emit(relax.op.stack(ys, axis=1))  # [T, D, B, H]
@@ -235,24 +235,22 @@ def _unrolled(bb: Any, xp: Any, init: list[Any], lay: Layer, d: int, reverse: bo
 # ---------------------------------------------------------------- one loop kernel
 
 
-def _looped(bb: Any, xp: Any, init: list[Any], lay: Layer, d: int, reverse: bool) -> tuple[Any, list[Any]]:
-    """All steps of one direction in one TIR kernel; returns Y [T, B, H] and the final states."""
+def _looped(bb: Any, xp: Any, states: list[Any], lay: Layer) -> Any:
+    """Every step of every direction in one TIR kernel: (Y [T, D, B, H], final states [D, B, H])."""
     from tvm import relax
 
-    steps, batch, gh = (int(v) for v in xp.ty.shape)
-    func = loop_kernel(lay, d, steps, batch, reverse)
-    gv = bb.add_func(func, f"{lay.op.lower()}_loop")
-    extra = [relax.const(np.ascontiguousarray(lay.r[d].T))]  # [H, G·H]
+    steps, batch, _ = (int(v) for v in xp.ty.shape)
+    ndir, hid = len(lay.directions), lay.hidden
+    gv = bb.add_func(loop_kernel(lay, steps, batch), f"{lay.op.lower()}_loop")
+    extra = [relax.const(np.ascontiguousarray(lay.r.transpose(0, 2, 1)))]  # [D, H, G·H]
     if lay.op == "LSTM":
-        p = lay.peephole[d] if lay.peephole is not None else np.zeros(3 * lay.hidden, "float32")
-        extra.append(relax.const(p))
+        p = lay.peephole if lay.peephole is not None else np.zeros((ndir, 3 * hid), "float32")
+        extra.append(relax.const(np.ascontiguousarray(p)))
     if lay.op == "GRU":
-        extra.append(relax.const(np.ascontiguousarray(lay.rb[d, 2 * lay.hidden:])))
-    out = [relax.TensorType((steps, batch, lay.hidden), "float32")]
-    out += [relax.TensorType((batch, lay.hidden), "float32")] * len(init)
-    res = bb.emit(relax.call_tir(gv, [xp, *extra, *init], out))
-    items = [bb.emit(relax.TupleGetItem(res, i)) for i in range(len(out))]
-    return items[0], items[1:]
+        extra.append(relax.const(np.ascontiguousarray(lay.rb[:, 2 * hid:])))
+    out = [relax.TensorType((steps, ndir, batch, hid), "float32")]
+    out += [relax.TensorType((ndir, batch, hid), "float32")] * len(states)
+    return bb.emit(relax.call_tir(gv, [xp, *extra, *states], out))
 
 
 _TIR_ACT = {"Sigmoid": "T.sigmoid({})", "Tanh": "T.tanh({})", "Relu": "T.max({}, T.float32(0))"}
@@ -271,77 +269,93 @@ def _vector_block(columns: int) -> int:
     return 1
 
 
-def _matvec(src: str, first: int, columns: int, batch: int, hidden: int, indent: str) -> list[str]:
-    """``g[:, first:first+columns] = src @ rt[:, first:first+columns]``, vectorized over columns,
-    parallel over column blocks when a step has enough multiply-adds to pay for a thread launch."""
+def _matvec(src: str, first: int, columns: int, batch: int, hidden: int, parallel: bool, indent: str) -> list[str]:
+    """``g[d, :, first:first+columns] = src[d] @ rt[d, :, first:first+columns]``, vectorized over
+    columns; parallel over column blocks when allowed (one direction) and a step has enough
+    multiply-adds to pay for a thread launch."""
     lanes = _vector_block(columns)
-    loop = "T.parallel" if batch * columns * hidden >= 32768 and columns // lanes > 1 else "T.serial"
+    loop = "T.parallel" if parallel and batch * columns * hidden >= 32768 and columns // lanes > 1 else "T.serial"
+    col = f"{first} + jo * {lanes} + ji"
     return [
         f"{indent}for jo in {loop}({columns // lanes}):",
         f"{indent}    for b in range({batch}):",
         f"{indent}        for ji in T.vectorized({lanes}):",
-        f"{indent}            g[b, {first} + jo * {lanes} + ji] = T.float32(0)",
+        f"{indent}            g[d, b, {col}] = T.float32(0)",
         f"{indent}        for k in range({hidden}):",
         f"{indent}            for ji in T.vectorized({lanes}):",
-        f"{indent}                g[b, {first} + jo * {lanes} + ji] = g[b, {first} + jo * {lanes} + ji]"
-        f" + {src}[b, k] * rt[k, {first} + jo * {lanes} + ji]",
+        f"{indent}                g[d, b, {col}] = g[d, b, {col}] + {src}[d, b, k] * rt[d, k, {col}]",
     ]
 
 
-def loop_kernel(lay: Layer, d: int, steps: int, batch: int, reverse: bool) -> Any:
-    """The TIR function running every step of direction ``d``: parameters ``xp [T, B, G·H]``,
-    ``rt [H, G·H]``, (LSTM) ``p [3H]`` / (GRU) ``rb_h [H]``, the initial states, then outputs
-    ``y [T, B, H]`` and the final states."""
+def _direction_steps(lay: Layer, d: int, steps: int, batch: int, parallel: bool, indent: str) -> list[str]:
+    """The time loop of direction ``d`` (its gates at column ``d·G·H`` of ``xp``)."""
+    hid, gh, clip, acts = lay.hidden, lay.gates * lay.hidden, lay.clip, lay.activations[d]
+    tt = f"{steps - 1} - t" if lay.directions[d] == "reverse" else "t"
+    x = f"xp[{tt}, b, {d * gh} + {{}} + j]"
+    body = [f"{indent}for t in range({steps}):"]
+    ind = indent + "    "
+    ew = [f"{ind}for b, j in T.grid({batch}, {hid}):"]
+    e = ind + "    "
+    if lay.op == "RNN":
+        body += _matvec("h", 0, gh, batch, hid, parallel, ind)
+        body += ew + [f"{e}h[d, b, j] = {_tir_act(acts[0], x.format(0) + ' + g[d, b, j]', clip)}"]
+    elif lay.op == "LSTM":
+        body += _matvec("h", 0, gh, batch, hid, parallel, ind)
+        gate = lambda k: f"{x.format(k * hid)} + g[d, b, {k * hid} + j]"  # noqa: E731
+        i = _tir_act(acts[0], f"{gate(0)} + p[d, j] * c[d, b, j]", clip)
+        f = f"T.float32(1) - {i}" if lay.input_forget else _tir_act(acts[0], f"{gate(2)} + p[d, {2 * hid} + j] * c[d, b, j]", clip)
+        cand = _tir_act(acts[1], gate(3), clip)
+        o = _tir_act(acts[0], f"{gate(1)} + p[d, {hid} + j] * c[d, b, j]", clip)
+        body += ew + [f"{e}c[d, b, j] = ({f}) * c[d, b, j] + ({i}) * ({cand})",
+                      f"{e}h[d, b, j] = ({o}) * {_tir_act(acts[2], 'c[d, b, j]', None)}"]
+    else:  # GRU: z, r first; h̃ needs r
+        z = _tir_act(acts[0], f"{x.format(0)} + g[d, b, j]", clip)
+        r = _tir_act(acts[0], f"{x.format(hid)} + g[d, b, {hid} + j]", clip)
+        if lay.linear_before_reset:
+            body += _matvec("h", 0, gh, batch, hid, parallel, ind)
+            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + ({r}) * (g[d, b, {2 * hid} + j] + rbh[d, j])", clip)
+        else:
+            body += _matvec("h", 0, 2 * hid, batch, hid, parallel, ind)
+            body += ew + [f"{e}rh[d, b, j] = ({r}) * h[d, b, j]"]
+            body += _matvec("rh", 2 * hid, hid, batch, hid, parallel, ind)
+            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + g[d, b, {2 * hid} + j]", clip)
+        body += ew + [f"{e}h[d, b, j] = ({hh}) + ({z}) * (h[d, b, j] - ({hh}))"]
+    body += ew + [f"{e}y[{tt}, d, b, j] = h[d, b, j]"]
+    return body
+
+
+def loop_kernel(lay: Layer, steps: int, batch: int) -> Any:
+    """The TIR function running every step of every direction: parameters ``xp [T, B, D·G·H]``,
+    ``rt [D, H, G·H]``, (LSTM) ``p [D, 3H]`` / (GRU) ``rb_h [D, H]``, the initial states
+    ``[D, B, H]``; outputs ``y [T, D, B, H]`` and the final states. Two directions run in
+    parallel, one thread each (no synchronisation per step); one direction parallelizes each
+    step's matvec instead."""
     from tvm.script import from_source
 
-    hid, gh, clip, acts = lay.hidden, lay.gates * lay.hidden, lay.clip, lay.activations[d]
+    ndir, hid, gh = len(lay.directions), lay.hidden, lay.gates * lay.hidden
     f32 = '"float32"'
-    params = [f"xp: T.Buffer(({steps}, {batch}, {gh}), {f32})", f"rt: T.Buffer(({hid}, {gh}), {f32})"]
+    state = f"({ndir}, {batch}, {hid})"
+    params = [f"xp: T.Buffer(({steps}, {batch}, {ndir * gh}), {f32})", f"rt: T.Buffer(({ndir}, {hid}, {gh}), {f32})"]
     states = ["h"] + (["c"] if lay.op == "LSTM" else [])
     if lay.op == "LSTM":
-        params.append(f"p: T.Buffer(({3 * hid},), {f32})")
+        params.append(f"p: T.Buffer(({ndir}, {3 * hid}), {f32})")
     if lay.op == "GRU":
-        params.append(f"rbh: T.Buffer(({hid},), {f32})")
-    params += [f"{s}0: T.Buffer(({batch}, {hid}), {f32})" for s in states]
-    params.append(f"y: T.Buffer(({steps}, {batch}, {hid}), {f32})")
-    params += [f"{s}n: T.Buffer(({batch}, {hid}), {f32})" for s in states]
-    tt = f"{steps - 1} - t" if reverse else "t"
-    body = [f"    {s} = T.alloc_buffer(({batch}, {hid}), {f32})" for s in states]
-    body.append(f"    g = T.alloc_buffer(({batch}, {gh}), {f32})")
+        params.append(f"rbh: T.Buffer(({ndir}, {hid}), {f32})")
+    params += [f"{s}0: T.Buffer({state}, {f32})" for s in states]
+    params.append(f"y: T.Buffer(({steps}, {ndir}, {batch}, {hid}), {f32})")
+    params += [f"{s}n: T.Buffer({state}, {f32})" for s in states]
+    body = [f"    {s} = T.alloc_buffer({state}, {f32})" for s in states]
+    body.append(f"    g = T.alloc_buffer(({ndir}, {batch}, {gh}), {f32})")
     if lay.op == "GRU" and not lay.linear_before_reset:
-        body.append(f"    rh = T.alloc_buffer(({batch}, {hid}), {f32})")
-    body.append(f"    for b, j in T.grid({batch}, {hid}):")
-    body += [f"        {s}[b, j] = {s}0[b, j]" for s in states]
-    body.append(f"    for t in range({steps}):")
-    x = f"xp[{tt}, b, {{}} + j]"
-    ew = [f"        for b, j in T.grid({batch}, {hid}):"]
-    if lay.op == "RNN":
-        body += _matvec("h", 0, gh, batch, hid, "        ")
-        body += ew + [f"            h[b, j] = {_tir_act(acts[0], x.format(0) + ' + g[b, j]', clip)}"]
-    elif lay.op == "LSTM":
-        body += _matvec("h", 0, gh, batch, hid, "        ")
-        gate = lambda k: f"{x.format(k * hid)} + g[b, {k * hid} + j]"  # noqa: E731
-        i = _tir_act(acts[0], f"{gate(0)} + p[j] * c[b, j]", clip)
-        f = f"T.float32(1) - {i}" if lay.input_forget else _tir_act(acts[0], f"{gate(2)} + p[{2 * hid} + j] * c[b, j]", clip)
-        cand = _tir_act(acts[1], gate(3), clip)
-        body += ew + [f"            c[b, j] = ({f}) * c[b, j] + ({i}) * ({cand})"]
-        o = _tir_act(acts[0], f"{gate(1)} + p[{hid} + j] * c[b, j]", clip)
-        body += [f"            h[b, j] = ({o}) * {_tir_act(acts[2], 'c[b, j]', None)}"]
-    else:  # GRU: z, r first; h̃ needs r
-        z = _tir_act(acts[0], f"{x.format(0)} + g[b, j]", clip)
-        r = _tir_act(acts[0], f"{x.format(hid)} + g[b, {hid} + j]", clip)
-        if lay.linear_before_reset:
-            body += _matvec("h", 0, gh, batch, hid, "        ")
-            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + ({r}) * (g[b, {2 * hid} + j] + rbh[j])", clip)
-        else:
-            body += _matvec("h", 0, 2 * hid, batch, hid, "        ")
-            body += ew + [f"            rh[b, j] = ({r}) * h[b, j]"]
-            body += _matvec("rh", 2 * hid, hid, batch, hid, "        ")
-            hh = _tir_act(acts[1], f"{x.format(2 * hid)} + g[b, {2 * hid} + j]", clip)
-        body += ew + [f"            h[b, j] = ({hh}) + ({z}) * (h[b, j] - ({hh}))"]
-    body += ew + [f"            y[{tt}, b, j] = h[b, j]"]
-    body.append(f"    for b, j in T.grid({batch}, {hid}):")
-    body += [f"        {s}n[b, j] = {s}[b, j]" for s in states]
+        body.append(f"    rh = T.alloc_buffer({state}, {f32})")
+    body.append(f"    for d in {'T.parallel' if ndir > 1 else 'T.serial'}({ndir}):")
+    body.append(f"        for b, j in T.grid({batch}, {hid}):")
+    body += [f"            {s}[d, b, j] = {s}0[d, b, j]" for s in states]
+    for d in range(ndir):
+        steps_d = _direction_steps(lay, d, steps, batch, ndir == 1, "            ")
+        body += [f"        if d == {d}:", *steps_d] if ndir > 1 else [ln[4:] for ln in steps_d]
+    body.append(f"        for b, j in T.grid({batch}, {hid}):")
+    body += [f"            {s}n[d, b, j] = {s}[d, b, j]" for s in states]
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
