@@ -202,3 +202,26 @@ def test_crnn_for_pi4_and_streaming_vad_for_pi5_under_qemu(tmp_path, qemu):
     vad = _package(rm.streaming_vad(tmp_path / "vad.onnx"), tmp_path / "vad-pi5", device="pi5",
                    bindings={"sr": "16000"}).verification
     assert vad["status"] == "passed" and "qemu-aarch64" in vad["executed_on"] and vad["max_rel_error"] <= TOL, vad
+
+
+def test_tuning_skips_loop_kernels_and_tuned_packages_keep_branches(tmp_path):
+    # the CRNN's loop kernels are not tasks; the unbound VAD (a data-dependent If) tunes, and the
+    # package built from its records still runs both branches right
+    crnn = rm.crnn(tmp_path / "crnn.onnx", width=160)
+    listed = run_edgetune("tune", str(crnn), "--device", "host", "--list-tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    tasks = json.loads(listed.stdout)
+    assert tasks and not any("loop" in row["task"] for row in tasks)
+    from edgetune.tuning.session import TuneOptions, tune
+
+    vad = rm.streaming_vad(tmp_path / "vad.onnx")
+    records = tmp_path / "rec"
+    result = tune(TuneOptions(models=(vad,), device="host", trials=12, records=records, batch=4, population=32))
+    assert result.failures == 0 and result.stop_reason, result
+    pkg = _package(vad, tmp_path / "pkg", records=records)
+    assert pkg.manifest["tuning"]["tuned_tasks"] > 0 and pkg.verification["status"] == "passed"
+    loaded = edgetune_runtime.load(pkg.path)
+    feeds = {"input": np.full((1, 512), 0.25, "float32"), "state": np.zeros((2, 1, 32), "float32")}
+    for sr in (16000, 8000):
+        got, want = loaded.run(**feeds, sr=np.array(sr)), _ort(vad, {**feeds, "sr": np.array(sr)})
+        assert _rel(got["output"], want["output"]) <= TOL, sr

@@ -85,9 +85,10 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
     cpu = target.kind.name == "llvm"
     out = []
     for task in ms().relax_integration.extract_tasks(fused, target):
-        tir = task.dispatched[0]
-        if tir.attrs is not None and tir.attrs.get("tirx.is_scheduled", False):
-            continue
+        tir = task.dispatched[0]  # an IRModule holding the PrimFunc as "main"
+        func = tir["main"]
+        if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
+            continue  # written scheduled (a recurrent loop kernel): nothing to tune
         try:
             flops = float(estimate_tir_flops(tir))
         except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
