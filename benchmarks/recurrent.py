@@ -60,9 +60,10 @@ def build(model: Path, out: Path, unroll_max: int | None, bindings: dict[str, st
 def timed_pair(package: Path, model: Path, extra: dict[str, np.ndarray], args: argparse.Namespace) -> tuple[float, float]:
     """(edgetune ms, onnxruntime ms): alternating fresh processes; ``extra`` are inputs only
     onnxruntime takes (bound in the package)."""
-    import edgetune_runtime
     import onnx
     import vs_runtimes
+
+    import edgetune_runtime
 
     ours = edgetune_runtime.load(package).reference_inputs()
     mine = package.parent / f"{package.name}-inputs.npz"
