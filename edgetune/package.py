@@ -32,7 +32,7 @@ from .errors import PackageError, VerificationError
 from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
 from .model import ImportedModel
 from .profiles import Profile
-from .util import sha256_file
+from .util import process_alive, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -340,18 +340,8 @@ def remove_stale(output: Path) -> None:
     build killed with SIGKILL cannot clean up after itself)."""
     for path in output.parent.glob(f".{output.name}.*"):
         match = re.match(rf"^\.{re.escape(output.name)}\.(?:partial|old|tar\.gz\.partial)-(\d+)", path.name)
-        if match and not _alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

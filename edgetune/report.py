@@ -66,9 +66,7 @@ def _onnx_structure(path: Path, input_shapes: dict[str, tuple[int, ...]],
     from .importer import onnx_import as ox
 
     model = ox.load_onnx(path)
-    inputs = ox.real_inputs(model)
-    del model.graph.input[:]
-    model.graph.input.extend(inputs)
+    ox.drop_initializer_inputs(model)
     bindable = og.bindable_inputs(model)
     og.bind_inputs(model, bindings)
     try:

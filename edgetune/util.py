@@ -87,6 +87,17 @@ def file_lock(path: Path, timeout: float = 1800.0, what: str = "") -> Iterator[N
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write a file so that readers see the old or the new content, never a part."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

@@ -186,13 +186,6 @@ def test_inspect_lists_recurrent_layers_control_flow_and_bindable_inputs(tmp_pat
     assert data["bindable"] == [] and data["unsupported_ops"] == []
 
 
-def test_unroll_limit_is_one_number():
-    from edgetune._tvm import recurrent
-    from edgetune.importer import onnx_graph
-
-    assert onnx_graph.UNROLL_MAX_STEPS == recurrent.UNROLL_MAX_STEPS
-
-
 @pytest.mark.cross
 def test_crnn_for_pi4_and_streaming_vad_for_pi5_under_qemu(tmp_path, qemu):
     if shutil.which("aarch64-linux-gnu-g++") is None:

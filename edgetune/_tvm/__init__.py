@@ -141,8 +141,9 @@ def onnx_supported_ops() -> frozenset[str]:
     return frozenset(onnx_frontend._get_convert_map()) | _ONNX_DIRECT | frozenset(GATES)
 
 
-def _onnx_importer(unroll_max: int) -> Any:
-    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters in front of its map."""
+def _onnx_importer() -> Any:
+    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters in front of its map
+    (sequences up to ``recurrent.UNROLL_MAX_STEPS`` steps unrolled, as read at conversion)."""
     from tvm.relax.frontend.onnx import onnx_frontend as fe
 
     from . import recurrent
@@ -156,7 +157,8 @@ def _onnx_importer(unroll_max: int) -> Any:
 
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
             if op_name in recurrent.GATES:
-                return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs, unroll_max))
+                return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs,
+                                                           recurrent.UNROLL_MAX_STEPS))
             return super()._convert_operator(op_name, inputs, attrs, opset)
 
     return Importer
@@ -169,18 +171,15 @@ def _onnx_opset(model: Any) -> int:
     return 1
 
 
-def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str],
-                  unroll_max: int | None = None) -> Any:
+def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
     """Convert an ONNX ModelProto (names already sanitized, checked by the importer) to a Relax
-    IRModule, weights embedded. Recurrent sequences of at most ``unroll_max`` steps are unrolled,
-    longer ones loop (:mod:`.recurrent`). A model with a data-dependent ``If`` keeps its
+    IRModule, weights embedded. Short recurrent sequences are unrolled, longer ones loop
+    (:mod:`.recurrent`). A model with a data-dependent ``If`` keeps its
     ``relax.If``; the bindings around it are regrouped into dataflow blocks so they fuse."""
     tvm()
     from tvm import relax
 
-    from .recurrent import UNROLL_MAX_STEPS
-
-    importer = _onnx_importer(UNROLL_MAX_STEPS if unroll_max is None else unroll_max)
+    importer = _onnx_importer()
     try:
         with _quiet_frontend():
             mod = importer(dict(shapes), dict(dtypes)).from_onnx(model.graph, _onnx_opset(model))

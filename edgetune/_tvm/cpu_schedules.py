@@ -284,10 +284,10 @@ def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider
     """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed. Its input
     may be computed in the kernel (a recurrent step's ``r ⊙ h``): a parallel pass first."""
     epi, cropped = _fold_epilogue(sch, main)
+    inputs = {r.source for r in sch.get(main).reads}
     for block in _blocks(sch):
-        if not _is_reduction(sch, block) and not sch.get(block).same_as(sch.get(epi) if epi else None):
-            if any(w.source in {r.source for r in sch.get(main).reads} for w in sch.get(block).writes):
-                schedule_elementwise(sch, block, cpu, cores)
+        if not _is_reduction(sch, block) and any(w.source in inputs for w in sch.get(block).writes):
+            schedule_elementwise(sch, block, cpu, cores)
     loops = sch.get_loops(main)
     *rows, j, rk = loops
     row = sch.fuse(*rows) if len(rows) > 1 else rows[0]

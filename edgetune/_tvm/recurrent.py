@@ -101,7 +101,7 @@ def layer_of(op: str, inputs: Any, attrs: dict[str, Any]) -> Layer:
     )
 
 
-def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: int = UNROLL_MAX_STEPS) -> Any:
+def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: int) -> Any:
     """The Relax expression of one node: a tuple (Y [T, D, B, H], Y_h [D, B, H][, Y_c])."""
     from tvm import relax
 

@@ -1,4 +1,4 @@
-"""ONNX graph preparation for recurrent layers and control flow (no TVM here).
+"""ONNX graph preparation for recurrent layers and control flow (TVM is not imported here).
 
 * ``--bind NAME=VALUE`` turns a graph input into a constant (:func:`bind_inputs`), so the
   ``If`` nodes and shapes that depend on it fold away with the rest of the constant
@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from .._tvm import recurrent as converter  # its constants only: what converts, and how
 from ..errors import ModelError
 
-RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}
-_ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}
-UNROLL_MAX_STEPS = 32  # keep equal to edgetune._tvm.recurrent.UNROLL_MAX_STEPS (a test checks)
+RECURRENT = converter.GATES
 
 # Ops through which a bound scalar still only computes a condition or a shape.
 _SCALAR_OPS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor",
@@ -176,13 +175,13 @@ def _shapes(model: Any) -> dict[str, list[int | None]]:
 
 
 def _constants(graph: Any) -> dict[str, Any]:
-    from onnx import numpy_helper
-
+    """Constant tensors (initializers, ``Constant`` nodes) by name, as TensorProtos: converting
+    every weight to numpy would cost seconds on a big CNN when one value is wanted."""
     consts = {i.name: i for i in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             consts[node.output[0]] = node.attribute[0].t
-    return {name: numpy_helper.to_array(t) for name, t in consts.items()}
+    return consts
 
 
 def _refuse(node: Any, what: str, hint: str | None = None) -> None:
@@ -198,7 +197,7 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
     if not nodes:
         return []
     shapes = _shapes(model)
-    depends_on = input_dependencies(model)
+    depends_on = input_dependencies(model, shapes)
     out = []
     for node in nodes:
         attrs = _attrs(node)
@@ -213,7 +212,7 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
             "hidden": int(attrs.get("hidden_size", 0)),
             "steps": steps,
             "batch": batch,
-            "runs_as": None if steps is None else ("unrolled" if steps <= UNROLL_MAX_STEPS else "loop"),
+            "runs_as": None if steps is None else ("unrolled" if steps <= converter.UNROLL_MAX_STEPS else "loop"),
             "state_input": any(depends_on(n) for n in states),
         })
     return out
@@ -232,7 +231,7 @@ def check_recurrent(model: Any) -> None:
             _refuse(node, f"direction '{direction}' is not an ONNX direction")
         ndir = 2 if direction == "bidirectional" else 1
         names = [_text(a) for a in attrs.get("activations", [])]
-        odd = sorted(set(names) - _ACTIVATIONS)
+        odd = sorted(set(names) - set(converter.ACTIVATIONS))
         if odd:
             _refuse(node, f"activation(s) {', '.join(odd)} are not supported")
         per = len(names) // ndir if names else 0
@@ -254,7 +253,9 @@ def check_recurrent(model: Any) -> None:
                 _refuse(node, "sequence_lens is a run-time input: only sequences as long as the input "
                               f"({steps} steps) are supported",
                         "export without sequence_lens, or --bind it to the full length")
-            lens = np.asarray(consts[seq]).reshape(-1)
+            from onnx import numpy_helper
+
+            lens = numpy_helper.to_array(consts[seq]).reshape(-1)
             if (lens != steps).any():
                 _refuse(node, f"sequence_lens {lens.tolist()} is shorter than the sequence ({steps} steps); "
                               "only full-length sequences are supported")
@@ -301,13 +302,14 @@ def time_major(model: Any) -> int:
 # ---------------------------------------------------------------- control flow
 
 
-def input_dependencies(model: Any) -> Any:
+def input_dependencies(model: Any, shapes: dict[str, list[int | None]] | None = None) -> Any:
     """A function: tensor name → the graph inputs its value depends on. The shape of a tensor
-    whose shape is static depends on nothing (``Shape``/``Size`` fold)."""
+    whose shape is static depends on nothing (``Shape``/``Size`` fold). ``shapes``: what
+    :func:`_shapes` returns, when the caller has it already."""
     inputs = {vi.name for vi in model.graph.input}
     producers = {o: n for n in model.graph.node for o in n.output}
     consts = set(_constants(model.graph))
-    shapes = _shapes(model)
+    shapes = _shapes(model) if shapes is None else shapes
 
     def depends_on(name: str, seen: set[str] | None = None) -> set[str]:
         seen = set() if seen is None else seen
@@ -327,11 +329,12 @@ def input_dependencies(model: Any) -> Any:
 def control_flow(model: Any) -> list[dict[str, Any]]:
     """Each ``If`` / ``Loop`` / ``Scan`` node of the main graph and the inputs its condition reads
     (none: it folds at import)."""
+    nodes = [n for n in model.graph.node if n.op_type in ("If", "Loop", "Scan")]
+    if not nodes:
+        return []  # no shape inference for the common case
     depends_on = input_dependencies(model)
     out = []
-    for node in model.graph.node:
-        if node.op_type not in ("If", "Loop", "Scan"):
-            continue
+    for node in nodes:
         reads = sorted(depends_on(node.input[0])) if node.input else []
         out.append({"node": node.name or node.output[0], "op": node.op_type, "condition_reads": reads,
                     "branches": [g.name for g in _subgraphs(node)]})

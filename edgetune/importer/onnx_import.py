@@ -51,6 +51,13 @@ def real_inputs(model: Any) -> list[Any]:
     return [i for i in model.graph.input if i.name not in inits]
 
 
+def drop_initializer_inputs(model: Any) -> None:
+    """Keep only the real inputs among the graph inputs (see :func:`real_inputs`), in place."""
+    inputs = real_inputs(model)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+
+
 def input_dims(value_info: Any) -> list[int | str]:
     """Dims of a graph input: ints, or the symbolic name (``?`` when unnamed)."""
     dims: list[int | str] = []
@@ -194,9 +201,7 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
                 bindings: dict[str, str] | None = None) -> ImportedModel:
     """Convert an ONNX file; see the module docstring for the steps."""
     model = load_onnx(path)
-    inputs = real_inputs(model)
-    del model.graph.input[:]
-    model.graph.input.extend(inputs)
+    drop_initializer_inputs(model)
     bound = bind_inputs(model, bindings) if bindings else {}
     shapes, notes = _fix_shapes(model, overrides)
     missing = unsupported_ops(model)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import RemoteError, UsageError
 from ..profiles import Profile
-from ..util import write_atomic
+from ..util import process_alive, write_atomic
 from . import droplet
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
 from .records import RecordStore
@@ -537,13 +537,8 @@ def _remove_stale_runs() -> None:
 
     for path in Path(tempfile.gettempdir()).glob("edgetune-tune-*"):
         match = re.match(r"^edgetune-tune-(\d+)-", path.name)
-        if match and path.is_dir():
-            try:
-                os.kill(int(match.group(1)), 0)
-            except ProcessLookupError:
-                shutil.rmtree(path, ignore_errors=True)
-            except PermissionError:
-                pass  # another user's live run
+        if match and path.is_dir() and not process_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _ms(seconds: float | None) -> float | None:
