@@ -293,7 +293,8 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     sb, _ = _tuning_board(boards, "tunepi")
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
-    result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records))
+    result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records,
+                              skip_tail=0.0))
     assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 25
     assert result.failures == 0, result.errors
     assert all(t.best_ms is not None and t.default_ms is not None for t in result.snapshot.tasks)  # every task measured
@@ -336,7 +337,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
             box: dict = {}
             worker = threading.Thread(target=lambda: box.setdefault("r", tune(
                 TuneOptions(models=(model,), device="pi4", tracker=addr, key="pi4", trials=20, batch=4,
-                            population=32, records=records, timeout=45), notice=notices.append)))
+                            population=32, records=records, timeout=45, skip_tail=0.0), notice=notices.append)))
             worker.start()
             _wait_for_records(records, 5)
             sbs[1].kill_user_processes("rpc_server|popen_worker")  # the second board dies
@@ -546,7 +547,7 @@ def test_bench_beside_a_running_tune_on_one_board(boards, pi4_package, tmp_path)
 
     def run() -> None:
         try:
-            outcome["tune"] = tune(TuneOptions(models=(model,), device="busy", trials=12, batch=4, population=32,
+            outcome["tune"] = tune(TuneOptions(models=(model,), device="busy", trials=12, batch=4, population=32, skip_tail=0.0,
                                                records=records, timeout=120))
         except BaseException as err:  # noqa: BLE001 — asserted below
             outcome["error"] = err

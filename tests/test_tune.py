@@ -19,7 +19,7 @@ from conftest import record_lines, run_edgetune
 from edgetune.tuning.records import RecordStore
 from edgetune.tuning.session import TuneOptions, tune
 
-FAST = {"batch": 4, "population": 32, "timeout": 60.0}
+FAST = {"batch": 4, "population": 32, "timeout": 60.0, "skip_tail": 0.0}  # budget accounting: every task stays live
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_list_tasks_cli_shows_records(tuned_a, nets):
 def test_resume_after_kill_9(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "36",
-            "--batch", "4", "--population", "32", "--records", str(records), "--json"]
+            "--batch", "4", "--population", "32", "--skip-tail", "0", "--records", str(records), "--json"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -210,7 +210,7 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
 def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",
-            "--batch", "4", "--population", "32", "--records", str(records)]
+            "--batch", "4", "--population", "32", "--skip-tail", "0%", "--records", str(records)]
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -229,3 +229,17 @@ def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes left behind: {left}"
     assert not list(scratch.glob("edgetune-tune-*")), "candidate build directories left behind"
+
+
+def test_tuning_stops_when_nothing_left_pays(nets, tmp_path):
+    """Default --skip-tail: the smallest tasks keep their default schedule, and once the rest is
+    measured out the job ends before its budget instead of spending it where it cannot pay."""
+    opts = {k: v for k, v in FAST.items() if k != "skip_tail"}
+    result = tune(TuneOptions(models=(nets["a"],), device="host", trials=400, records=tmp_path / "r", **opts))
+    snap = result.snapshot
+    assert result.stop_reason.startswith("no task left that pays") and snap.spent < 400, result.stop_reason
+    small = [t for t in snap.tasks if t.status.startswith("too small to pay")]
+    assert small and all(t.trials == 1 for t in small)  # measured once, at their default
+    assert any(t.kind == "conv2d" and t.trials > 1 for t in snap.tasks)  # the convolutions were searched
+    (net,) = snap.networks
+    assert net.estimate_ms <= net.before_ms

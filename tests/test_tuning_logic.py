@@ -87,6 +87,42 @@ def test_early_stop_takes_a_task_out():
     assert s.next_task() is None
 
 
+def _flat(times, skip_tail):
+    tasks = [TaskState(f"t{i}", 1e6) for i in range(len(times))]
+    s = Scheduler(tasks, Objective("sum", [Network("n", {i: 1 for i in range(len(times))})]), skip_tail=skip_tail)
+    for i, t in enumerate(times):
+        s.record(i, 1, t)
+    return s
+
+
+def test_smallest_tasks_together_under_the_tail_share_keep_their_default():
+    s = _flat([0.060, 0.036, 0.003, 0.001], skip_tail=0.05)  # shares 60 %, 36 %, 3 %, 1 %
+    picks = set()
+    for _ in range(20):
+        i = s.next_task()
+        picks.add(i)
+        s.record(i, 8, s.tasks[i].best * 0.99)
+    assert 0 in picks and picks.isdisjoint({2, 3})
+    assert "too small to pay" in s.tasks[2].stopped and "too small to pay" in s.tasks[3].stopped
+    assert _flat([0.060, 0.036, 0.003, 0.001], skip_tail=0.0).tail(s.latencies()) == set()
+
+
+def test_tail_never_covers_more_than_its_share_of_a_network_of_small_tasks():
+    s = _flat([0.001] * 40, skip_tail=0.05)  # 40 tasks of 2.5 % each: only two fit in 5 %
+    assert len(s.tail(s.latencies())) == 2
+    s.next_task()
+    assert sum(1 for t in s.tasks if t.stopped) == 2
+
+
+def test_a_task_another_network_needs_is_not_in_the_tail():
+    tasks = [TaskState("big", 1e9), TaskState("shared", 1e6)]
+    nets = [Network("A", {0: 1, 1: 1}), Network("B", {1: 1})]  # 'shared' is ~1 % of A, all of B
+    s = Scheduler(tasks, Objective("sum", nets), skip_tail=0.05)
+    s.record(0, 1, 0.1)
+    s.record(1, 1, 0.001)
+    assert s.tail(s.latencies()) == set()
+
+
 def test_parse_amounts():
     assert parse_amounts(["det=25ms", "cls=800us"], ["det", "cls"], "latency", unit=True) == pytest.approx({"det": 0.025, "cls": 0.0008})
     assert parse_amounts(["a=2"], ["a"], "weight", unit=False) == {"a": 2.0}

@@ -38,6 +38,8 @@ def tune(
     batch: int = typer.Option(32, "--batch", help="Candidates per measured batch."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per candidate before it counts as failed."),
     early_stop: int = typer.Option(None, "--early-stop", help="Stop a task after this many batches without gain."),
+    skip_tail: str = typer.Option("5%", "--skip-tail", help="Leave the smallest tasks at their default schedule while "
+                                  "together they are at most this share of latency (0: tune every task)."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
@@ -46,7 +48,7 @@ def tune(
 ) -> None:
     """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
     timed on the board; records persist, so `edgetune package` picks them up."""
-    from ..tuning.options import parse_duration
+    from ..tuning.options import parse_duration, parse_share
     from ..tuning.scheduler import parse_amounts
     from ..tuning.session import TuneOptions
     from ..tuning.session import list_tasks as list_task_table
@@ -61,7 +63,7 @@ def tune(
         weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
-        early_stop=early_stop, input_shapes=parse_input_shapes(input_shape), population=population,
+        early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=parse_input_shapes(input_shape), population=population,
         bindings=parse_bindings(bind))
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)

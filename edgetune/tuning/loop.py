@@ -109,7 +109,8 @@ class TuneLoop:
                 raise UsageError(f"--{label} names no model: {', '.join(unknown)}", f"networks are: {', '.join(names)}")
         networks = [Network(n, self.taskset.network_tasks(j), self.opts.weights.get(n, 1.0), self.opts.targets.get(n))
                     for j, n in enumerate(names)]
-        return Scheduler(states, Objective(self.opts.objective, networks), early_stop=self.opts.early_stop)
+        return Scheduler(states, Objective(self.opts.objective, networks), early_stop=self.opts.early_stop,
+                         skip_tail=self.opts.skip_tail)
 
     def _job_key(self) -> str:
         ident = sorted(m.sha256 for m in self.taskset.models)
@@ -176,6 +177,7 @@ class TuneLoop:
             for ctx in self.contexts.values():
                 with contextlib.suppress(Exception):
                     ctx.stop()
+            self.builder.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
         return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
                           self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers))
@@ -198,9 +200,9 @@ class TuneLoop:
 
     @contextlib.contextmanager
     def _graceful_stop(self) -> Iterator[None]:
-        """Ctrl-C (or SIGTERM) ends the run after dropping the batch in flight: the terminal's
-        Ctrl-C also reaches the build/run workers, so that batch's failures are not real. A
-        second Ctrl-C stops at once."""
+        """Ctrl-C (or SIGTERM) ends the run after the batch in flight is measured and saved (the
+        build/run workers never see the signal: ``shielded_pool``). A second Ctrl-C stops at
+        once, dropping that batch."""
         self.stop_requested = False
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -242,7 +244,8 @@ class TuneLoop:
                 return "interrupted"
             i = self.scheduler.next_task()
             if i is None:
-                return "all latency targets met" if self.scheduler.targets_met() else "no task left to improve"
+                return ("all latency targets met" if self.scheduler.targets_met()
+                        else "no task left that pays (each is measured out or among the smallest)")
             with self._timed("propose"):
                 kind, cands = self._propose(i)
             left = self._trials_left()
@@ -299,15 +302,9 @@ class TuneLoop:
             yield batch
 
     def _run_batch(self, kind: str, batch: Batch) -> bool:
-        """Measure and commit one batch; False when the run was interrupted meanwhile."""
-        try:
-            results = self._measure([c for _i, c in batch])
-        except Exception:
-            if self.stop_requested:  # the workers were interrupted with us
-                return False
-            raise
-        if self.stop_requested:
-            return False
+        """Measure and commit one batch; False when the run was interrupted meanwhile (the batch
+        is saved all the same: its workers were not interrupted)."""
+        results = self._measure([c for _i, c in batch])
         by_task: dict[int, list[int]] = defaultdict(list)
         for n, (i, _c) in enumerate(batch):
             by_task[i].append(n)
@@ -320,7 +317,7 @@ class TuneLoop:
         label = names[0] if len(names) == 1 else f"{len(names)} tasks"
         self.progress(self.snapshot(f"{label}: {kind} batch of {len(batch)}"))
         self._check_boards(results)
-        return True
+        return not self.stop_requested
 
     # ---- proposing
 

@@ -36,6 +36,7 @@ class TuneOptions:
     timeout: float = 60.0
     seed: int = 0
     early_stop: int | None = None
+    skip_tail: float = 0.05  # smallest tasks, together at most this share of latency, stay at their default
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     bindings: Mapping[str, str] = field(default_factory=dict)  # --bind NAME=VALUE (NET:NAME scoped)
     population: int = 512
@@ -61,8 +62,19 @@ class TuneOptions:
             raise UsageError(f"unknown search '{self.search}'", f"choose one of {', '.join(SEARCHES)}")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout '{self.layout}'", f"choose one of {', '.join(LAYOUTS)}")
+        if not 0.0 <= self.skip_tail < 1.0:
+            raise UsageError("--skip-tail is a share of latency below 1, e.g. 5% or 0.05 (0 tunes every task)")
         if not 0.0 <= self.explore <= 1.0:
             raise UsageError("--explore is a fraction of the budget between 0 and 1")
+
+
+def parse_share(text: str) -> float:
+    """``5%`` or ``0.05`` → 0.05 (UsageError otherwise)."""
+    value = text.strip()
+    try:
+        return float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError as err:
+        raise UsageError(f"bad share '{text}'", "e.g. 5% or 0.05") from err
 
 
 def parse_duration(text: str) -> float:

@@ -8,7 +8,10 @@ number; the scheduler picks the task whose next batch is expected to lower f the
 
 with ``backward`` the latency drop over the last few batches of task i and ``forward`` an
 optimistic guess (the task reaching the throughput of the best similar task, or improving as
-1/t). Tasks nobody's objective cares about any more get a zero gradient and no trials.
+1/t). Tasks nobody's objective cares about any more get a zero gradient and no trials, and the
+smallest tasks of each network — those that together are at most ``skip_tail`` of its latency
+(softmax, pooling, means, reshapes) — keep their measured default schedule: making all of them
+free could not win more than that share, and their batches cost as much as a convolution's.
 Pure Python: tested without TVM.
 """
 
@@ -95,9 +98,10 @@ class Scheduler:
     """Chooses tasks for batches; updated with each batch's results."""
 
     def __init__(self, tasks: Sequence[TaskState], objective: Objective, *, window: int = 3,
-                 alpha: float = 0.2, beta: float = 2.0, early_stop: int | None = None):
+                 alpha: float = 0.2, beta: float = 2.0, early_stop: int | None = None, skip_tail: float = 0.0):
         self.tasks, self.objective = list(tasks), objective
         self.window, self.alpha, self.beta, self.early_stop = window, alpha, beta, early_stop
+        self.skip_tail = skip_tail
 
     # ---- estimates
 
@@ -135,6 +139,11 @@ class Scheduler:
         lat = self.latencies()
         if not live or lat is None or self.objective.met(lat):
             return None
+        if self.skip_tail > 0:
+            self._stop_tail(lat)
+            live = [i for i in live if not self.tasks[i].stopped]
+            if not live:
+                return None
         chain = self._chain(lat)
         grads = {i: chain[i] * self._dg_dt(i) for i in live}
         if all(chain[i] == 0 for i in live):
@@ -143,6 +152,25 @@ class Scheduler:
         if grads[best] >= 0:  # no gradient anywhere: spread trials over tasks that still matter
             return min((i for i in live if chain[i] > 0), key=lambda i: (self.tasks[i].batches, i))
         return best
+
+    def tail(self, lat: Sequence[float]) -> set[int]:
+        """Tasks too small to pay: in every network that calls them (and still wants to be faster),
+        among its smallest tasks that together are at most ``skip_tail`` of its latency."""
+        dl = self.objective.grad(lat)
+        small: dict[int, bool] = {}
+        for j, net in enumerate(self.objective.networks):
+            if dl[j] <= 0 or lat[j] <= 0:
+                continue
+            share = {i: mult * (self.tasks[i].best or 0.0) / lat[j] for i, mult in net.tasks.items()}
+            total = 0.0
+            for i in sorted(share, key=lambda i: (share[i], i)):
+                total += share[i]
+                small[i] = small.get(i, True) and total <= self.skip_tail
+        return {i for i, is_small in small.items() if is_small}
+
+    def _stop_tail(self, lat: Sequence[float]) -> None:
+        for i in self.tail(lat):
+            self.tasks[i].stop(f"too small to pay (the smallest tasks, ≤ {self.skip_tail:.0%} of latency together)")
 
     def _calls(self, i: int) -> int:
         return sum(n.tasks.get(i, 0) for n in self.objective.networks) or 1
