@@ -6,7 +6,9 @@
 
 For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
 job, so the 20-minute row continues the 5-minute one and the tuning time is cumulative; the work
-directory is kept, so a later run with ``--budgets 60`` continues from 20 minutes. After
+directory is kept, so a later run with ``--budgets 60`` continues from 20 minutes. A job that
+ends before its budget (nothing left that pays: ``edgetune tune --skip-tail``) is marked
+``converged`` and its row stands for the larger budgets. After
 each budget the model is packaged for ``host`` with the records so far (budget 0: no records —
 the default schedules) and timed through the on-device loader; the baseline is onnxruntime for
 ONNX models (on the same cleaned model edgetune imports: initializers not listed as inputs) and
@@ -208,12 +210,17 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                    "trials_per_min": summary.get("trials_per_min"), "time_breakdown_s": summary.get("time_breakdown_s"),
                    "edgetune_ms": round(ours, 4), "baseline": baseline_kind, "baseline_ms": round(theirs, 4),
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
-                   "tasks": summary.get("tasks")}
+                   "stop_reason": summary.get("stop_reason"), "tasks": summary.get("tasks")}
+            row["converged"] = bool(minutes) and summary["stop_reason"].startswith("no task left")
             rows.append(row)
             rows.sort(key=lambda r: (r["model"], r["budget_min"]))
             print(f"{name:15s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
                   f"{baseline_kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
             save(rows, args)
+            if row["converged"]:  # the job ended before its budget: larger budgets would end the same
+                print(f"{name:15s} tuning ended after {row['tuning_s'] / 60:.1f} min ({summary['stop_reason']}); "
+                      "this row stands for the larger budgets", flush=True)
+                break
     return rows
 
 
@@ -225,17 +232,28 @@ def save(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def report(rows: list[dict[str, Any]]) -> None:
-    print("\n| model | budget (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| model | budget (min) | tuned (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tpm = f"{r['trials_per_min']:.0f}" if r.get("trials_per_min") else "-"
-        print(f"| {r['model']} | {r['budget_min']:g} | {r['trials']} | {tpm} | {r['edgetune_ms']:.3f} | "
-              f"{r['baseline']} | {r['baseline_ms']:.3f} | {r['ratio']:.2f} |")
-    for minutes in sorted({r["budget_min"] for r in rows}):
-        ratios = [r["ratio"] for r in rows if r["budget_min"] == minutes]
+        ended = " (ended: nothing left pays)" if r.get("converged") else ""
+        print(f"| {r['model']} | {r['budget_min']:g}{ended} | {r['tuning_s'] / 60:.1f} | {r['trials']} | {tpm} | "
+              f"{r['edgetune_ms']:.3f} | {r['baseline']} | {r['baseline_ms']:.3f} | {r['ratio']:.2f} |")
+    for minutes in sorted({r["budget_min"] for r in rows} | {20.0, 60.0}):
+        ratios = [r["ratio"] for r in (_at_budget(rows, name, minutes) for name in sorted({r["model"] for r in rows}))
+                  if r is not None]
+        if not ratios:
+            continue
         gmean = float(np.exp(np.mean(np.log(ratios))))
         print(f"budget {minutes:g} min: geometric mean ratio {gmean:.2f}, worst {max(ratios):.2f} over {len(ratios)} models")
     plot(rows)
+
+
+def _at_budget(rows: list[dict[str, Any]], name: str, minutes: float) -> dict[str, Any] | None:
+    """The model's row for a budget: its own, or the row where its tuning job ended earlier."""
+    mine = [r for r in rows if r["model"] == name and (r["budget_min"] == minutes or
+                                                      (r.get("converged") and r["budget_min"] < minutes))]
+    return min(mine, key=lambda r: r["budget_min"]) if mine else None
 
 
 def plot(rows: list[dict[str, Any]]) -> None:

@@ -267,6 +267,14 @@ def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"kinds": kinds, "tuned": kinds.get("tuned", 0), "naive": naive, "naive_flops_share": round(share, 4)}
 
 
+def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Per kernel of the library, what a profile on the board joins its times with: kind (the
+    default schedule's, or ``tuned``), calls and FLOPs per inference call, trials spent on it."""
+    trials = {r["name"]: r["trials"] for r in (tuning or {}).get("tasks", [])}
+    return {name: {"kind": k["kind"], "calls": k["calls"], "flops": k["flops"], "tuned": k["kind"] == "tuned",
+                   "trials": trials.get(name, 0)} for name, k in kernels.items()}
+
+
 def lowering_key(profile: Profile, layout: str) -> str:
     """The lowering a build for ``profile`` uses with ``--layout``."""
     from . import _tvm
@@ -312,6 +320,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         manifest["tuning"] = recs.summary
         manifest["schedules"] = dict(schedule_summary(artifact.kernels), lowering=artifact.lowering,
                                      notes=list(recs.notes))
+        manifest["kernels"] = kernel_facts(artifact.kernels, recs.summary)
         if opts.verify:
             t0 = time.perf_counter()
             progress(f"computing reference outputs ({reference.runtime_label(model.format)})")

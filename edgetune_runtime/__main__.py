@@ -26,8 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE", help=".npy per input (by position or NAME=), or one .npz with all inputs by name")
     run.add_argument("--output", type=Path, help="write outputs to this .npz")
     bench = sub.choices["bench"]
-    bench.add_argument("--number", type=int, default=10)
-    bench.add_argument("--repeat", type=int, default=5)
+    bench.add_argument("--runs", type=int, default=50, help="timed runs after the warm-up (default 50)")
+    bench.add_argument("--profile", action="store_true", help="also time every kernel inside the network")
+    bench.add_argument("--strict", action="store_true", help="exit 3 when the machine is throttled or busy")
+    bench.add_argument("--max-warmup", type=float, default=20.0, metavar="S", help="warm-up limit in seconds")
     return p
 
 
@@ -73,7 +75,9 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
 def _bench(args: argparse.Namespace) -> dict[str, Any]:
     from .loader import load
 
-    return load(args.package).benchmark(number=args.number, repeat=args.repeat)
+    if args.runs < 2:
+        raise LoaderError("--runs must be at least 2", "e.g. --runs 50")
+    return load(args.package).measure(runs=args.runs, profile=args.profile, max_warmup_s=args.max_warmup)
 
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:
@@ -95,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=None if args.json else 2, default=str))
     if args.command == "check" and not result["passed"]:
         return 1
+    if args.command == "bench" and args.strict and any(w["level"] == "bad" for w in result["warnings"]):
+        for w in result["warnings"]:
+            print(f"refused (--strict): {w['text']}", file=sys.stderr)
+        return 3
     return 0
 
 

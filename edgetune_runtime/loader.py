@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,40 @@ class Model:
             "min_ms": float(samples.min()), "repeat": repeat, "number": number,
         }
 
+    def _sync(self) -> None:
+        if self._device.dlpack_device_type() != 1:  # kernels on a GPU return before they finish
+            self._device.sync()
+
+    def _reference_call(self) -> Any:
+        """One inference on the reference inputs, synchronized (for timing)."""
+        tensors = self._tensors(self.reference_inputs())
+        main = self._vm["main"]
+
+        def call() -> None:
+            main(*tensors)
+            self._sync()
+        return call
+
+    def measure(self, runs: int = 50, profile: bool = False, profile_runs: int = 20,
+                max_warmup_s: float = 20.0) -> dict[str, Any]:
+        """A timing to trust: the machine's state and its warnings, latency after a warm-up that
+        waits for stable numbers (p50/p90/p99, 95 % CI of the mean) and, with ``profile``, the
+        time of every kernel inside the network and which one to tune next
+        (see :mod:`edgetune_runtime.measure`)."""
+        from . import measure
+
+        state = measure.system_state()
+        call = self._reference_call()
+        result: dict[str, Any] = {"latency": measure.latency(call, runs, max_warmup_s), "system": state,
+                                  "warnings": measure.warnings(state), "threads": _threads()}
+        if profile:
+            raw = measure.profile(self._vm, call, self._sync, profile_runs)
+            ranked = measure.rank(raw["rows"], self.manifest.get("kernels") or {})
+            ranked["hook_overhead_us"] = raw["hook_overhead_us"]
+            ranked["end_to_end_ms"] = result["latency"]["mean_ms"]
+            result["profile"] = ranked
+        return result
+
     def reference_inputs(self) -> list[np.ndarray]:
         """The deterministic inputs stored at package time."""
         with np.load(self.root / REFERENCE) as data:
@@ -177,6 +212,12 @@ class Model:
         with np.load(self.root / REFERENCE) as data:
             expected = {s["original_name"]: data[f"output:{s['name']}"] for s in self.outputs}
         return compare(expected, got, **tol)
+
+
+def _threads() -> int | None:
+    """Threads TVM's runtime uses here (``TVM_NUM_THREADS``, else one per core)."""
+    value = os.environ.get("TVM_NUM_THREADS", "")
+    return int(value) if value.isdigit() else os.cpu_count()
 
 
 # Floats: |out - ref| <= atol + rtol * max|ref|. Integer (quantized) outputs: within int_atol steps.

@@ -98,9 +98,9 @@ def test_cli_info_run_bench_check(host_package, tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["softmaxout_1"]["shape"] == [1, 1000, 1, 1]
     assert np.load(tmp_path / "y.npz")["softmaxout_1"].shape == (1, 1000, 1, 1)
-    bench = _loader("bench", str(host_package), "--number", "2", "--repeat", "3", "--json")
+    bench = _loader("bench", str(host_package), "--runs", "5", "--json")
     stats = json.loads(bench.stdout)
-    assert bench.returncode == 0 and stats["p50_ms"] > 0 and stats["repeat"] == 3
+    assert bench.returncode == 0 and stats["latency"]["p50_ms"] > 0 and stats["latency"]["runs"] == 5
     check = _loader("check", str(host_package), "--json")
     assert check.returncode == 0 and json.loads(check.stdout)["passed"] is True
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -60,28 +61,73 @@ def deploy(
 @boundary
 def bench(
     package: Path = typer.Argument(..., help="A package directory from `edgetune package`."),
-    device: str = typer.Option(..., "--device", "-d", help="Board name, or with --tracker a tracker key (profile)."),
+    device: str = typer.Option(..., "--device", "-d", help="host (this machine), a board name, or with --tracker a key."),
+    runs: int = typer.Option(50, "--runs", help="Timed runs after the warm-up."),
+    profile: bool = typer.Option(False, "--profile", help="Also time every kernel inside the network."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) when the machine is throttled or busy."),
     tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker; --device is then the key."),
-    number: int = typer.Option(10, help="Runs per measurement."),
-    repeat: int = typer.Option(10, help="Measurements."),
+    number: int = typer.Option(10, help="With --tracker: runs per measurement."),
+    repeat: int = typer.Option(10, help="With --tracker: measurements."),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Latency of a package on a board (TVM remote time evaluator): mean, p50, p90, std."""
-    from ..remote.bench import bench_on_board, bench_on_tracker
-    from ..remote.inventory import get_board
+    """Latency of a package where it runs, and whether to trust the number: the machine's state
+    (throttled, busy, governor), p50/p90/p99 and a 95 % CI; --profile: time per kernel."""
+    from ..remote.bench import MeasureOptions, bench_on_tracker, measure_package
 
-    with progress(not json_out) as report:
-        report(f"benchmarking {package.name} on {device}")
-        if tracker:
+    if tracker:
+        if profile or strict:
+            raise UsageError("--profile and --strict need a shell on the board", "bench a board by name, or --device host")
+        with progress(not json_out) as report:
+            report(f"benchmarking {package.name} on {device} through the tracker")
             result = bench_on_tracker(package, _tracker_addr(tracker), device, number, repeat)
-        else:
-            result = bench_on_board(package, get_board(device), number, repeat)
-    if json_out:
-        print_json(result.to_json())
+        if json_out:
+            print_json(result.to_json())
+            return
+        out.print(f"{package.name} on {result.device}: mean {result.mean_ms:.3f} ms  p50 {result.p50_ms:.3f}  "
+                  f"p90 {result.p90_ms:.3f}  std {result.std_ms:.3f}  ({result.repeat}×{result.number} runs)")
+        out.print(f"  outputs vs reference: {'[green]match[/]' if result.check['passed'] else '[red]DIFFER[/]'}")
         return
-    out.print(f"{package.name} on {result.device}: mean {result.mean_ms:.3f} ms  p50 {result.p50_ms:.3f}  "
-              f"p90 {result.p90_ms:.3f}  std {result.std_ms:.3f}  ({result.repeat}×{result.number} runs)")
-    out.print(f"  outputs vs reference: {'[green]match[/]' if result.check['passed'] else '[red]DIFFER[/]'}")
+    with progress(not json_out) as report:
+        report(f"benchmarking {package.name} on {device}" + (" with a per-kernel profile" if profile else ""))
+        m = measure_package(MeasureOptions(package, device, runs, profile, strict))
+    if json_out:
+        print_json(m.to_json())
+        return
+    _render_measurement(package.name, m)
+
+
+def _render_measurement(name: str, m: Any) -> None:
+    lat, sys_ = m.latency, m.system
+    out.print(f"{name} on {m.device} ({m.threads} threads): p50 [bold]{lat['p50_ms']:.3f} ms[/]  p90 {lat['p90_ms']:.3f}  "
+              f"p99 {lat['p99_ms']:.3f}  mean {lat['mean_ms']:.3f} (95 % CI {lat['ci95_ms'][0]:.3f}–{lat['ci95_ms'][1]:.3f})  "
+              f"{lat['runs']} runs after {lat['warmup']['runs']} warm-up"
+              + ("" if lat["warmup"]["stable"] else " [yellow](never stable)[/]"))
+    clocks = f"{sys_['freq_mhz']}/{sys_['max_freq_mhz']} MHz" if sys_.get("freq_mhz") else "clocks unknown"
+    temp = f"{sys_['temperature_c']:.0f} °C" if sys_.get("temperature_c") is not None else "temperature unknown"
+    throttled = sys_.get("throttled") or "no throttle flags"
+    out.print(f"  machine: governor {sys_.get('governor') or 'unknown'}, {clocks}, {temp}, {throttled}, "
+              f"load {sys_['load_1m']:.2f}")
+    for w in m.warnings:
+        out.print(f"  {'[red]warning[/]' if w['level'] == 'bad' else 'note'}: {w['text']}")
+    out.print(f"  outputs vs reference: {'[green]match[/]' if m.check['passed'] else '[red]DIFFER[/]'}")
+    if m.profile:
+        _render_profile(m.profile, m.kernels_known)
+
+
+def _render_profile(p: dict[str, Any], known: bool) -> None:
+    table = Table("kernel", "kind", "calls", "ms", "%", "GFLOP/s", "tuned", "trials", box=None, header_style="bold")
+    for r in p["kernels"]:
+        table.add_row(r["name"][:60], r["kind"] or "?", str(r["calls"]), f"{r['ms']:.4f}", f"{r['pct']:.1f}",
+                      f"{r['gflops']:.1f}" if r["gflops"] else "", {True: "yes", False: "no"}.get(r["tuned"], ""),
+                      str(r["trials"]) if r["trials"] is not None else "")
+    out.print(table)
+    gap = 100 * (p["sum_ms"] - p["end_to_end_ms"]) / p["end_to_end_ms"]
+    out.print(f"  kernels sum to {p['sum_ms']:.3f} ms of {p['end_to_end_ms']:.3f} ms end to end ({gap:+.1f} %; "
+              f"the instrument's {p['hook_overhead_us']:.2f} µs per call taken out)")
+    if p["next"]:
+        out.print(f"  tune next: [bold]{p['next']['kernel']}[/] ({p['next']['pct']:.0f} % of the time, {p['next']['why']})")
+    if not known:
+        out.print("  (this package predates per-kernel facts: package it again for kinds, FLOPs and trials)")
 
 
 @tracker_app.command("start")

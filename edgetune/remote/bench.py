@@ -1,16 +1,30 @@
-"""``edgetune bench``: latency of a package on a board, with TVM's remote time evaluator."""
+"""``edgetune bench``: latency of a package where it will run, and whether to trust it.
+
+On this machine (``--device host``) and on a board over SSH, the package's own loader measures
+it (``python -m edgetune_runtime bench``): the machine's state and warnings (throttled, busy,
+governor), latency after a warm-up that waits for stable numbers, p50/p90/p99 and a 95 %
+confidence interval, and with ``profile`` every kernel's time inside the network. Through a
+tracker, TVM's remote time evaluator times it (no shell on those boards).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import _tvm
-from ..errors import RemoteError, RpcError
-from .board import RemoteBoard, read_manifest
+from ..errors import RemoteCommandError, RemoteError, RpcError, UsageError
+from ..profiles import normalize_arch
+from .board import RemoteBoard, read_manifest, upload_package
 from .inventory import Board
 from .rpc import board_server, request_session
 
@@ -77,3 +91,97 @@ def bench_on_tracker(package: Path, tracker: tuple[str, int], key: str, number: 
     _inputs_and_reference(package)
     session = request_session(tracker, key, timeout)
     return _measure(session, package, f"{key}@{tracker[0]}:{tracker[1]}", number, repeat)
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """What ``edgetune bench`` (host or SSH board) asks of the package's loader."""
+
+    package: Path
+    device: str  # ``host`` or a board name
+    runs: int = 50
+    profile: bool = False
+    strict: bool = False  # refuse when the machine is throttled or busy
+    max_warmup_s: float = 20.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The loader's ``measure`` result on ``device``, with the reference check run there."""
+
+    device: str
+    latency: dict[str, Any]
+    system: dict[str, Any]
+    warnings: list[dict[str, str]]
+    threads: int | None
+    check: dict[str, Any]
+    profile: dict[str, Any] | None = None
+    kernels_known: bool = field(default=True)
+
+    @property
+    def bad(self) -> list[str]:
+        return [w["text"] for w in self.warnings if w["level"] == "bad"]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def measure_package(opts: MeasureOptions) -> Measurement:
+    """Measure ``opts.package`` on this machine or on a board; see the module docstring.
+
+    Raises PackageError (not a package), RemoteError (wrong arch, no runtime, the loader failed)
+    or UsageError (``strict`` and the machine is throttled or busy: the numbers would lie)."""
+    if opts.runs < 2:
+        raise UsageError("--runs must be at least 2", "e.g. --runs 50")
+    package = opts.package.resolve()
+    manifest = read_manifest(package)
+    _inputs_and_reference(package)  # a package without reference data fails before anything runs
+    args = ["-m", "edgetune_runtime", "bench", ".", "--json", "--runs", str(opts.runs),
+            "--max-warmup", str(opts.max_warmup_s)] + (["--profile"] if opts.profile else [])
+    check_args = ["-m", "edgetune_runtime", "check", ".", "--json"]
+    if opts.device == "host":
+        here = normalize_arch(platform.machine())
+        if manifest.get("arch") != here:
+            raise RemoteError(f"package is for {manifest.get('arch')}, this machine is {here}",
+                              "package the model with --device host to measure it here")
+        check, result = (_local(package, a) for a in (check_args, args))
+    else:
+        from .inventory import get_board
+
+        board = get_board(opts.device)
+        with RemoteBoard(board) as rb:
+            if manifest.get("arch") != rb.facts().arch:
+                raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
+                                  f"package the model with --device {board.name}")
+            remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
+            try:
+                upload_package(rb, package, remote)
+                check, result = (_on_board(rb, remote, a) for a in (check_args, args))
+            finally:
+                rb.conn.run(f"rm -rf {shlex.quote(remote)}", check=False)
+    out = Measurement(opts.device, result["latency"], result["system"], result["warnings"], result.get("threads"),
+                      check, result.get("profile"), bool(manifest.get("kernels")))
+    if opts.strict and out.bad:
+        raise UsageError(f"refused to measure on {opts.device}: " + "; ".join(out.bad),
+                         "let the board cool down or stop what keeps it busy, or drop --strict")
+    return out
+
+
+def _parse(stdout: str, stderr: str, where: str) -> dict[str, Any]:
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RemoteCommandError(f"the package's loader failed on {where}: "
+                                 f"{(stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
+
+
+def _local(package: Path, args: list[str]) -> dict[str, Any]:
+    """The package's own loader, in a fresh process (its thread pool and environment are a
+    user's), from the package directory."""
+    proc = subprocess.run([sys.executable, *args], cwd=package, capture_output=True, text=True, check=False)
+    return _parse(proc.stdout, proc.stderr, "this machine")
+
+
+def _on_board(rb: RemoteBoard, remote: str, args: list[str]) -> dict[str, Any]:
+    proc = rb.python(args, cwd=remote, check=False, timeout=900)
+    return _parse(proc.stdout, proc.stderr, rb.board.name)

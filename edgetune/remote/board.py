@@ -101,8 +101,36 @@ def check_board(board: Board) -> CheckReport:
         if rb.profile.runtime == "cuda":
             want = str(rb.profile.toolchain.cuda_major)
             items.append(CheckItem("cuda", f.cuda.split(".")[0] == want, f"CUDA {f.cuda or 'not found'}, profile needs {want}.x"))
-        items.append(_runtime_item(rb, f))
-    return CheckReport(board.name, tuple(items), f.__dict__)
+        items.append(runtime := _runtime_item(rb, f))
+        timing: dict[str, Any] = {}
+        if runtime.ok:
+            item, timing = _timing_item(rb)
+            items.append(item)
+    return CheckReport(board.name, tuple(items), dict(f.__dict__, timing=timing))
+
+
+TIMING_PROBE = ("import json; from edgetune_runtime import measure as m; s = m.system_state(); "
+                "print(json.dumps({'state': s, 'warnings': m.warnings(s)}))")
+
+
+def _timing_item(rb: RemoteBoard) -> tuple[CheckItem, dict[str, Any]]:
+    """What would make timings on the board lie (throttling, heat, load, governor), read by the
+    runtime's own probe; not ok when the board is throttled or busy now."""
+    probe = rb.python(["-c", TIMING_PROBE], check=False, timeout=120)
+    try:
+        data = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return CheckItem("timing", False, "could not read the board's state: "
+                         f"{(probe.stderr.strip().splitlines() or ['?'])[-1][:200]}; `edgetune devices setup --force` "
+                         "updates the runtime"), {}
+    s, warns = data["state"], data["warnings"]
+    parts = [f"governor {s.get('governor') or 'unknown'}",
+             f"{s['freq_mhz']}/{s['max_freq_mhz']} MHz" if s.get("freq_mhz") else "clocks unknown",
+             f"{s['temperature_c']:.0f} °C" if s.get("temperature_c") is not None else "temperature unknown",
+             f"throttled {s['throttled']}" if s.get("throttled") else "no throttle flags",
+             f"load {s['load_1m']:.2f}"]
+    detail = ", ".join(parts) + "".join(f"; {w['text']}" for w in warns)
+    return CheckItem("timing", not any(w["level"] == "bad" for w in warns), detail), data
 
 
 def _runtime_item(rb: RemoteBoard, f: BoardFacts) -> CheckItem:
@@ -224,7 +252,7 @@ def deploy_package(package: Path, board: Board) -> DeployResult:
         # leftovers of this package's interrupted deploys (the name is validated: the glob is safe)
         rb.conn.run(f"mkdir -p {q(packages)} && rm -rf {q(packages)}/.{name}.new-* {q(packages)}/.{name}.old-*")
         try:
-            files = _upload(rb, package, staging)
+            files = upload_package(rb, package, staging)
             check = _check_on_board(rb, staging)
             if not check.get("passed"):
                 worst = {k: v.get("max_abs_error", v.get("error")) for k, v in check.get("outputs", {}).items()}
@@ -239,7 +267,8 @@ def deploy_package(package: Path, board: Board) -> DeployResult:
         return DeployResult(board.name, final, len(files), check)
 
 
-def _upload(rb: RemoteBoard, package: Path, remote: str) -> list[Path]:
+def upload_package(rb: RemoteBoard, package: Path, remote: str) -> list[Path]:
+    """Copy a package directory to ``remote`` on the board and verify every file's checksum there."""
     files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for directory in sorted({str(p.parent.relative_to(package)) for p in files}):
         rb.conn.run(["mkdir", "-p", f"{remote}/{directory}" if directory != "." else remote])

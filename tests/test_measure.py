@@ -1,0 +1,105 @@
+"""Measurements to trust: the machine's state and its warnings, stable latency statistics, and a
+per-kernel profile that adds up to the end-to-end time — on this machine (``--device host``);
+the stand-in board's run is in test_remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import run_edgetune
+
+from edgetune_runtime import measure
+
+
+def _state(**over):
+    base = {"cpus": 4, "governor": "performance", "freq_mhz": 1800, "max_freq_mhz": 1800, "temperature_c": 52.0,
+            "throttled": None, "throttle_flags": [], "load_1m": 0.1, "load_5m": 0.1, "busy": []}
+    return dict(base, **over)
+
+
+def _levels(state):
+    return [(w["level"], w["text"]) for w in measure.warnings(state)]
+
+
+def test_a_quiet_board_has_no_warnings():
+    assert _levels(_state()) == []
+
+
+def test_throttle_flags_now_and_since_boot():
+    now = 0x50005  # under-voltage now + throttled now, and both since boot (a Pi's usual reading)
+    flags = [t for b, t in measure.THROTTLE_BITS.items() if now & (1 << b)]
+    (level, text), = _levels(_state(throttled=hex(now), throttle_flags=flags))
+    assert level == "bad" and "under-voltage now" in text and "throttled now" in text
+    past = 0x50000
+    flags = [t for b, t in measure.THROTTLE_BITS.items() if past & (1 << b)]
+    (level, text), = _levels(_state(throttled=hex(past), throttle_flags=flags))
+    assert level == "note" and "since boot" in text
+
+
+def test_heat_busy_processes_governor_and_capped_clocks():
+    assert _levels(_state(temperature_c=83.0))[0][0] == "bad"
+    busy = _levels(_state(busy=[{"pid": 42, "name": "stress", "cpu_pct": 97.0}]))
+    assert busy == [("bad", "the machine is busy: stress (pid 42, 97 %)")]
+    assert _levels(_state(governor="ondemand"))[0][0] == "note"
+    assert _levels(_state(freq_mhz=600))[0][0] == "bad"  # performance governor, yet a third of the clock
+
+
+def test_latency_statistics():
+    s = measure.summarize([1.0, 1.1, 0.9, 1.0, 1.2, 1.0, 5.0])
+    assert s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"] <= 5.0 and s["min_ms"] == 0.9
+    assert s["ci95_ms"][0] < s["mean_ms"] < s["ci95_ms"][1]
+    ticks = iter(range(10**6))
+    stats = measure.latency(lambda: next(ticks), runs=10, max_warmup_s=2.0)
+    assert stats["runs"] == 10 and stats["warmup"]["runs"] >= 4
+
+
+def test_host_bench_profile_adds_up_and_names_the_next_kernel(host_package):
+    res = run_edgetune("bench", str(host_package), "--device", "host", "--profile", "--runs", "30", "--json")
+    assert res.returncode == 0, res.stderr
+    m = json.loads(res.stdout)
+    assert m["check"]["passed"] and m["latency"]["p50_ms"] > 0 and m["system"]["cpus"] == os.cpu_count()
+    p = m["profile"]
+    assert abs(p["sum_ms"] - p["end_to_end_ms"]) <= 0.10 * p["end_to_end_ms"], p
+    convs = [k for k in p["kernels"] if "conv2d" in k["name"]]
+    assert convs and all(k["gflops"] and k["gflops"] > 0 and k["tuned"] is False for k in convs)
+    assert [k["ms"] for k in p["kernels"]] == sorted((k["ms"] for k in p["kernels"]), reverse=True)
+    assert p["next"]["kernel"] == next(k["name"] for k in p["kernels"] if k["tuned"] is False)
+    text = run_edgetune("bench", str(host_package), "--device", "host", "--profile", "--runs", "10")
+    assert text.returncode == 0 and "tune next:" in text.stdout and "kernels sum to" in text.stdout
+
+
+def test_a_busy_machine_is_reported_and_refused_with_strict(host_package):
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        res = run_edgetune("bench", str(host_package), "--device", "host", "--runs", "5", "--json")
+        assert res.returncode == 0, res.stderr
+        warns = json.loads(res.stdout)["warnings"]
+        assert any(w["level"] == "bad" and f"pid {hog.pid}" in w["text"] for w in warns), warns
+        strict = run_edgetune("bench", str(host_package), "--device", "host", "--runs", "5", "--strict")
+        assert strict.returncode == 2 and "busy" in strict.stderr and f"pid {hog.pid}" in strict.stderr
+    finally:
+        os.killpg(hog.pid, signal.SIGKILL)
+        hog.wait()
+
+
+def test_loader_cli_bench_on_the_board_side(host_package):
+    res = subprocess.run([sys.executable, "-m", "edgetune_runtime", "bench", ".", "--runs", "5", "--profile", "--json"],
+                         cwd=host_package, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    m = json.loads(res.stdout)
+    assert {"latency", "system", "warnings", "profile"} <= set(m) and m["profile"]["kernels"]
+    assert np.isfinite(m["latency"]["ci95_ms"]).all()
+
+
+@pytest.mark.parametrize("runs", ["1", "x"])
+def test_bad_runs_is_a_usage_error(host_package, runs):
+    res = run_edgetune("bench", str(host_package), "--device", "host", "--runs", runs)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
