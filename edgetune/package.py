@@ -270,9 +270,9 @@ def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Per kernel of the library, what a profile on the board joins its times with: kind (the
     default schedule's, or ``tuned``), calls and FLOPs per inference call, trials spent on it."""
-    trials = {r["name"]: r["trials"] for r in (tuning or {}).get("tasks", [])}
+    trials = {r["workload"]: r["trials"] for r in (tuning or {}).get("tasks", [])}  # joined by workload hash
     return {name: {"kind": k["kind"], "calls": k["calls"], "flops": k["flops"], "tuned": k["kind"] == "tuned",
-                   "trials": trials.get(name, 0)} for name, k in kernels.items()}
+                   "trials": trials.get(k.get("workload", ""), 0)} for name, k in kernels.items()}
 
 
 def lowering_key(profile: Profile, layout: str) -> str:

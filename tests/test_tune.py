@@ -78,6 +78,15 @@ def test_package_applies_records_and_passes_the_reference_check(tuned_a, nets, t
     # every kernel came from a record; without records every one has a default schedule
     assert tuned.manifest["schedules"]["tuned"] == t["total_tasks"]
     assert plain.manifest["schedules"]["tuned"] == 0 and plain.manifest["schedules"]["naive"] == []
+    # per-kernel facts for a profile on the board: trials joined by workload hash, not by name
+    kernels = tuned.manifest["kernels"]
+    assert all(k["tuned"] and k["trials"] >= 1 for k in kernels.values())
+    assert sum(k["trials"] for k in kernels.values()) == t["trials"]
+    assert not any(k["tuned"] or k["trials"] for k in plain.manifest["kernels"].values())
+    bench = run_edgetune("bench", str(tmp_path / "tuned"), "--device", "host", "--profile", "--runs", "10", "--json")
+    assert bench.returncode == 0, bench.stderr
+    rows = [r for r in json.loads(bench.stdout)["profile"]["kernels"] if r["kind"] != "runtime"]
+    assert rows and all(r["tuned"] and r["trials"] >= 1 for r in rows)
 
 
 def test_list_tasks_cli_shows_records(tuned_a, nets):

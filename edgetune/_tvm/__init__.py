@@ -397,15 +397,17 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
             return compile_with_records(mod, target, records), BuildInfo(lw.key, {})
         return tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target)), BuildInfo(lw.key, {})
     fused = lowering.fuse(mod, target, lw, conv_choice)
-    if records is not None:
-        from .metaschedule import apply_records
+    from .metaschedule import apply_records, kernel_workloads
 
+    workloads = kernel_workloads(fused)
+    if records is not None:
         fused = apply_records(fused, target, records)
     from .cpu_schedules import apply_default_schedules
 
     table = kernel_table(fused)
     fused, kinds = apply_default_schedules(fused, target)
-    kernels = {name: {"kind": kind, **table.get(name, {"calls": 0, "flops": 0.0})} for name, kind in kinds.items()}
+    kernels = {name: {"kind": kind, "workload": workloads.get(name, ""), **table.get(name, {"calls": 0, "flops": 0.0})}
+               for name, kind in kinds.items()}
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
     rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))

@@ -109,6 +109,15 @@ def space_summary(target: Any) -> str:
             f"MetaSchedule's {family} rules for the rest")
 
 
+def kernel_workloads(fused: Any) -> dict[str, str]:
+    """Per PrimFunc of a fused module, the workload hash its records are filed under (what
+    ``MetaScheduleApplyDatabase`` looks up): kernel names change with the build, hashes do not."""
+    from tvm import tirx
+
+    return {gv.name_hint: workload_hash(tvm().IRModule({"main": f.with_attr("global_symbol", "main")}))
+            for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)}
+
+
 def apply_records(fused: Any, target: Any, database_dir: Path) -> Any:
     """Replace the kernels of a fused module that have tuning records by their best schedule."""
     from tvm import relax

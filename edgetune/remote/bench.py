@@ -171,8 +171,13 @@ def _parse(stdout: str, stderr: str, where: str) -> dict[str, Any]:
     try:
         return json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise RemoteCommandError(f"the package's loader failed on {where}: "
-                                 f"{(stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
+        last = (stderr.strip().splitlines() or ["?"])[-1][:300]
+        if "unrecognized arguments" in last:
+            raise RemoteCommandError(f"the package's loader is older than this edgetune ({last})",
+                                     "package the model again with this edgetune") from None
+        hint = "run `python -m edgetune_runtime check PACKAGE` for the details" if where == "this machine" else \
+            "check the board with `edgetune devices check NAME`"
+        raise RemoteCommandError(f"the package's loader failed on {where}: {last}", hint) from None
 
 
 def _local(package: Path, args: list[str]) -> dict[str, Any]:
