@@ -96,7 +96,9 @@ def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             nbytes += size
     inputs = [spec(sub.Inputs(i)) for i in range(sub.InputsLength())]
     outputs = [spec(sub.Outputs(i)) for i in range(sub.OutputsLength())]
-    return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(model), params, nbytes
+    # what TVM is given: sparse weights densified, MediaPipe's transposed conv as a builtin
+    prepared, _, _ = tl.prepare_tflite(path)
+    return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(prepared), params, nbytes
 
 
 def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,

@@ -17,3 +17,4 @@ command -v "$PY" >/dev/null || PY=python3
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24" setuptools wheel
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${EDGETUNE_EXTRAS:-dev,jetson}]"
 .venv/bin/edgetune --version
+if [[ ",${EDGETUNE_EXTRAS:-dev,jetson}," == *",dev,"* ]]; then .venv/bin/python scripts/fetch_test_models.py; fi

@@ -170,7 +170,7 @@ def test_package_and_export_while_a_tune_writes_the_records(tmp_path):
     net = models.small_cnn_onnx(tmp_path / "net.onnx")
     records = tmp_path / "records"
     tune = subprocess.Popen([sys.executable, "-m", "edgetune", "tune", str(net), "--device", "host", "--trials", "40",
-                             "--batch", "4", "--population", "32", "--records", str(records), "--json"],
+                             "--batch", "4", "--population", "32", "--skip-tail", "0", "--records", str(records), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

@@ -306,7 +306,7 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25
     # Droplet descent measures through the same builder and runner: on the board too
     descent = tune(TuneOptions(models=(model,), device="tunepi", trials=4, batch=4, population=32, records=records,
-                               search="droplet", enumerate_limit=0))
+                               search="droplet", enumerate_limit=0, skip_tail=0.0))
     assert descent.batches.get("droplet", 0) >= 1 and descent.failures == 0, (descent.batches, descent.errors)
     before = {t.name: t.best_ms for t in result.snapshot.tasks}
     assert all(t.best_ms <= before[t.name] for t in descent.snapshot.tasks if t.best_ms is not None)
@@ -368,7 +368,8 @@ def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
 
     def run() -> None:
         try:
-            tune(TuneOptions(models=(model,), device="dying", trials=200, batch=4, population=32, records=records, timeout=30))
+            tune(TuneOptions(models=(model,), device="dying", trials=200, batch=4, population=32, records=records, timeout=30,
+                              skip_tail=0.0))
         except BaseException as err:  # noqa: BLE001 — asserted below
             errors.append(err)
 

@@ -118,6 +118,29 @@ def sum_of_stack_to_add(mod: Any) -> Any:
     return _map_functions(mod, lambda m, f: _Sum(m).visit_expr(f))
 
 
+def nchw_conv2d_transpose(mod: Any) -> Any:
+    """TVM 0.27 legalizes ``conv2d_transpose`` only in NCHW; the TFLite frontend emits it in NHWC
+    (TRANSPOSE_CONV, MediaPipe's transposed conv), which then reaches codegen unlowered. Wrap
+    such calls in transposes to NCHW and back (the layout passes fold them where they can)."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Deconv(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            if _op_name(new) != "relax.nn.conv2d_transpose" or new.attrs.data_layout != "NHWC":
+                return new
+            a = new.attrs
+            x = self.builder_.emit(relax.op.permute_dims(new.args[0], [0, 3, 1, 2]))
+            y = self.builder_.emit(relax.op.nn.conv2d_transpose(
+                x, new.args[1], strides=_ints(a.strides), padding=_ints(a.padding),
+                output_padding=_ints(a.output_padding), dilation=_ints(a.dilation), groups=int(a.groups),
+                data_layout="NCHW", kernel_layout=a.kernel_layout, out_layout="NCHW", out_dtype=a.out_dtype))
+            return relax.op.permute_dims(y, [0, 2, 3, 1])
+
+    return _map_functions(mod, lambda m, f: _Deconv(m).visit_expr(f))
+
+
 _NUMPY_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multiply": "multiply",
                  "relax.divide": "divide", "relax.power": "power", "relax.maximum": "maximum", "relax.minimum": "minimum"}
 _NUMPY_UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp", "relax.abs": "abs"}
@@ -913,7 +936,7 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
     from tvm import relax
 
     steps = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    mod = tvm().transform.Sequential(steps)(mod)
+    mod = nchw_conv2d_transpose(tvm().transform.Sequential(steps)(mod))
     if lowering == NATIVE:
         return mod
     mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))

@@ -52,6 +52,8 @@ def package(
                   f"max abs error {v['max_abs_error']:.3g}, max rel error {v['max_rel_error']:.3g}")
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
+    for note in m["model"].get("notes", []):
+        out.print(f"  import: {note}")
     if m.get("bound_inputs"):
         out.print("  bound at package time (no longer inputs): "
                   + ", ".join(f"{k}={v}" for k, v in m["bound_inputs"].items()))

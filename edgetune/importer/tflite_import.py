@@ -40,6 +40,24 @@ def load_tflite(path: Path) -> tuple[bytes, Any]:
     return data, model
 
 
+def prepare_tflite(path: Path) -> tuple[Any, tuple[str, ...], bytes]:
+    """``load_tflite``, then the rewrites TVM needs (sparse weights densified, MediaPipe's
+    transposed convolution as a builtin: :mod:`.tflite_rewrite`): the model TVM converts, a
+    note per rewrite, and the bytes LiteRT computes the reference from — the original file,
+    unless it holds a custom op LiteRT cannot run (then the rewritten one; the tests check that
+    rewrite against MediaPipe's own loop)."""
+    import tflite
+
+    from . import tflite_rewrite
+
+    data, model = load_tflite(path)
+    if not tflite_rewrite.needs_rewrite(model):
+        return model, (), data
+    new, notes = tflite_rewrite.rewrite(data)
+    custom = any(tflite_rewrite.MEDIAPIPE_DECONV in n for n in notes)
+    return tflite.Model.GetRootAsModel(new, 0), notes, new if custom else data
+
+
 def op_name(model: Any, op: Any) -> str:
     """Builtin operator name of ``op`` (``CUSTOM:name`` for custom ops)."""
     from tflite.BuiltinOperator import BuiltinOperator
@@ -118,7 +136,7 @@ def _input_shapes(sub: Any, overrides: dict[str, tuple[int, ...]]) -> dict[str, 
 
 def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedModel:
     """Convert a .tflite file; UnsupportedOpsError lists every operator TVM lacks at once."""
-    data, model = load_tflite(path)
+    model, rewrites, data = prepare_tflite(path)
     if model.SubgraphsLength() < 1:
         raise ModelFormatError(f"'{path.name}' has no subgraph")
     missing = unsupported_ops(model)
@@ -136,5 +154,5 @@ def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> Imported
         tensor_spec(sub.Tensors(sub.Outputs(i)), shape)
         for i, (shape, _dtype) in zip(range(sub.OutputsLength()), sig_out)
     )
-    notes = ("input shapes overridden",) if overrides else ()
+    notes = rewrites + (("input shapes overridden",) if overrides else ())
     return ImportedModel(path, "tflite", sha256_file(path), inputs, outputs, mod, data, notes)
