@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import models
+import numpy as np
 import pytest
 from conftest import record_lines, run_edgetune
 
@@ -252,3 +253,37 @@ def test_tuning_stops_when_nothing_left_pays(nets, tmp_path):
     assert any(t.kind == "conv2d" and t.trials > 1 for t in snap.tasks)  # the convolutions were searched
     (net,) = snap.networks
     assert net.estimate_ms <= net.before_ms
+
+
+def _drawn(img: np.ndarray, rgb: tuple[int, int, int]) -> int:
+    """Pixels of ``rgb`` (within rounding) in a rendered image."""
+    pixels = (img[..., :3] * 255).round().astype(int)
+    return int((np.abs(pixels - np.array(rgb)).sum(axis=-1) < 30).sum())
+
+
+def test_records_report_renders_curves_lines_and_the_task_breakdown(tuned_a, tmp_path):
+    import base64
+    import io
+    import re
+
+    import matplotlib.image as mpimg
+
+    records, result = tuned_a
+    colors = {"estimate": (31, 119, 180), "untuned line": (127, 127, 127), "latency share": (255, 127, 14),
+              "trial share": (44, 160, 44)}
+    png = run_edgetune("records", "report", "--device", "host", "--records", str(records), "-o", str(tmp_path / "r.png"))
+    assert png.returncode == 0, png.stderr
+    img = mpimg.imread(tmp_path / "r.png")
+    assert img.shape[0] >= 400 and img.shape[1] >= 1400
+    for what, rgb in colors.items():
+        assert _drawn(img, rgb) > 40, f"no {what} drawn"
+    page = run_edgetune("records", "report", "--device", "host", "--records", str(records), "-o", str(tmp_path / "r.html"),
+                        "--network", "a")
+    assert page.returncode == 0, page.stderr
+    text = (tmp_path / "r.html").read_text()
+    embedded = mpimg.imread(io.BytesIO(base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", text).group(1))), format="png")
+    assert all(_drawn(embedded, rgb) > 40 for rgb in colors.values())
+    assert all(t.name in text for t in result.snapshot.tasks if not t.status.startswith("its "))
+    assert "30 trials" in text
+    missing = run_edgetune("records", "report", "--device", "host", "--records", str(records), "--network", "zz")
+    assert missing.returncode == 2 and "networks with progress: a" in missing.stderr

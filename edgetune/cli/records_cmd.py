@@ -1,4 +1,4 @@
-"""``edgetune records ls|show|export|import``: the tuning databases, one per profile."""
+"""``edgetune records ls|show|export|import|report``: the tuning databases, one per profile."""
 
 from __future__ import annotations
 
@@ -90,3 +90,18 @@ def import_(archive: Path = typer.Argument(..., help="An archive from `edgetune 
     store = _store(device, records)
     workloads, added = store.import_(archive)  # under the store's lock
     out.print(f"imported {added} records ({workloads} new workloads) into {store.dir}")
+
+
+@app.command("report")
+@boundary
+def report(device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
+           output: Path = typer.Option(Path("report.html"), "--output", "-o", help="report.html or report.png."),
+           network: list[str] = typer.Option([], "--network", "-n", help="Only this network (repeatable)."),
+           records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
+    """Estimated latency against trials and time per network (untuned and target as lines), and
+    per task where the time is beside where the trials went: HTML or PNG."""
+    from ..tuning.report import ReportOptions, build_report
+
+    result = build_report(ReportOptions(device, output, records, tuple(network)))
+    out.print(f"wrote {result.path}: {len(result.networks)} network(s) ({', '.join(result.networks)}) "
+              f"from {result.jobs} tuning job(s)")

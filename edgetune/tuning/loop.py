@@ -123,6 +123,26 @@ class TuneLoop:
         except (OSError, ValueError, KeyError):
             return 0, 0.0
 
+    def _write_progress(self) -> None:
+        """For ``edgetune records report``: one line per batch (job time, trials, each network's
+        estimate) appended to ``runs/JOB.progress.jsonl``, and the task table as it stands now
+        (with each task's share of every network's estimate) in ``runs/JOB.tasks.json``."""
+        snap = self.snapshot()
+        point = {"t": round(self.seconds, 2), "trials": self.spent,
+                 "networks": {n.name: n.estimate_ms for n in snap.networks},
+                 "before": {n.name: n.before_ms for n in snap.networks},
+                 "targets": {n.name: n.target_ms for n in snap.networks if n.target_ms is not None}}
+        base = self.journal.with_suffix("")
+        with open(f"{base}.progress.jsonl", "a") as fh:
+            fh.write(json.dumps(point) + "\n")
+        nets = self.scheduler.objective.networks
+        rows = []
+        for i, row in enumerate(snap.tasks):
+            calls = {n.name: n.tasks.get(i, 0) for n in nets}
+            rows.append(row.to_json() | {"calls": calls})
+        write_atomic(Path(f"{base}.tasks.json"), json.dumps({"profile": self.profile.name, "updated": time.time(),
+                                                             "networks": [n.name for n in nets], "tasks": rows}))
+
     def _write_journal(self) -> None:
         self.journal.parent.mkdir(exist_ok=True)
         write_atomic(self.journal, json.dumps({"spent": self.spent, "seconds": self.seconds, "budget": self.opts.trial_budget,
@@ -313,6 +333,7 @@ class TuneLoop:
                 self._commit(i, kind, [batch[n][1] for n in idx], [results[n] for n in idx])
             self.batches[kind] = self.batches.get(kind, 0) + 1
             self._write_journal()
+            self._write_progress()
         names = sorted({self.scheduler.tasks[i].name for i in by_task})
         label = names[0] if len(names) == 1 else f"{len(names)} tasks"
         self.progress(self.snapshot(f"{label}: {kind} batch of {len(batch)}"))
