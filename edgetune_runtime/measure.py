@@ -130,14 +130,15 @@ def busy_processes(window_s: float = 0.5) -> list[dict[str, Any]]:
     return sorted(busy, key=lambda p: -p["cpu_pct"])
 
 
-def system_state(window_s: float = 0.5) -> dict[str, Any]:
-    """What this machine reports about the things that distort a timing."""
+def system_state(window_s: float = 0.5, busy: bool = True) -> dict[str, Any]:
+    """What this machine reports about the things that distort a timing (``busy``: also sample
+    the other processes for ``window_s``)."""
     flags, source = _throttled()
     load1, load5, _ = os.getloadavg() if hasattr(os, "getloadavg") else (None, None, None)
     return {"cpus": os.cpu_count(), **_cpu_clocks(), "temperature_c": _temperature(),
             "throttled": None if flags is None else hex(flags), "throttled_source": source,
             "throttle_flags": [text for bit, text in THROTTLE_BITS.items() if flags and flags & (1 << bit)],
-            "load_1m": load1, "load_5m": load5, "busy": busy_processes(window_s), **_jetson()}
+            "load_1m": load1, "load_5m": load5, "busy": busy_processes(window_s) if busy else [], **_jetson()}
 
 
 def warnings(state: dict[str, Any]) -> list[dict[str, str]]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -296,8 +299,17 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     sb, _ = _tuning_board(boards, "tunepi")
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
-    result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records,
-                              skip_tail=0.0))
+    # a CPU hog beside the board's RPC server: the tuner must say its measurements are suspect
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    notices: list[str] = []
+    try:
+        result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records,
+                                  skip_tail=0.0), notice=notices.append)
+    finally:
+        os.killpg(hog.pid, signal.SIGKILL)
+        hog.wait()
+    assert any(f"pid {hog.pid}" in c and "busy" in c for c in result.conditions), (result.conditions, notices)
+    assert any("not trustworthy" in n for n in notices)
     assert result.snapshot.runner == "board tunepi" and result.snapshot.spent == 25
     assert result.failures == 0, result.errors
     assert all(t.best_ms is not None and t.default_ms is not None for t in result.snapshot.tasks)  # every task measured

@@ -156,6 +156,8 @@ def _render_result(result: Any) -> None:
               f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min{rate}; records in {result.records}")
     for e in result.errors:
         out.print(f"  [yellow]a failed candidate:[/] {e}")
+    for c in result.conditions:
+        out.print(f"  [red]while measuring:[/] {c} — consider tuning again once that clears")
     for n in s.networks:
         if n.before_ms and n.estimate_ms:
             out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms with default schedules → {n.estimate_ms:.4g} ms tuned "

@@ -104,7 +104,7 @@ def check_board(board: Board) -> CheckReport:
         items.append(runtime := _runtime_item(rb, f))
         timing: dict[str, Any] = {}
         if runtime.ok:
-            item, timing = _timing_item(rb)
+            item, timing = board_timing(rb)
             items.append(item)
     return CheckReport(board.name, tuple(items), dict(f.__dict__, timing=timing))
 
@@ -113,7 +113,7 @@ TIMING_PROBE = ("import json; from edgetune_runtime import measure as m; s = m.s
                 "print(json.dumps({'state': s, 'warnings': m.warnings(s)}))")
 
 
-def _timing_item(rb: RemoteBoard) -> tuple[CheckItem, dict[str, Any]]:
+def board_timing(rb: RemoteBoard) -> tuple[CheckItem, dict[str, Any]]:
     """What would make timings on the board lie (throttling, heat, load, governor), read by the
     runtime's own probe; not ok when the board is throttled or busy now."""
     probe = rb.python(["-c", TIMING_PROBE], check=False, timeout=120)

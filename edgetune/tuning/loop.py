@@ -78,6 +78,8 @@ class TuneLoop:
         self.journal = store.dir / "runs" / f"{self._job_key()}.json"
         self.spent_before, self.seconds_before = self._read_journal()
         self.spent_now = 0
+        self.conditions: list[str] = []  # what made the measuring machine a bad judge meanwhile
+        self._conditions_at = -1e9
         self.failures = 0
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
@@ -200,7 +202,8 @@ class TuneLoop:
             self.builder.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
         return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
-                          self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers))
+                          self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers),
+                          tuple(self.conditions))
 
     def _warm_cost_model(self, per_task: int = 64) -> None:
         """On a resumed or shared database, train the cost model on the records first, so the
@@ -262,6 +265,7 @@ class TuneLoop:
         while not (reason := self._budget_spent()):
             if self.stop_requested:
                 return "interrupted"
+            self._check_conditions()
             i = self.scheduler.next_task()
             if i is None:
                 return ("all latency targets met" if self.scheduler.targets_met()
@@ -277,6 +281,25 @@ class TuneLoop:
             if not self._run_batch(kind, [(i, c) for c in cands]):
                 return "interrupted"
         return reason
+
+    CONDITIONS_EVERY_S = 300.0
+
+    def _check_conditions(self, force: bool = False) -> None:
+        """Every few minutes: is the measuring machine throttled, hot or busy? Then its times
+        are a bad judge: say so (once per finding) and keep it in the summary."""
+        if not force and time.monotonic() - self._conditions_at < self.CONDITIONS_EVERY_S:
+            return
+        self._conditions_at = time.monotonic()
+        try:
+            found = [w["text"] for w in self.runner.conditions() if w["level"] == "bad"]
+        except Exception as err:  # noqa: BLE001 — a failed probe must not stop tuning
+            log.debug("condition probe failed: %s", err)
+            return
+        for text in found:
+            if text not in self.conditions:
+                self.conditions.append(text)
+                self.notice(f"warning: measuring on {self.runner.label}: {text}; its timings are not trustworthy "
+                            "until that clears")
 
     def _choose_variants(self) -> None:
         """Convolutions with a direct and a Winograd variant: keep tuning the faster (by what was

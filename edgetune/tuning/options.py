@@ -175,6 +175,7 @@ class TuneResult:
     batches: dict[str, int]  # measured batches by how they were proposed
     errors: tuple[str, ...] = ()  # the first distinct candidate errors
     time_breakdown: dict[str, float] = field(default_factory=dict)  # seconds per phase of this run
+    conditions: tuple[str, ...] = ()  # the measuring machine was throttled, hot or busy meanwhile
 
     def to_json(self) -> dict[str, Any]:
         s = self.snapshot
@@ -184,7 +185,7 @@ class TuneResult:
             "failed_candidates": self.failures, "elapsed_s": round(s.elapsed_s, 1), "job_elapsed_s": round(s.spent_s, 1),
             "trials_per_min": round(s.trials_per_min, 1) if s.trials_per_min else None,
             "time_breakdown_s": {k: round(v, 2) for k, v in self.time_breakdown.items()},
-            "stop_reason": self.stop_reason, "interrupted": self.interrupted,
+            "stop_reason": self.stop_reason, "interrupted": self.interrupted, "conditions": list(self.conditions),
             "transferred": self.transferred, "batches": self.batches, "errors": list(self.errors),
             "networks": [{"name": n.name, "before_ms": n.before_ms, "estimate_ms": n.estimate_ms,
                           "target_ms": n.target_ms, "met": n.met} for n in s.networks],

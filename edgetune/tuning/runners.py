@@ -24,6 +24,8 @@ class RunnerHandle:
     device_type: str
     alive: Callable[[], int]  # how many boards still answer (local: 1)
     workers: int = 1
+    # what would make the measurements lie now (throttled, hot, busy): edgetune_runtime.measure
+    conditions: Callable[[], list[dict[str, str]]] = lambda: []
 
 
 @contextlib.contextmanager
@@ -43,11 +45,18 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
                              "tune on a board: `edgetune devices add NAME ...` then --device NAME, or --tracker HOST:PORT")
         runner = ms.LocalPoolRunner(evaluator, opts.timeout)
         try:
-            yield RunnerHandle(runner, "local", device_type, lambda: 1)
+            yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions)
         finally:
             runner.close()
         return
     yield from _board_runner(opts, board, evaluator, device_type, notice)
+
+
+def _local_conditions() -> list[dict[str, str]]:
+    """Throttling, heat and capped clocks here; not load: our own builders are the load."""
+    from edgetune_runtime import measure
+
+    return measure.warnings(measure.system_state(busy=False))
 
 
 def _board(device: str) -> Any:
@@ -71,8 +80,13 @@ def _board_runner(opts: TuneOptions, board: Any, evaluator: Any, device_type: st
             def alive() -> int:
                 return 1 if ms.probe(endpoint, 15.0) else 0
 
+            def conditions() -> list[dict[str, str]]:
+                from ..remote.board import board_timing
+
+                return board_timing(rb)[1].get("warnings", [])
+
             try:
-                yield RunnerHandle(runner, f"board {board.name}", device_type, alive)
+                yield RunnerHandle(runner, f"board {board.name}", device_type, alive, conditions=conditions)
             finally:
                 runner.close()
 
