@@ -254,6 +254,7 @@ class TuneLoop:
 
     def _loop(self) -> str:
         self.progress(self.snapshot("starting"))
+        self._check_conditions(force=True)
         self._choose_variants()
         for batch in self._default_batches():
             reason = self._budget_spent() or ("interrupted" if self.stop_requested else None)
