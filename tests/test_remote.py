@@ -106,6 +106,7 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     assert m["latency"]["p50_ms"] > 0 and m["latency"]["runs"] == 10 and m["check"]["passed"]
     p = m["profile"]  # timed on the board (aarch64 under qemu here), kernel by kernel
     assert abs(p["sum_ms"] - p["end_to_end_ms"]) <= 0.10 * p["end_to_end_ms"], p
+    assert 0 < p["kernels_ms"] <= 1.10 * p["end_to_end_ms"], p  # measured kernels: not above the run
     assert p["next"] and m["system"]["cpus"] > 0
     _no_orphans(sb)
 

@@ -121,9 +121,9 @@ def _render_profile(p: dict[str, Any], known: bool) -> None:
                       f"{r['gflops']:.1f}" if r["gflops"] else "", {True: "yes", False: "no"}.get(r["tuned"], ""),
                       str(r["trials"]) if r["trials"] is not None else "")
     out.print(table)
-    gap = 100 * (p["sum_ms"] - p["end_to_end_ms"]) / p["end_to_end_ms"]
-    out.print(f"  kernels sum to {p['sum_ms']:.3f} ms of {p['end_to_end_ms']:.3f} ms end to end ({gap:+.1f} %; "
-              f"the instrument's {p['hook_overhead_us']:.2f} µs per call taken out)")
+    share = 100 * p["kernels_ms"] / p["end_to_end_ms"]
+    out.print(f"  kernels: {p['kernels_ms']:.3f} ms of {p['end_to_end_ms']:.3f} ms end to end ({share:.0f} %; each timed "
+              f"inside the run, the hook's {p['hook_overhead_us']:.2f} µs per call taken out); the runtime row is the rest")
     if p["next"]:
         out.print(f"  tune next: [bold]{p['next']['kernel']}[/] ({p['next']['pct']:.0f} % of the time, {p['next']['why']})")
     if not known:
