@@ -97,14 +97,26 @@ def _jetson() -> dict[str, Any]:
     return {"power_mode": mode, "gpu_freq_mhz": round(int(gpu) / 1e6) if gpu and gpu.isdigit() else None}
 
 
+def _pids() -> list[int]:
+    """Process ids from /proc. Under qemu-user with a sysroot (``-L``, a stand-in board), a
+    listing of ``/proc`` shows the sysroot's empty directory; ``/proc/self/..`` is the real one."""
+    for path in ("/proc", "/proc/self/.."):
+        try:
+            pids = [int(d) for d in os.listdir(path) if d.isdigit()]
+        except OSError:
+            continue
+        if pids:
+            return pids
+    return []
+
+
 def _cpu_ticks() -> dict[int, tuple[str, int]]:
     ticks = {}
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        text = _read(stat)
+    for pid in _pids():
+        text = _read(f"/proc/{pid}/stat")
         if not text:
             continue
         try:
-            pid = int(stat.split("/")[2])
             name = text[text.index("(") + 1:text.rindex(")")]
             fields = text[text.rindex(")") + 2:].split()
             ticks[pid] = (name, int(fields[11]) + int(fields[12]))  # utime + stime

@@ -80,6 +80,7 @@ class TuneLoop:
         self.spent_now = 0
         self.conditions: list[str] = []  # what made the measuring machine a bad judge meanwhile
         self._conditions_at = -1e9
+        self._probe_failed = False
         self.failures = 0
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
@@ -294,7 +295,9 @@ class TuneLoop:
         try:
             found = [w["text"] for w in self.runner.conditions() if w["level"] == "bad"]
         except Exception as err:  # noqa: BLE001 — a failed probe must not stop tuning
-            log.debug("condition probe failed: %s", err)
+            if not self._probe_failed:
+                self._probe_failed = True
+                self.notice(f"could not read the state of {self.runner.label} ({err}); tuning goes on")
             return
         for text in found:
             if text not in self.conditions:

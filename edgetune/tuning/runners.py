@@ -83,7 +83,10 @@ def _board_runner(opts: TuneOptions, board: Any, evaluator: Any, device_type: st
             def conditions() -> list[dict[str, str]]:
                 from ..remote.board import board_timing
 
-                return board_timing(rb)[1].get("warnings", [])
+                item, data = board_timing(rb)
+                if not data:
+                    raise RemoteError(item.detail)
+                return data["warnings"]
 
             try:
                 yield RunnerHandle(runner, f"board {board.name}", device_type, alive, conditions=conditions)
