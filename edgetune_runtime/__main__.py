@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", action="store_true", help="also time every kernel inside the network")
     bench.add_argument("--strict", action="store_true", help="exit 3 when the machine is throttled or busy")
     bench.add_argument("--max-warmup", type=float, default=20.0, metavar="S", help="warm-up limit in seconds")
+    bench.add_argument("--baseline", type=Path, metavar="MODEL", help="also time MODEL with its own runtime "
+                       "(onnxruntime / LiteRT), same inputs and threads, alternating")
     return p
 
 
@@ -77,7 +79,8 @@ def _bench(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.runs < 2:
         raise LoaderError("--runs must be at least 2", "e.g. --runs 50")
-    return load(args.package).measure(runs=args.runs, profile=args.profile, max_warmup_s=args.max_warmup)
+    return load(args.package).measure(runs=args.runs, profile=args.profile, max_warmup_s=args.max_warmup,
+                                      baseline=args.baseline)
 
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:

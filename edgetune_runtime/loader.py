@@ -39,7 +39,30 @@ def machine_arch() -> str:
     return "x86_64" if machine == "amd64" else machine
 
 
+def physical_cores() -> int:
+    """Cores this process may run on, one per physical core: the CPUs in its affinity mask
+    divided by the SMT siblings per core (Linux sysfs; all CPUs where that is unknown)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cores = set()
+    for cpu in cpus:
+        try:
+            siblings = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+        except OSError:
+            siblings = str(cpu)
+        cores.add(siblings)
+    return max(1, len(cores))
+
+
+def _default_threads() -> None:
+    """Unless the user chose (``TVM_NUM_THREADS`` / ``OMP_NUM_THREADS``), one TVM thread per
+    physical core. TVM's own default halves the CPU count on x86 (assuming hyper-threading): on a
+    2-core x86 machine without SMT it ran every package on one core, at half the speed."""
+    if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+
+
 def _tvm() -> Any:
+    _default_threads()  # read when TVM's thread pool starts, at the first parallel kernel
     try:
         import tvm
     except ImportError as err:
@@ -175,17 +198,28 @@ class Model:
         return call
 
     def measure(self, runs: int = 50, profile: bool = False, profile_runs: int = 20,
-                max_warmup_s: float = 20.0) -> dict[str, Any]:
+                max_warmup_s: float = 20.0, baseline: str | Path | None = None) -> dict[str, Any]:
         """A timing to trust: the machine's state and its warnings, latency after a warm-up that
         waits for stable numbers (p50/p90/p99, 95 % CI of the mean) and, with ``profile``, the
         time of every kernel inside the network and which one to tune next
-        (see :mod:`edgetune_runtime.measure`)."""
+        (see :mod:`edgetune_runtime.measure`). ``baseline``: the model file, timed with its own
+        runtime (onnxruntime / LiteRT) on the same inputs and threads, alternating with ours."""
         from . import measure
 
         state = measure.system_state()
         call = self._reference_call()
-        result: dict[str, Any] = {"latency": measure.latency(call, runs, max_warmup_s), "system": state,
-                                  "warnings": measure.warnings(state), "threads": _threads()}
+        result: dict[str, Any] = {"system": state, "warnings": measure.warnings(state), "threads": _threads()}
+        if baseline is None:
+            result["latency"] = measure.latency(call, runs, max_warmup_s)
+        else:  # the model's own runtime, same inputs and threads, in alternating blocks
+            from . import baseline as base
+
+            named = {s["original_name"]: a for s, a in zip(self.inputs, self.reference_inputs())}
+            named.update({k: np.asarray(v) for k, v in (self.manifest.get("bound_inputs") or {}).items()})
+            label, other = base.runner(Path(baseline), named, result["threads"] or 1)
+            ours, theirs = measure.side_by_side(call, other, runs, max_warmup_s=max_warmup_s)
+            result["latency"] = ours
+            result["baseline"] = dict(theirs, runtime=label, ratio_p50=ours["p50_ms"] / theirs["p50_ms"])
         if profile:
             gpu = self._device.dlpack_device_type() != 1
             raw = measure.profile(self._vm, call, self._sync if gpu else None, profile_runs)
@@ -215,9 +249,9 @@ class Model:
 
 
 def _threads() -> int | None:
-    """Threads TVM's runtime uses here (``TVM_NUM_THREADS``, else one per core)."""
-    value = os.environ.get("TVM_NUM_THREADS", "")
-    return int(value) if value.isdigit() else os.cpu_count()
+    """Threads TVM's runtime uses here (as its thread pool reports them)."""
+    num = _tvm().get_global_func("runtime.NumThreads", allow_missing=True)
+    return int(num()) if num is not None else None
 
 
 # Floats: |out - ref| <= atol + rtol * max|ref|. Integer (quantized) outputs: within int_atol steps.

@@ -202,10 +202,9 @@ def summarize(samples_ms: list[float]) -> dict[str, Any]:
             "ci95_ms": [float(a.mean() - half), float(a.mean() + half)], "runs": int(a.size)}
 
 
-def latency(run: Callable[[], Any], runs: int = 50, max_warmup_s: float = 20.0, tolerance: float = 0.03) -> dict[str, Any]:
-    """Warm up until three successive blocks of runs agree within ``tolerance`` (their medians),
-    or ``max_warmup_s``; then time ``runs`` single runs. ``run`` must return when the work is
-    done (synchronize a GPU inside it)."""
+def _warm(run: Callable[[], Any], max_warmup_s: float, tolerance: float) -> dict[str, Any]:
+    """Run until three successive blocks agree within ``tolerance`` (their medians), or
+    ``max_warmup_s``."""
     start = time.perf_counter()
     run()
     first = time.perf_counter() - start
@@ -221,16 +220,37 @@ def latency(run: Callable[[], Any], runs: int = 50, max_warmup_s: float = 20.0, 
         last = medians[-3:]
         stable = len(last) == 3 and (max(last) - min(last)) <= tolerance * min(last)
         if stable or time.perf_counter() - start > max_warmup_s:
-            break
+            return {"runs": 1 + block * len(medians), "seconds": round(time.perf_counter() - start, 3), "stable": stable}
+
+
+def _sample(run: Callable[[], Any], runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         t0 = time.perf_counter()
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
-    out = summarize(samples)
-    out["warmup"] = {"runs": 1 + block * len(medians), "seconds": round(time.perf_counter() - start - sum(samples) / 1e3, 3),
-                     "stable": stable}
-    return out
+    return samples
+
+
+def latency(run: Callable[[], Any], runs: int = 50, max_warmup_s: float = 20.0, tolerance: float = 0.03) -> dict[str, Any]:
+    """Warm up until stable (:func:`_warm`), then time ``runs`` single runs. ``run`` must return
+    when the work is done (synchronize a GPU inside it)."""
+    warmup = _warm(run, max_warmup_s, tolerance)
+    return dict(summarize(_sample(run, runs)), warmup=warmup)
+
+
+def side_by_side(ours: Callable[[], Any], theirs: Callable[[], Any], runs: int = 50, rounds: int = 5,
+                 max_warmup_s: float = 20.0, tolerance: float = 0.03) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both warmed up, then timed in alternating blocks (``rounds`` each), so a change in the
+    machine's state during the measurement hits both alike."""
+    warm = (_warm(ours, max_warmup_s, tolerance), _warm(theirs, max_warmup_s, tolerance))
+    a: list[float] = []
+    b: list[float] = []
+    per = max(1, runs // rounds)
+    for _ in range(rounds):
+        a += _sample(ours, per)
+        b += _sample(theirs, per)
+    return dict(summarize(a), warmup=warm[0]), dict(summarize(b), warmup=warm[1])
 
 
 # ------------------------------------------------------------------ per-kernel profile

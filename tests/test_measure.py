@@ -91,6 +91,32 @@ def test_a_busy_machine_is_reported_and_refused_with_strict(host_package):
         hog.wait()
 
 
+def test_one_thread_per_physical_core_by_default(host_package):
+    """TVM alone halves the CPU count on x86; the loader gives it every physical core."""
+    from edgetune_runtime.loader import physical_cores
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    res = subprocess.run([sys.executable, "-m", "edgetune_runtime", "bench", ".", "--runs", "3", "--json"],
+                         cwd=host_package, capture_output=True, text=True, check=False, env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["threads"] == physical_cores()
+
+
+def test_baseline_side_by_side_onnx_and_tflite(host_package, squeezenet, face_tflite, tmp_path):
+    from edgetune.package import PackageOptions, package
+
+    res = run_edgetune("bench", str(host_package), "--device", "host", "--runs", "10", "--baseline", str(squeezenet),
+                       "--json")
+    assert res.returncode == 0, res.stderr
+    b = json.loads(res.stdout)["baseline"]
+    assert b["runtime"].startswith("onnxruntime") and b["p50_ms"] > 0 and b["runs"] == 10
+    assert b["ratio_p50"] == pytest.approx(json.loads(res.stdout)["latency"]["p50_ms"] / b["p50_ms"])
+    face = package(PackageOptions(model=face_tflite, device="host", output=tmp_path / "face")).path
+    text = run_edgetune("bench", str(face), "--device", "host", "--runs", "10", "--baseline", str(face_tflite))
+    assert text.returncode == 0, text.stderr
+    assert "baseline LiteRT + XNNPACK" in text.stdout and "edgetune/baseline" in text.stdout
+
+
 def test_loader_cli_bench_on_the_board_side(host_package):
     res = subprocess.run([sys.executable, "-m", "edgetune_runtime", "bench", ".", "--runs", "5", "--profile", "--json"],
                          cwd=host_package, capture_output=True, text=True, check=False)

@@ -65,6 +65,8 @@ def bench(
     runs: int = typer.Option(50, "--runs", help="Timed runs after the warm-up."),
     profile: bool = typer.Option(False, "--profile", help="Also time every kernel inside the network."),
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) when the machine is throttled or busy."),
+    baseline: Path = typer.Option(None, "--baseline", help="The model file: also time it with its own runtime "
+                                  "(onnxruntime / LiteRT+XNNPACK), same inputs and threads, alternating."),
     tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker; --device is then the key."),
     number: int = typer.Option(10, help="With --tracker: runs per measurement."),
     repeat: int = typer.Option(10, help="With --tracker: measurements."),
@@ -75,8 +77,9 @@ def bench(
     from ..remote.bench import MeasureOptions, bench_on_tracker, measure_package
 
     if tracker:
-        if profile or strict:
-            raise UsageError("--profile and --strict need a shell on the board", "bench a board by name, or --device host")
+        if profile or strict or baseline:
+            raise UsageError("--profile, --strict and --baseline need a shell on the board",
+                             "bench a board by name, or --device host")
         with progress(not json_out) as report:
             report(f"benchmarking {package.name} on {device} through the tracker")
             result = bench_on_tracker(package, _tracker_addr(tracker), device, number, repeat)
@@ -89,7 +92,7 @@ def bench(
         return
     with progress(not json_out) as report:
         report(f"benchmarking {package.name} on {device}" + (" with a per-kernel profile" if profile else ""))
-        m = measure_package(MeasureOptions(package, device, runs, profile, strict))
+        m = measure_package(MeasureOptions(package, device, runs, profile, strict, baseline=baseline))
     if json_out:
         print_json(m.to_json())
         return
@@ -110,6 +113,10 @@ def _render_measurement(name: str, m: Any) -> None:
     for w in m.warnings:
         out.print(f"  {'[red]warning[/]' if w['level'] == 'bad' else 'note'}: {w['text']}")
     out.print(f"  outputs vs reference: {'[green]match[/]' if m.check['passed'] else '[red]DIFFER[/]'}")
+    if m.baseline:
+        b = m.baseline
+        out.print(f"  baseline {b['runtime']}: p50 {b['p50_ms']:.3f} ms  p90 {b['p90_ms']:.3f}  (alternating blocks, same "
+                  f"inputs and threads) → edgetune/baseline [bold]{b['ratio_p50']:.2f}×[/]")
     if m.profile:
         _render_profile(m.profile, m.kernels_known)
 

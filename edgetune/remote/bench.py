@@ -14,6 +14,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ class MeasureOptions:
     profile: bool = False
     strict: bool = False  # refuse when the machine is throttled or busy
     max_warmup_s: float = 20.0
+    baseline: Path | None = None  # the model file: also time it with its own runtime, alternating
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Measurement:
     check: dict[str, Any]
     profile: dict[str, Any] | None = None
     kernels_known: bool = field(default=True)
+    baseline: dict[str, Any] | None = None  # its latency statistics, runtime and ratio_p50
 
     @property
     def bad(self) -> list[str]:
@@ -139,31 +142,57 @@ def measure_package(opts: MeasureOptions) -> Measurement:
     args = ["-m", "edgetune_runtime", "bench", ".", "--json", "--runs", str(opts.runs),
             "--max-warmup", str(opts.max_warmup_s)] + (["--profile"] if opts.profile else [])
     check_args = ["-m", "edgetune_runtime", "check", ".", "--json"]
-    if opts.device == "host":
-        here = normalize_arch(platform.machine())
-        if manifest.get("arch") != here:
-            raise RemoteError(f"package is for {manifest.get('arch')}, this machine is {here}",
-                              "package the model with --device host to measure it here")
-        check, result = (_local(package, a) for a in (check_args, args))
-    else:
-        from .inventory import get_board
+    with tempfile.TemporaryDirectory(prefix="edgetune-baseline-") as tmp:
+        model = _baseline_model(opts.baseline, Path(tmp)) if opts.baseline else None
+        if opts.device == "host":
+            here = normalize_arch(platform.machine())
+            if manifest.get("arch") != here:
+                raise RemoteError(f"package is for {manifest.get('arch')}, this machine is {here}",
+                                  "package the model with --device host to measure it here")
+            extra = ["--baseline", str(model)] if model else []
+            check, result = _local(package, check_args), _local(package, args + extra)
+        else:
+            from .inventory import get_board
 
-        board = get_board(opts.device)
-        with RemoteBoard(board) as rb:
-            if manifest.get("arch") != rb.facts().arch:
-                raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
-                                  f"package the model with --device {board.name}")
-            remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
-            try:
-                upload_package(rb, package, remote)
-                check, result = (_on_board(rb, remote, a) for a in (check_args, args))
-            finally:
-                rb.conn.run(f"rm -rf {shlex.quote(remote)}", check=False)
+            board = get_board(opts.device)
+            with RemoteBoard(board) as rb:
+                if manifest.get("arch") != rb.facts().arch:
+                    raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
+                                      f"package the model with --device {board.name}")
+                remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
+                try:
+                    upload_package(rb, package, remote)
+                    extra = []
+                    if model:
+                        rb.conn.put(model, f"{remote}/{model.name}", verify=False)
+                        extra = ["--baseline", model.name]
+                    check, result = _on_board(rb, remote, check_args), _on_board(rb, remote, args + extra)
+                finally:
+                    rb.conn.run(f"rm -rf {shlex.quote(remote)}", check=False)
     out = Measurement(opts.device, result["latency"], result["system"], result["warnings"], result.get("threads"),
-                      check, result.get("profile"), bool(manifest.get("kernels")))
+                      check, result.get("profile"), bool(manifest.get("kernels")), result.get("baseline"))
     if opts.strict and out.bad:
         raise UsageError(f"refused to measure on {opts.device}: " + "; ".join(out.bad),
                          "let the board cool down or stop what keeps it busy, or drop --strict")
+    return out
+
+
+def _baseline_model(model: Path, tmp: Path) -> Path:
+    """The model the baseline runtime times: for ONNX, as edgetune imports it (initializers
+    that old exporters list as graph inputs dropped: onnxruntime treats those as overridable
+    inputs and skips its constant folding); TFLite files as they are."""
+    if not model.is_file():
+        raise UsageError(f"baseline model {model} not found", "give the .onnx / .tflite the package was built from")
+    if model.suffix != ".onnx":
+        return model.resolve()
+    import onnx
+
+    from ..importer.onnx_import import drop_initializer_inputs
+
+    proto = onnx.load(str(model))
+    drop_initializer_inputs(proto)
+    out = tmp / f"baseline-{model.stem}.onnx"
+    onnx.save(proto, str(out))
     return out
 
 
