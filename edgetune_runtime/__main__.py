@@ -102,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=None if args.json else 2, default=str))
     if args.command == "check" and not result["passed"]:
         return 1
-    if args.command == "bench" and args.strict and any(w["level"] == "bad" for w in result["warnings"]):
-        for w in result["warnings"]:
-            print(f"refused (--strict): {w['text']}", file=sys.stderr)
+    bad = [w["text"] for w in result.get("warnings", []) if w["level"] == "bad"] if args.command == "bench" else []
+    if bad and args.strict:
+        for text in bad:
+            print(f"refused (--strict): {text}", file=sys.stderr)
         return 3
     return 0
 

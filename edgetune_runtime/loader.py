@@ -53,7 +53,7 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
-def _default_threads() -> None:
+def default_threads() -> None:
     """Unless the user chose (``TVM_NUM_THREADS`` / ``OMP_NUM_THREADS``), one TVM thread per
     physical core. TVM's own default halves the CPU count on x86 (assuming hyper-threading): on a
     2-core x86 machine without SMT it ran every package on one core, at half the speed."""
@@ -62,7 +62,7 @@ def _default_threads() -> None:
 
 
 def _tvm() -> Any:
-    _default_threads()  # read when TVM's thread pool starts, at the first parallel kernel
+    default_threads()  # read when TVM's thread pool starts, at the first parallel kernel
     try:
         import tvm
     except ImportError as err:
@@ -183,8 +183,12 @@ class Model:
             "min_ms": float(samples.min()), "repeat": repeat, "number": number,
         }
 
+    @property
+    def _on_gpu(self) -> bool:
+        return self._device.dlpack_device_type() != 1  # 1: kDLCPU
+
     def _sync(self) -> None:
-        if self._device.dlpack_device_type() != 1:  # kernels on a GPU return before they finish
+        if self._on_gpu:  # kernels on a GPU return before they finish
             self._device.sync()
 
     def _reference_call(self) -> Any:
@@ -221,8 +225,7 @@ class Model:
             result["latency"] = ours
             result["baseline"] = dict(theirs, runtime=label, ratio_p50=ours["p50_ms"] / theirs["p50_ms"])
         if profile:
-            gpu = self._device.dlpack_device_type() != 1
-            raw = measure.profile(self._vm, call, self._sync if gpu else None, profile_runs)
+            raw = measure.profile(self._vm, call, self._sync if self._on_gpu else None, profile_runs)
             ranked = measure.rank(raw["rows"], self.manifest.get("kernels") or {}, result["latency"]["mean_ms"])
             ranked["hook_overhead_us"] = raw["hook_overhead_us"]
             result["profile"] = ranked

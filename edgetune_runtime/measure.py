@@ -153,6 +153,16 @@ def system_state(window_s: float = 0.5, busy: bool = True) -> dict[str, Any]:
             "load_1m": load1, "load_5m": load5, "busy": busy_processes(window_s) if busy else [], **_jetson()}
 
 
+def describe(state: dict[str, Any]) -> str:
+    """One line: governor, clocks, temperature, throttle flags, load."""
+    return ", ".join([
+        f"governor {state.get('governor') or 'unknown'}",
+        f"{state['freq_mhz']}/{state['max_freq_mhz']} MHz" if state.get("freq_mhz") else "clocks unknown",
+        f"{state['temperature_c']:.0f} °C" if state.get("temperature_c") is not None else "temperature unknown",
+        f"throttled {state['throttled']}" if state.get("throttled") else "no throttle flags",
+        f"load {state['load_1m']:.2f}" if state.get("load_1m") is not None else "load unknown"])
+
+
 def warnings(state: dict[str, Any]) -> list[dict[str, str]]:
     """Plain sentences about ``state``; level ``bad`` (the numbers are not trustworthy: ``--strict``
     refuses) or ``note`` (worth knowing)."""
@@ -297,6 +307,7 @@ def profile(vm: Any, call: Callable[[], Any], sync: Callable[[], None] | None, r
         vm.set_instrument(calibrate)
         for _ in range(max(3, runs // 4)):
             call()
+            pending[0] = None  # a kernel last in the run has no next hook: its gap would span runs
         vm.set_instrument(hook)
         for _ in range(runs):
             call()

@@ -100,16 +100,14 @@ def bench(
 
 
 def _render_measurement(name: str, m: Any) -> None:
-    lat, sys_ = m.latency, m.system
+    from edgetune_runtime.measure import describe
+
+    lat = m.latency
     out.print(f"{name} on {m.device} ({m.threads} threads): p50 [bold]{lat['p50_ms']:.3f} ms[/]  p90 {lat['p90_ms']:.3f}  "
               f"p99 {lat['p99_ms']:.3f}  mean {lat['mean_ms']:.3f} (95 % CI {lat['ci95_ms'][0]:.3f}–{lat['ci95_ms'][1]:.3f})  "
               f"{lat['runs']} runs after {lat['warmup']['runs']} warm-up"
               + ("" if lat["warmup"]["stable"] else " [yellow](never stable)[/]"))
-    clocks = f"{sys_['freq_mhz']}/{sys_['max_freq_mhz']} MHz" if sys_.get("freq_mhz") else "clocks unknown"
-    temp = f"{sys_['temperature_c']:.0f} °C" if sys_.get("temperature_c") is not None else "temperature unknown"
-    throttled = sys_.get("throttled") or "no throttle flags"
-    out.print(f"  machine: governor {sys_.get('governor') or 'unknown'}, {clocks}, {temp}, {throttled}, "
-              f"load {sys_['load_1m']:.2f}")
+    out.print(f"  machine: {describe(m.system)}")
     for w in m.warnings:
         out.print(f"  {'[red]warning[/]' if w['level'] == 'bad' else 'note'}: {w['text']}")
     out.print(f"  outputs vs reference: {'[green]match[/]' if m.check['passed'] else '[red]DIFFER[/]'}")

@@ -9,7 +9,6 @@ tracker, TVM's remote time evaluator times it (no shell on those boards).
 
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import subprocess
@@ -25,7 +24,7 @@ import numpy as np
 from .. import _tvm
 from ..errors import RemoteCommandError, RemoteError, RpcError, UsageError
 from ..profiles import normalize_arch
-from .board import RemoteBoard, read_manifest, upload_package
+from .board import RemoteBoard, last_json, read_manifest, upload_package
 from .inventory import Board
 from .rpc import board_server, request_session
 
@@ -197,16 +196,16 @@ def _baseline_model(model: Path, tmp: Path) -> Path:
 
 
 def _parse(stdout: str, stderr: str, where: str) -> dict[str, Any]:
-    try:
-        return json.loads(stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        last = (stderr.strip().splitlines() or ["?"])[-1][:300]
-        if "unrecognized arguments" in last:
-            raise RemoteCommandError(f"the package's loader is older than this edgetune ({last})",
-                                     "package the model again with this edgetune") from None
-        hint = "run `python -m edgetune_runtime check PACKAGE` for the details" if where == "this machine" else \
-            "check the board with `edgetune devices check NAME`"
-        raise RemoteCommandError(f"the package's loader failed on {where}: {last}", hint) from None
+    result = last_json(stdout)
+    if result is not None:
+        return result
+    last = (stderr.strip().splitlines() or ["?"])[-1][:300]
+    if "unrecognized arguments" in last:
+        raise RemoteCommandError(f"the package's loader is older than this edgetune ({last})",
+                                 "package the model again with this edgetune")
+    hint = "run `python -m edgetune_runtime check PACKAGE` for the details" if where == "this machine" else \
+        "check the board with `edgetune devices check NAME`"
+    raise RemoteCommandError(f"the package's loader failed on {where}: {last}", hint)
 
 
 def _local(package: Path, args: list[str]) -> dict[str, Any]:

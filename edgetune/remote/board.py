@@ -117,19 +117,15 @@ def board_timing(rb: RemoteBoard) -> tuple[CheckItem, dict[str, Any]]:
     """What would make timings on the board lie (throttling, heat, load, governor), read by the
     runtime's own probe; not ok when the board is throttled or busy now."""
     probe = rb.python(["-c", TIMING_PROBE], check=False, timeout=120)
-    try:
-        data = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+    data = last_json(probe.stdout)
+    if data is None:
         return CheckItem("timing", False, "could not read the board's state: "
                          f"{(probe.stderr.strip().splitlines() or ['?'])[-1][:200]}; `edgetune devices setup --force` "
                          "updates the runtime"), {}
-    s, warns = data["state"], data["warnings"]
-    parts = [f"governor {s.get('governor') or 'unknown'}",
-             f"{s['freq_mhz']}/{s['max_freq_mhz']} MHz" if s.get("freq_mhz") else "clocks unknown",
-             f"{s['temperature_c']:.0f} °C" if s.get("temperature_c") is not None else "temperature unknown",
-             f"throttled {s['throttled']}" if s.get("throttled") else "no throttle flags",
-             f"load {s['load_1m']:.2f}"]
-    detail = ", ".join(parts) + "".join(f"; {w['text']}" for w in warns)
+    from edgetune_runtime.measure import describe
+
+    warns = data["warnings"]
+    detail = describe(data["state"]) + "".join(f"; {w['text']}" for w in warns)
     return CheckItem("timing", not any(w["level"] == "bad" for w in warns), detail), data
 
 
@@ -279,13 +275,21 @@ def upload_package(rb: RemoteBoard, package: Path, remote: str) -> list[Path]:
     return files
 
 
+def last_json(stdout: str) -> dict[str, Any] | None:
+    """The JSON object a loader command prints as its last line (None when it printed none)."""
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return None
+
+
 def _check_on_board(rb: RemoteBoard, remote: str) -> dict[str, Any]:
     result = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=remote, check=False, timeout=900)
-    try:
-        return json.loads(result.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+    check = last_json(result.stdout)
+    if check is None:
         raise RemoteCommandError(f"the package did not run on {rb.board.name}: "
-                                 f"{(result.stderr.strip().splitlines() or ['?'])[-1][:300]}") from None
+                                 f"{(result.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+    return check
 
 
 def _sha256_check(rb: RemoteBoard, remote: str, sums: str) -> None:

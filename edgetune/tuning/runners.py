@@ -5,7 +5,6 @@ board becomes failed candidates (then a lost board), never a hang."""
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -44,12 +43,9 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         if not profile.is_native:
             raise UsageError(f"profile '{profile.name}' ({profile.arch}) cannot be measured on this host",
                              "tune on a board: `edgetune devices add NAME ...` then --device NAME, or --tracker HOST:PORT")
-        from edgetune_runtime.loader import physical_cores
+        from edgetune_runtime.loader import default_threads
 
-        # candidates run in worker processes: they time kernels with the threads a package gets
-        # (TVM's own default would be half the cores on x86, see edgetune_runtime.loader)
-        if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-            os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+        default_threads()  # the workers that time candidates inherit the threads a package gets
         runner = ms.LocalPoolRunner(evaluator, opts.timeout)
         try:
             yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions)
