@@ -2,6 +2,10 @@
 
 Assembled on the host for the board's architecture (``pip install --target --platform``), minus
 TVM's 259 MB compiler library, and cached. A board needs neither a compiler nor internet.
+
+The optional baselines bundle beside it holds the frameworks ``bench --baseline`` compares
+with on the board (onnxruntime, LiteRT with XNNPACK), at the versions this host has, with
+their dependencies but without numpy (the runtime bundle's, same pin, comes first on the path).
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from . import _tvm
 from .errors import ToolchainError
 from .util import cache_dir, file_lock
 
-PLATFORMS = {"aarch64": "manylinux_2_28_aarch64", "x86_64": "manylinux_2_28_x86_64"}
+# glibc 2.28 or newer on the board (Raspberry Pi OS bookworm: 2.36, JetPack 6: 2.35); pip
+# matches a --platform tag exactly, so every older manylinux tag a wheel may carry is listed.
+MANYLINUX = ("manylinux_2_28", "manylinux_2_27", "manylinux_2_17", "manylinux2014")
+PLATFORMS = {arch: tuple(f"{tag}_{arch}" for tag in MANYLINUX) for arch in ("aarch64", "x86_64")}
 PYTHON = "3.11"
-# numpy's oldest manylinux tag is 2_17/2014; pip accepts it for a 2_28 platform request.
 EXTRA = ("cloudpickle", "typing_extensions")
+BASELINES = ("onnxruntime", "ai-edge-litert")  # edgetune's own dependencies: pinned to this host's
 
 
 def requirements() -> list[str]:
@@ -37,6 +44,18 @@ def bundle_key(arch: str) -> str:
     return f"{arch}-cp{PYTHON.replace('.', '')}-tvm{_tvm.TVM_VERSION}"
 
 
+def baseline_requirements() -> list[str]:
+    """Exact pins of the baseline frameworks: the versions ``bench --baseline`` uses on this host."""
+    return [f"{name}=={metadata.version(name)}" for name in BASELINES]
+
+
+def baselines_key(arch: str) -> str:
+    """Cache key of the baselines bundle: its runtime bundle's (numpy comes from there) and the
+    framework versions."""
+    versions = "-".join(f"{name.removeprefix('ai-edge-')}{metadata.version(name)}" for name in BASELINES)
+    return f"{bundle_key(arch)}-baselines-{versions}"
+
+
 def copy_loader(dest: Path) -> Path:
     """Copy the ``edgetune_runtime`` package (source only) into ``dest``."""
     import edgetune_runtime
@@ -51,11 +70,7 @@ def copy_loader(dest: Path) -> Path:
 
 def runtime_bundle(arch: str) -> Path:
     """Path of the cached bundle for ``arch``, assembling it (network: PyPI) the first time."""
-    if arch not in PLATFORMS:
-        raise ToolchainError(
-            f"no TVM runtime wheel exists on PyPI for {arch}",
-            "build the TVM runtime on the board from source (see README: 32-bit boards)",
-        )
+    _check_arch(arch)
     root = cache_dir("runtime") / bundle_key(arch)
     if (root / ".complete").is_file() and _loader_current(root):
         return root
@@ -64,7 +79,29 @@ def runtime_bundle(arch: str) -> Path:
             if not _loader_current(root):
                 copy_loader(root)  # the loader is small and may have changed with edgetune
             return root
-        return _assemble(arch, root)
+        return _assemble(arch, root, requirements(), deps=False)
+
+
+def baselines_bundle(arch: str) -> Path:
+    """Path of the cached baselines bundle for ``arch`` (onnxruntime, LiteRT and what they
+    import), assembling it (network: PyPI) the first time."""
+    _check_arch(arch)
+    root = cache_dir("runtime") / baselines_key(arch)
+    if (root / ".complete").is_file():
+        return root
+    with file_lock(root.with_name(root.name + ".lock"), what=f"the {arch} baselines bundle"):
+        if (root / ".complete").is_file():
+            return root
+        numpy = f"numpy=={metadata.version('numpy')}"  # resolved against the runtime bundle's pin, then left out
+        return _assemble(arch, root, [*baseline_requirements(), numpy], deps=True, drop=("numpy", "numpy.libs", "bin"))
+
+
+def _check_arch(arch: str) -> None:
+    if arch not in PLATFORMS:
+        raise ToolchainError(
+            f"no TVM runtime wheel exists on PyPI for {arch}",
+            "build the TVM runtime on the board from source (see README: 32-bit boards)",
+        )
 
 
 def _loader_current(root: Path) -> bool:
@@ -79,25 +116,36 @@ def _loader_current(root: Path) -> bool:
     return True
 
 
-def _assemble(arch: str, root: Path) -> Path:
+def _assemble(arch: str, root: Path, pins: list[str], deps: bool, drop: tuple[str, ...] = ()) -> Path:
+    """``pip install --target`` the ``pins`` for ``arch`` into a staging directory, then rename it
+    into place: an interrupted assembly leaves no half bundle. The runtime bundle (``deps``
+    False) also loses TVM's compiler library and gains the loader; ``drop`` names top-level
+    entries to leave out (with their ``.dist-info``)."""
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
+    platforms = [arg for platform in PLATFORMS[arch] for arg in ("--platform", platform)]
     cmd = [
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-        "--target", str(staging), "--platform", PLATFORMS[arch], "--only-binary=:all:",
-        "--python-version", PYTHON, "--implementation", "cp", "--no-deps", *requirements(),
+        "--target", str(staging), *platforms, "--only-binary=:all:",
+        "--python-version", PYTHON, "--implementation", "cp", *([] if deps else ["--no-deps"]), *pins,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
+        errors = [line for line in proc.stderr.strip().splitlines() if line.startswith("ERROR")] or proc.stderr.strip().splitlines()
         raise ToolchainError(
-            f"could not fetch the {arch} runtime wheels: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}",
+            f"could not fetch the {arch} wheels for {', '.join(pins)}: {errors[-1] if errors else proc.returncode}",
             "the first bundle for an architecture needs PyPI access; later runs use the cache",
         )
-    (staging / "tvm" / "lib" / "libtvm_compiler.so").unlink(missing_ok=True)
+    for name in drop:
+        shutil.rmtree(staging / name, ignore_errors=True)
+        for info in staging.glob(f"{name}-*.dist-info"):
+            shutil.rmtree(info)
     for cache in staging.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)
-    copy_loader(staging)
-    (staging / ".complete").write_text("\n".join(requirements()) + "\n")
+    if not deps:
+        (staging / "tvm" / "lib" / "libtvm_compiler.so").unlink(missing_ok=True)
+        copy_loader(staging)
+    (staging / ".complete").write_text("\n".join(pins) + "\n")
     shutil.rmtree(root, ignore_errors=True)
     staging.rename(root)
     return root

@@ -12,6 +12,8 @@ import numpy as np
 
 from .errors import LoaderError
 
+_INSTALL = "on a board: `edgetune devices setup BOARD --baselines` on the host; elsewhere: pip install onnxruntime ai-edge-litert"
+
 
 def runner(model: Path, inputs: dict[str, np.ndarray], threads: int) -> tuple[str, Callable[[], Any]]:
     """(label, one inference) for ``model`` on ``inputs`` (keyed by the model's input names)."""
@@ -28,7 +30,7 @@ def _onnxruntime(model: Path, inputs: dict[str, np.ndarray], threads: int) -> tu
     try:
         import onnxruntime as ort
     except ImportError as err:
-        raise LoaderError("onnxruntime is not installed here", "pip install onnxruntime (or the runtime bundle's baselines)") from err
+        raise LoaderError("onnxruntime is not installed here", _INSTALL) from err
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     opts.log_severity_level = 3  # errors only
@@ -43,7 +45,7 @@ def _litert(model: Path, inputs: dict[str, np.ndarray], threads: int) -> tuple[s
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as err:
-        raise LoaderError("LiteRT (ai-edge-litert) is not installed here", "pip install ai-edge-litert") from err
+        raise LoaderError("LiteRT (ai-edge-litert) is not installed here", _INSTALL) from err
     interp = Interpreter(model_path=str(model), num_threads=threads)
     interp.allocate_tensors()
     details = interp.get_input_details()

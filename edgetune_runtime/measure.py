@@ -256,8 +256,9 @@ def side_by_side(ours: Callable[[], Any], theirs: Callable[[], Any], runs: int =
     warm = (_warm(ours, max_warmup_s, tolerance), _warm(theirs, max_warmup_s, tolerance))
     a: list[float] = []
     b: list[float] = []
-    per = max(1, runs // rounds)
-    for _ in range(rounds):
+    rounds = max(1, min(rounds, runs))
+    for i in range(rounds):  # exactly ``runs`` each: the first ``runs % rounds`` blocks one longer
+        per = runs // rounds + (i < runs % rounds)
         a += _sample(ours, per)
         b += _sample(theirs, per)
     return dict(summarize(a), warmup=warm[0]), dict(summarize(b), warmup=warm[1])

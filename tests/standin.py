@@ -2,6 +2,10 @@
 reached over a veth pair, with a test user whose ``python3`` and ``uname`` are aarch64 binaries
 from a Debian sysroot run by qemu-aarch64-static (DESIGN.md §4).
 
+sshd runs in a private mount namespace of its own where ``/proc/cpuinfo`` reads as a Raspberry
+Pi 4's (qemu-user 7.2 passes the host's x86 text through): the CPU probing of onnxruntime and
+XNNPACK (pytorch/cpuinfo) parses it and crashes on x86 text, as it never would on a board.
+
 Everything it starts it stops: the sshd process group, every process of its own test user,
 the namespace, the user. Needs root, iproute2, openssh-server and qemu-user-static.
 """
@@ -18,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-REQUIRED = ("ip", "/usr/sbin/sshd", "ssh-keygen", "qemu-aarch64-static", "useradd", "userdel", "debootstrap")
+REQUIRED = ("ip", "unshare", "/usr/sbin/sshd", "ssh-keygen", "qemu-aarch64-static", "useradd", "userdel", "debootstrap")
 
 
 def unavailable() -> str | None:
@@ -120,10 +124,22 @@ class StandinBoard:
         self._spawn_sshd()
         return self
 
+    def _cpuinfo(self) -> Path:
+        """A Raspberry Pi 4's /proc/cpuinfo, one entry per host CPU."""
+        cpu = ("BogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 cpuid\nCPU implementer\t: 0x41\n"
+               "CPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd08\nCPU revision\t: 3\n")
+        text = "".join(f"processor\t: {i}\n{cpu}\n" for i in range(os.cpu_count() or 1))
+        path = self.workdir / "cpuinfo"
+        path.write_text(text + "Hardware\t: BCM2835\nRevision\t: c03111\nModel\t\t: Raspberry Pi 4 Model B Rev 1.1\n")
+        return path
+
     def _spawn_sshd(self) -> None:
+        # unshare: the bind mount lives and dies in sshd's own mount namespace, never the host's.
+        serve = 'mount --bind "$1" /proc/cpuinfo && exec /usr/sbin/sshd -D -e -f "$2"'
         with open(self.workdir / "sshd.log", "a") as log:
             self._sshd = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(self.workdir / "sshd_config")],
+                ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--propagation", "private",
+                 "sh", "-c", serve, "sh", str(self._cpuinfo()), str(self.workdir / "sshd_config")],
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         self._wait_listening()
 

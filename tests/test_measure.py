@@ -60,6 +60,16 @@ def test_latency_statistics():
     assert stats["runs"] == 10 and stats["warmup"]["runs"] >= 4
 
 
+def test_side_by_side_times_exactly_the_runs_asked_in_alternating_blocks():
+    order: list[str] = []
+    for runs in (6, 3, 50):
+        order.clear()
+        ours, theirs = measure.side_by_side(lambda: order.append("a"), lambda: order.append("b"), runs=runs, max_warmup_s=0.5)
+        assert ours["runs"] == theirs["runs"] == runs
+    timed = "".join(order)[-100:]  # past the warm-up: five blocks of ten, ours first
+    assert timed == ("a" * 10 + "b" * 10) * 5
+
+
 def test_host_bench_profile_adds_up_and_names_the_next_kernel(host_package):
     res = run_edgetune("bench", str(host_package), "--device", "host", "--profile", "--runs", "30", "--json")
     assert res.returncode == 0, res.stderr

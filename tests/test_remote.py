@@ -43,22 +43,28 @@ def boards(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def pi4_package(tmp_path_factory):
+def pi4_model(tmp_path_factory):
     import models
 
-    from edgetune.package import PackageOptions, package
+    return models.exporter_style_onnx(tmp_path_factory.mktemp("m") / "net.onnx")
 
-    model = models.exporter_style_onnx(tmp_path_factory.mktemp("m") / "net.onnx")
-    out = tmp_path_factory.mktemp("pkg") / "net-pi4"
-    package(PackageOptions(model=model, device="pi4", output=out, verify=False))
-    # a reference is needed for deploy/bench comparisons: build it with the host reference
+
+def _pi4_package(model: Path, out: Path) -> Path:
+    """A pi4 package of ``model``, built without the emulated check, with a host reference
+    (needed for deploy/bench comparisons on the board)."""
     from edgetune.importer import import_model
-    from edgetune.package import write_manifest, write_reference
+    from edgetune.package import PackageOptions, package, write_manifest, write_reference
 
+    package(PackageOptions(model=model, device="pi4", output=out, verify=False))
     manifest = json.loads((out / "manifest.json").read_text())
     write_reference(out, import_model(model), 0)
     write_manifest(out, manifest)
     return out
+
+
+@pytest.fixture(scope="module")
+def pi4_package(tmp_path_factory, pi4_model):
+    return _pi4_package(pi4_model, tmp_path_factory.mktemp("pkg") / "net-pi4")
 
 
 def _board(sb: standin.StandinBoard, name: str = "pi", **kw) -> Board:
@@ -108,6 +114,36 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     assert abs(p["sum_ms"] - p["end_to_end_ms"]) <= 0.10 * p["end_to_end_ms"], p
     assert 0 < p["kernels_ms"] <= 1.10 * p["end_to_end_ms"], p  # measured kernels: not above the run
     assert p["next"] and m["system"]["cpus"] > 0
+    _no_orphans(sb)
+
+
+def test_baselines_run_on_the_board_from_the_offline_bundle(boards, pi4_package, pi4_model, int8_tflite, tmp_path):
+    """bench --baseline on a board: onnxruntime and LiteRT + XNNPACK come from the bundle pushed by
+    `devices setup --baselines` (the stand-in's namespace has no route anywhere but the host)."""
+    sb = boards()
+    add_board(_board(sb, "basepi"))
+    routes = subprocess.run(["ip", "netns", "exec", sb.netns, "ip", "route"], capture_output=True, text=True).stdout
+    assert "default" not in routes, routes  # nothing on the board can reach PyPI
+    assert run_edgetune("devices", "setup", "basepi").returncode == 0
+    missing = run_edgetune("bench", str(pi4_package), "--device", "basepi", "--runs", "4", "--baseline", str(pi4_model))
+    assert missing.returncode != 0 and "devices setup basepi --baselines" in missing.stderr, missing.stderr
+
+    setup = run_edgetune("devices", "setup", "basepi", "--baselines")
+    assert setup.returncode == 0 and "baselines" in setup.stdout and "MB pushed" in setup.stdout, setup.stdout + setup.stderr
+    check = json.loads(run_edgetune("devices", "check", "basepi", "--json").stdout)
+    assert {i["name"]: i["ok"] for i in check["items"]}.get("baseline") is True
+
+    onnx_run = run_edgetune("bench", str(pi4_package), "--device", "basepi", "--runs", "6", "--baseline", str(pi4_model), "--json")
+    assert onnx_run.returncode == 0, onnx_run.stderr
+    m = json.loads(onnx_run.stdout)
+    b = m["baseline"]
+    assert b["runtime"].startswith("onnxruntime") and b["runs"] == 6 and b["p50_ms"] > 0
+    assert b["ratio_p50"] == pytest.approx(m["latency"]["p50_ms"] / b["p50_ms"])
+
+    lite = _pi4_package(int8_tflite, tmp_path / "int8-pi4")
+    text = run_edgetune("bench", str(lite), "--device", "basepi", "--runs", "6", "--baseline", str(int8_tflite))
+    assert text.returncode == 0, text.stderr
+    assert "baseline LiteRT + XNNPACK" in text.stdout and "edgetune/baseline" in text.stdout, text.stdout
     _no_orphans(sb)
 
 

@@ -85,15 +85,21 @@ def check(name: str, json_out: bool = typer.Option(False, "--json")) -> None:
 
 @app.command("setup")
 @boundary
-def setup(name: str, force: bool = typer.Option(False, "--force", help="Reinstall even if present.")) -> None:
+def setup(
+    name: str,
+    force: bool = typer.Option(False, "--force", help="Reinstall even if present."),
+    baselines: bool = typer.Option(False, "--baselines", help="Also install onnxruntime and LiteRT (XNNPACK) for "
+                                   "`bench --baseline` (about 40 MB pushed, once)."),
+) -> None:
     """Install the edgetune runtime on the board (pushed from here: the board needs no internet)."""
     from ..remote.board import setup_board
     from ..remote.inventory import get_board
 
     with progress(True) as report:
-        report(f"installing the runtime on {name}")
-        result = setup_board(get_board(name), force=force)
+        report(f"installing the runtime{' and the baselines' if baselines else ''} on {name}")
+        result = setup_board(get_board(name), force=force, baselines=baselines)
+    what = f"runtime {result.runtime}" + (f" and {result.baselines}" if result.baselines else "")
     if result.already_installed:
-        out.print(f"{name}: runtime {result.runtime} already installed (--force reinstalls)")
+        out.print(f"{name}: {what} already installed (--force reinstalls)")
     else:
-        out.print(f"{name}: installed runtime {result.runtime} ({result.uploaded_mb:.1f} MB pushed)")
+        out.print(f"{name}: installed {what} ({result.uploaded_mb:.1f} MB pushed)")

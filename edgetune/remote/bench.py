@@ -158,6 +158,10 @@ def measure_package(opts: MeasureOptions) -> Measurement:
                 if manifest.get("arch") != rb.facts().arch:
                     raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
                                       f"package the model with --device {board.name}")
+                if model and not rb.has_baselines():
+                    raise RemoteError(f"board {board.name} has no baseline runtimes (onnxruntime, LiteRT)",
+                                      f"install them once with `edgetune devices setup {board.name} --baselines` "
+                                      "(pushed from here: the board needs no internet)")
                 remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
                 try:
                     upload_package(rb, package, remote)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bundle import bundle_key, runtime_bundle
+from ..bundle import baselines_bundle, baselines_key, bundle_key, runtime_bundle
 from ..errors import PackageError, RemoteCommandError, RemoteError, UsageError
 from ..profiles import Profile, get_profile
 from ..util import cache_dir, file_lock, sha256_file, write_atomic
@@ -56,9 +56,18 @@ class RemoteBoard:
         """Where this edgetune's runtime bundle lives on the board."""
         return f"{self.root}/runtime/{bundle_key(self.profile.arch)}"
 
+    def baselines_dir(self) -> str:
+        """Where the optional baselines bundle (onnxruntime, LiteRT) lives on the board."""
+        return f"{self.root}/runtime/{baselines_key(self.profile.arch)}"
+
+    def has_baselines(self) -> bool:
+        return baselines_key(self.profile.arch) in self.facts().runtimes
+
     def python(self, args: list[str], timeout: float = 300, check: bool = True, cwd: str | None = None) -> Any:
-        """Run ``python3 ARGS`` with the runtime bundle on PYTHONPATH."""
-        cmd = f"PYTHONPATH={shlex.quote(self.runtime_dir())} TVM_USE_RUNTIME_LIB=1 python3 {shlex.join(args)}"
+        """Run ``python3 ARGS`` with the runtime bundle on PYTHONPATH, then the baselines bundle
+        (a missing directory there is harmless; numpy comes from the runtime bundle)."""
+        path = f"{self.runtime_dir()}:{self.baselines_dir()}"
+        cmd = f"PYTHONPATH={shlex.quote(path)} TVM_USE_RUNTIME_LIB=1 python3 {shlex.join(args)}"
         if cwd:
             cmd = f"cd {shlex.quote(cwd)} && {cmd}"
         return self.conn.run(cmd, timeout=timeout, check=check)
@@ -106,6 +115,8 @@ def check_board(board: Board) -> CheckReport:
         if runtime.ok:
             item, timing = board_timing(rb)
             items.append(item)
+            items.append(CheckItem("baseline", True, "onnxruntime and LiteRT installed (bench --baseline)" if rb.has_baselines() else
+                                   f"none (optional, for bench --baseline: `edgetune devices setup {board.name} --baselines`)"))
     return CheckReport(board.name, tuple(items), dict(f.__dict__, timing=timing))
 
 
@@ -141,12 +152,12 @@ def _runtime_item(rb: RemoteBoard, f: BoardFacts) -> CheckItem:
     return CheckItem("runtime", True, f"TVM runtime {tvm_version}, edgetune_runtime {loader}")
 
 
-def bundle_archive(arch: str) -> Path:
-    """The runtime bundle as a cached .tar.gz (rebuilt when the bundle changes)."""
-    bundle = runtime_bundle(arch)
+def bundle_archive(arch: str, baselines: bool = False) -> Path:
+    """The runtime bundle (or the baselines bundle) as a cached .tar.gz, rebuilt when it changes."""
+    bundle = baselines_bundle(arch) if baselines else runtime_bundle(arch)
     archive = cache_dir("runtime") / f"{bundle.name}.tar.gz"
     stamp = archive.with_suffix(".stamp")
-    with file_lock(archive.with_suffix(".lock"), what=f"the {arch} runtime archive"):
+    with file_lock(archive.with_suffix(".lock"), what=f"the {bundle.name} archive"):
         newest = max(p.stat().st_mtime for p in bundle.rglob("*") if p.is_file())
         if archive.is_file() and stamp.is_file() and float(stamp.read_text() or 0) >= newest:
             return archive
@@ -167,29 +178,38 @@ class SetupResult:
     runtime: str
     uploaded_mb: float
     already_installed: bool
+    baselines: str | None = None  # the baselines bundle's key, when asked for (installed now or before)
 
 
-def setup_board(board: Board, force: bool = False) -> SetupResult:
-    """Install the runtime bundle on the board (no compiler, no internet needed there)."""
+def setup_board(board: Board, force: bool = False, baselines: bool = False) -> SetupResult:
+    """Install the runtime bundle on the board (no compiler, no internet needed there), and with
+    ``baselines`` the frameworks ``bench --baseline`` compares with."""
     with RemoteBoard(board) as rb:
         f = rb.facts()
         if f.arch != rb.profile.arch:
             raise RemoteError(f"board {board.name} is {f.arch}, its profile {rb.profile.name} is {rb.profile.arch}",
                               "fix the board's profile with `edgetune devices add NAME --profile P --force`")
-        key = bundle_key(rb.profile.arch)
-        if key in f.runtimes and not force:
-            return SetupResult(board.name, key, 0.0, True)
-        archive = bundle_archive(rb.profile.arch)
-        remote_runtime = f"{rb.root}/runtime"
-        rb.conn.run(["mkdir", "-p", remote_runtime])
-        remote_archive = f"{remote_runtime}/{archive.name}"
-        rb.conn.put(archive, remote_archive)
-        target = rb.runtime_dir()
-        q = shlex.quote
-        rb.conn.run(f"rm -rf {q(target)} {q(target)}.new {q(remote_runtime)}/*.partial && mkdir -p {q(target)}.new && "
-                    f"tar -xzf {q(remote_archive)} -C {q(target)}.new --strip-components=1 --no-same-owner && "
-                    f"mv {q(target)}.new {q(target)} && rm -f {q(remote_archive)}", timeout=600)
-        return SetupResult(board.name, key, archive.stat().st_size / 1e6, False)
+        wanted = [(bundle_key(rb.profile.arch), False)] + ([(baselines_key(rb.profile.arch), True)] if baselines else [])
+        uploaded = 0.0
+        for key, is_baselines in wanted:
+            if key in f.runtimes and not force:
+                continue
+            uploaded += _install_bundle(rb, bundle_archive(rb.profile.arch, baselines=is_baselines), f"{rb.root}/runtime/{key}")
+        return SetupResult(board.name, wanted[0][0], uploaded, uploaded == 0.0, wanted[1][0] if baselines else None)
+
+
+def _install_bundle(rb: RemoteBoard, archive: Path, target: str) -> float:
+    """Unpack ``archive`` at ``target`` on the board beside the old copy, then swap: an
+    interrupted setup leaves the previous bundle (or none), never half of one. Returns MB pushed."""
+    remote_runtime = target.rsplit("/", 1)[0]
+    rb.conn.run(["mkdir", "-p", remote_runtime])
+    remote_archive = f"{remote_runtime}/{archive.name}"
+    rb.conn.put(archive, remote_archive)
+    q = shlex.quote
+    rb.conn.run(f"rm -rf {q(target)} {q(target)}.new {q(remote_runtime)}/*.partial && mkdir -p {q(target)}.new && "
+                f"tar -xzf {q(remote_archive)} -C {q(target)}.new --strip-components=1 --no-same-owner && "
+                f"mv {q(target)}.new {q(target)} && rm -f {q(remote_archive)}", timeout=600)
+    return archive.stat().st_size / 1e6
 
 
 @dataclass(frozen=True)
