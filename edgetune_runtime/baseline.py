@@ -47,11 +47,14 @@ def _litert(model: Path, inputs: dict[str, np.ndarray], threads: int) -> tuple[s
     except ImportError as err:
         raise LoaderError("LiteRT (ai-edge-litert) is not installed here", _INSTALL) from err
     interp = Interpreter(model_path=str(model), num_threads=threads)
-    interp.allocate_tensors()
     details = interp.get_input_details()
     for d in details:
         if d["name"] not in inputs:
             raise LoaderError(f"the baseline model's input '{d['name']}' is not an input of the package")
+        if tuple(d["shape"]) != inputs[d["name"]].shape:  # a dynamic input, fixed for the package
+            interp.resize_tensor_input(d["index"], inputs[d["name"]].shape)
+    interp.allocate_tensors()
+    details = interp.get_input_details()
 
     def call() -> None:
         for d in details:

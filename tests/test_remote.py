@@ -307,7 +307,7 @@ def test_devices_cli_add_list_remove():
 # ---------------------------------------------------------------- tuning on boards
 
 
-def _tuning_board(boards, name: str, add: bool = True) -> tuple[standin.StandinBoard, Board]:
+def _tuning_board(boards, name: str, add: bool = True, baselines: bool = False) -> tuple[standin.StandinBoard, Board]:
     """A stand-in Pi with the runtime installed (and in the inventory, for --device NAME)."""
     from edgetune.remote.board import setup_board
 
@@ -315,7 +315,7 @@ def _tuning_board(boards, name: str, add: bool = True) -> tuple[standin.StandinB
     board = _board(sb, name)
     if add:
         add_board(board)
-    setup_board(board)
+    setup_board(board, baselines=baselines)
     return sb, board
 
 
@@ -333,7 +333,7 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     from edgetune.tuning.records import RecordStore
     from edgetune.tuning.session import TuneOptions, tune
 
-    sb, _ = _tuning_board(boards, "tunepi")
+    sb, _ = _tuning_board(boards, "tunepi", baselines=True)
     model = models.small_cnn_onnx(tmp_path / "cnn.onnx")
     records = tmp_path / "records"
     # a CPU hog beside the board's RPC server: the tuner must say its measurements are suspect
@@ -353,10 +353,13 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     assert sum(n for kind, n in result.batches.items() if kind != "default") >= 1  # and searched
     assert json.loads((records / "profile.json").read_text())["target"]["mtriple"] == "aarch64-linux-gnu"
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25
-    # Droplet descent measures through the same builder and runner: on the board too
+    # Droplet descent measures through the same builder and runner: on the board too; a relative
+    # target is a share of onnxruntime timed on the board first (from its offline baselines bundle)
     descent = tune(TuneOptions(models=(model,), device="tunepi", trials=4, batch=4, population=32, records=records,
-                               search="droplet", enumerate_limit=0, skip_tail=0.0))
+                               search="droplet", enumerate_limit=0, skip_tail=0.0, relative_targets={"cnn": 0.8}))
     assert descent.batches.get("droplet", 0) >= 1 and descent.failures == 0, (descent.batches, descent.errors)
+    (net,) = descent.snapshot.networks
+    assert net.baseline_runtime.startswith("onnxruntime") and net.target_ms == pytest.approx(0.8 * net.baseline_ms)
     before = {t.name: t.best_ms for t in result.snapshot.tasks}
     assert all(t.best_ms <= before[t.name] for t in descent.snapshot.tasks if t.best_ms is not None)
     _no_orphans(sb)

@@ -287,3 +287,30 @@ def test_records_report_renders_curves_lines_and_the_task_breakdown(tuned_a, tmp
     assert "30 trials" in text
     missing = run_edgetune("records", "report", "--device", "host", "--records", str(records), "--network", "zz")
     assert missing.returncode == 2 and "networks with progress: a" in missing.stderr
+
+
+def test_relative_target_is_a_share_of_the_baseline_timed_on_the_device(tuned_a, nets, tmp_path):
+    """--latency a=0.8x: onnxruntime timed on the device first, the target 80 % of its p50; the
+    report draws that baseline beside the estimates."""
+    import matplotlib.image as mpimg
+
+    records = _copy(tuned_a[0], tmp_path)
+    common = ("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--batch", "4", "--population", "32",
+              "--objective", "targets")
+    text = run_edgetune(*common, "--trials", "4", "--latency", "a=0.8x")
+    assert text.returncode == 0, text.stderr
+    assert "timing a with its own runtime on host" in text.stderr and "(0.8×)" in text.stderr, text.stderr
+    assert "a: onnxruntime" in text.stdout and "× of it" in text.stdout, text.stdout
+    res = run_edgetune(*common, "--trials", "4", "--latency", "a=0.8x", "--json")  # the job is spent: a new timing only
+    assert res.returncode == 0, res.stderr
+    (net,) = json.loads(res.stdout)["networks"]
+    assert net["baseline_runtime"].startswith("onnxruntime") and net["baseline_ms"] > 0
+    assert net["target_ms"] == pytest.approx(0.8 * net["baseline_ms"])
+    png = run_edgetune("records", "report", "--device", "host", "--records", str(records), "-o", str(tmp_path / "r.png"))
+    assert png.returncode == 0, png.stderr
+    assert _drawn(mpimg.imread(tmp_path / "r.png"), (148, 103, 189)) > 40, "no baseline line drawn"  # tab:purple
+
+    twice = run_edgetune(*common, "--latency", "a=0.8x", "--latency", "a=2ms")
+    assert twice.returncode == 2 and "two latency targets for a" in twice.stderr
+    farm = run_edgetune(*common, "--latency", "a=0.8x", "--tracker", "127.0.0.1:9")
+    assert farm.returncode == 2 and "shell on the device" in farm.stderr, farm.stderr

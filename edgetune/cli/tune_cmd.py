@@ -28,7 +28,10 @@ def tune(
     records: Path = typer.Option(None, "--records", help="Records directory (default: the profile's in the user cache)."),
     list_tasks: bool = typer.Option(False, "--list-tasks", help="Only print the task table (name, FLOPs, weight)."),
     objective: str = typer.Option("sum", "--objective", help="sum | targets | geomean over the networks' latencies."),
-    latency: list[str] = typer.Option([], "--latency", help="Latency target NAME=25ms (objective targets)."),
+    latency: list[str] = typer.Option([], "--latency", help="Latency target NAME=25ms, or NAME=0.8x: a share of the "
+                                      "model's own runtime (onnxruntime / LiteRT) timed on the device first (objective targets)."),
+    baseline: bool = typer.Option(False, "--baseline", help="Time every model's own runtime on the device first "
+                                  "(shown beside the estimates and in `records report`)."),
     weight: list[str] = typer.Option([], "--weight", help="Network weight NAME=2 (objective sum)."),
     search: str = typer.Option("evolutionary", "--search", help="evolutionary | droplet | hybrid (explore, then Droplet descent)."),
     explore: float = typer.Option(0.5, "--explore", help="hybrid: share of the budget explored before descent."),
@@ -49,7 +52,7 @@ def tune(
     """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
     timed on the board; records persist, so `edgetune package` picks them up."""
     from ..tuning.options import parse_duration, parse_share
-    from ..tuning.scheduler import parse_amounts
+    from ..tuning.scheduler import parse_amounts, parse_targets
     from ..tuning.session import TuneOptions
     from ..tuning.session import list_tasks as list_task_table
     from ..tuning.session import tune as run_tune
@@ -57,10 +60,11 @@ def tune(
     from ..util import parse_bindings, parse_input_shapes
 
     names = network_names(models)
+    targets, relative = parse_targets(latency, names)
     opts = TuneOptions(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
         time_s=parse_duration(time_budget) if time_budget else None, layout=layout,
-        weights=parse_amounts(weight, names, "weight", unit=False), targets=parse_amounts(latency, names, "latency", unit=True),
+        weights=parse_amounts(weight, names, "weight", unit=False), targets=targets, relative_targets=relative, baseline=baseline,
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
         early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=parse_input_shapes(input_shape), population=population,
@@ -115,8 +119,11 @@ def _table(snap: Any) -> Table:
         table.add_row(t.name, t.kind, str(t.trials), _fmt(t.default_ms), _fmt(t.best_ms),
                       f"{t.speedup:.1f}×" if t.speedup else "-", _fmt(t.gflops), _pct(t.peak_pct), t.status)
     for n in snap.networks:
-        target = f" (target {n.target_ms:.4g}{' met' if n.met else ''})" if n.target_ms is not None else ""
-        table.add_row(f"[bold]network {n.name}[/]", "", "", _fmt(n.before_ms), _fmt(n.estimate_ms), "", "", "", target)
+        target = f"target {n.target_ms:.4g}{' met' if n.met else ''}" if n.target_ms is not None else ""
+        if n.baseline_ms is not None:
+            target += f"{'; ' if target else ''}{n.baseline_runtime} {n.baseline_ms:.4g}"
+        table.add_row(f"[bold]network {n.name}[/]", "", "", _fmt(n.before_ms), _fmt(n.estimate_ms), "", "", "",
+                      f"({target})" if target else "")
     if snap.message:
         table.caption = snap.message
     return table
@@ -162,5 +169,8 @@ def _render_result(result: Any) -> None:
         if n.before_ms and n.estimate_ms:
             out.print(f"  {n.name}: estimated {n.before_ms:.4g} ms with default schedules → {n.estimate_ms:.4g} ms tuned "
                       f"({n.before_ms / n.estimate_ms:.1f}×)")
+        if n.baseline_ms and n.estimate_ms:
+            out.print(f"  {n.name}: {n.baseline_runtime} measured {n.baseline_ms:.4g} ms on {s.device}; the tuned estimate is "
+                      f"{n.estimate_ms / n.baseline_ms:.2f}× of it (kernels only: `edgetune bench PKG --baseline MODEL` times both whole)")
     if not result.interrupted:
         out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")

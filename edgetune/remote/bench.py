@@ -9,12 +9,15 @@ tracker, TVM's remote time evaluator times it (no shell on those boards).
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ import numpy as np
 
 from .. import _tvm
 from ..errors import RemoteCommandError, RemoteError, RpcError, UsageError
+from ..model import ImportedModel
 from ..profiles import normalize_arch
 from .board import RemoteBoard, last_json, read_manifest, upload_package
 from .inventory import Board
@@ -158,26 +162,90 @@ def measure_package(opts: MeasureOptions) -> Measurement:
                 if manifest.get("arch") != rb.facts().arch:
                     raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
                                       f"package the model with --device {board.name}")
-                if model and not rb.has_baselines():
-                    raise RemoteError(f"board {board.name} has no baseline runtimes (onnxruntime, LiteRT)",
-                                      f"install them once with `edgetune devices setup {board.name} --baselines` "
-                                      "(pushed from here: the board needs no internet)")
-                remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
-                try:
-                    upload_package(rb, package, remote)
+                if model:
+                    _need_baselines(rb)
+                with _scratch(rb, package) as remote:
                     extra = []
                     if model:
                         rb.conn.put(model, f"{remote}/{model.name}", verify=False)
                         extra = ["--baseline", model.name]
                     check, result = _on_board(rb, remote, check_args), _on_board(rb, remote, args + extra)
-                finally:
-                    rb.conn.run(f"rm -rf {shlex.quote(remote)}", check=False)
     out = Measurement(opts.device, result["latency"], result["system"], result["warnings"], result.get("threads"),
                       check, result.get("profile"), bool(manifest.get("kernels")), result.get("baseline"))
     if opts.strict and out.bad:
         raise UsageError(f"refused to measure on {opts.device}: " + "; ".join(out.bad),
                          "let the board cool down or stop what keeps it busy, or drop --strict")
     return out
+
+
+@dataclass(frozen=True)
+class BaselineTiming:
+    """The model's own runtime, timed alone on ``device``."""
+
+    device: str
+    runtime: str  # e.g. "onnxruntime 1.31.1"
+    latency: dict[str, Any]  # p50_ms, p90_ms, ci95_ms, ... as ``bench`` reports them
+    threads: int
+    warnings: list[dict[str, str]]
+
+    @property
+    def p50_s(self) -> float:
+        return self.latency["p50_ms"] / 1e3
+
+
+def measure_baseline(model: ImportedModel, device: str, runs: int = 30, max_warmup_s: float = 10.0) -> BaselineTiming:
+    """Time ``model`` with its own runtime (onnxruntime / LiteRT + XNNPACK) alone on ``device``
+    (``host``, or a board over SSH with `devices setup --baselines` done), on the threads a
+    package gets there and the inputs its reference check uses: what relative tuning targets
+    (``--latency NET=0.8x``) are shares of. The loader that times it travels with the model.
+
+    Raises UsageError (a tracker-only device), RemoteError (no baselines on the board) or
+    RemoteCommandError (the runtime failed there)."""
+    from ..bundle import copy_loader
+    from ..reference import make_inputs
+
+    with tempfile.TemporaryDirectory(prefix="edgetune-baseline-") as tmp:
+        work = Path(tmp) / "baseline"
+        work.mkdir()
+        source = Path(tmp) / f"{model.source.stem}.{model.format}"
+        source.write_bytes(model.source_bytes)
+        runnable = _baseline_model(source, work)
+        if runnable.parent != work:
+            runnable = Path(shutil.copy(runnable, work / runnable.name))
+        inputs = {s.original_name: a for s, a in zip(model.inputs, make_inputs(model.inputs, 0))}
+        inputs.update({k: np.asarray(v) for k, v in model.bound.items()})
+        np.savez(work / "inputs.npz", **inputs)
+        copy_loader(work)  # this edgetune's loader, whatever the board's bundle holds
+        args = ["-m", "edgetune_runtime", "baseline", runnable.name, "--inputs", "inputs.npz", "--runs", str(runs),
+                "--max-warmup", str(max_warmup_s), "--json"]
+        if device == "host":
+            result = _local(work, args)
+        else:
+            from .inventory import get_board
+
+            with RemoteBoard(get_board(device)) as rb:
+                _need_baselines(rb)
+                with _scratch(rb, work) as remote:
+                    result = _on_board(rb, remote, args)
+    return BaselineTiming(device, result["runtime"], result["latency"], result["threads"], result["warnings"])
+
+
+def _need_baselines(rb: RemoteBoard) -> None:
+    if not rb.has_baselines():
+        raise RemoteError(f"board {rb.board.name} has no baseline runtimes (onnxruntime, LiteRT)",
+                          f"install them once with `edgetune devices setup {rb.board.name} --baselines` "
+                          "(pushed from here: the board needs no internet)")
+
+
+@contextlib.contextmanager
+def _scratch(rb: RemoteBoard, local: Path) -> Iterator[str]:
+    """``local``'s files in a fresh directory on the board (checksums verified), removed after."""
+    remote = f"{rb.root}/bench-{uuid.uuid4().hex[:8]}"
+    try:
+        upload_package(rb, local, remote)
+        yield remote
+    finally:
+        rb.conn.run(f"rm -rf {shlex.quote(remote)}", check=False)
 
 
 def _baseline_model(model: Path, tmp: Path) -> Path:

@@ -134,8 +134,11 @@ class TuneLoop:
         point = {"t": round(self.seconds, 2), "trials": self.spent,
                  "networks": {n.name: n.estimate_ms for n in snap.networks},
                  "before": {n.name: n.before_ms for n in snap.networks},
-                 "targets": {n.name: n.target_ms for n in snap.networks if n.target_ms is not None}}
+                 "targets": {n.name: n.target_ms for n in snap.networks if n.target_ms is not None},
+                 "baselines": {n.name: {"ms": n.baseline_ms, "runtime": n.baseline_runtime}
+                               for n in snap.networks if n.baseline_ms is not None}}
         base = self.journal.with_suffix("")
+        self.journal.parent.mkdir(exist_ok=True)
         with open(f"{base}.progress.jsonl", "a") as fh:
             fh.write(json.dumps(point) + "\n")
         nets = self.scheduler.objective.networks
@@ -202,6 +205,8 @@ class TuneLoop:
                     ctx.stop()
             self.builder.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self._write_progress()  # where the run ended (also a run that measured nothing: its baselines)
         return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
                           self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers),
                           tuple(self.conditions))
@@ -561,7 +566,10 @@ class TuneLoop:
         rows = tuple(TaskRow(t.name, task.workload.kind, t.trials, _ms(t.best), _ms(t.baseline), t.stopped or "live",
                              task.flops, self.peak_gflops)
                      for t, task in zip(sched.tasks, self.taskset.tasks))
-        nets = tuple(NetworkRow(n.name, _ms(sched.baseline_latency(j)), _ms(sched.latency(j)), _ms(n.target_s))
+        base = self.opts.baselines
+        nets = tuple(NetworkRow(n.name, _ms(sched.baseline_latency(j)), _ms(sched.latency(j)), _ms(n.target_s),
+                                _ms(base[n.name].seconds) if n.name in base else None,
+                                base[n.name].runtime if n.name in base else None)
                      for j, n in enumerate(sched.objective.networks))
         return Snapshot(self.profile.name, self.runner.label, self.opts.trial_budget, self.opts.time_s, self.spent,
                         self.spent_now, self.elapsed, self.seconds, self._eta(), rows, nets, message)

@@ -16,6 +16,14 @@ DEFAULT_TRIALS = 1000  # when neither --trials nor --time is given
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A network's own runtime (onnxruntime / LiteRT) timed on the tuning device."""
+
+    runtime: str
+    seconds: float  # p50
+
+
+@dataclass(frozen=True)
 class TuneOptions:
     """Everything ``edgetune tune`` needs; the CLI builds one of these."""
 
@@ -27,6 +35,9 @@ class TuneOptions:
     objective: str = "sum"
     weights: Mapping[str, float] = field(default_factory=dict)
     targets: Mapping[str, float] = field(default_factory=dict)  # network → seconds
+    relative_targets: Mapping[str, float] = field(default_factory=dict)  # network → share of its baseline (0.8x)
+    baseline: bool = False  # time every network's own runtime on the device first (relative targets do)
+    baselines: Mapping[str, Baseline] = field(default_factory=dict)  # filled in by tune(): what was timed
     search: str = "evolutionary"
     explore: float = 0.5  # hybrid: share of the budget spent exploring before descent
     transfer: bool = False
@@ -132,6 +143,8 @@ class NetworkRow:
     before_ms: float | None  # all kernels at their default schedules
     estimate_ms: float | None  # all kernels at their best records
     target_ms: float | None
+    baseline_ms: float | None = None  # the network's own runtime on the device (p50)
+    baseline_runtime: str | None = None
 
     @property
     def met(self) -> bool | None:
@@ -188,7 +201,8 @@ class TuneResult:
             "stop_reason": self.stop_reason, "interrupted": self.interrupted, "conditions": list(self.conditions),
             "transferred": self.transferred, "batches": self.batches, "errors": list(self.errors),
             "networks": [{"name": n.name, "before_ms": n.before_ms, "estimate_ms": n.estimate_ms,
-                          "target_ms": n.target_ms, "met": n.met} for n in s.networks],
+                          "target_ms": n.target_ms, "met": n.met, "baseline_ms": n.baseline_ms,
+                          "baseline_runtime": n.baseline_runtime} for n in s.networks],
             "tasks": [t.to_json() for t in s.tasks],
         }
 

@@ -3,7 +3,8 @@
 Every tuning job leaves, next to its journal in ``RECORDS/runs/``, one progress line per batch
 (job time, trials, each network's estimated latency) and its task table as it stood at the last
 batch. The report draws, per network, the estimated latency against trials and against tuning
-time with the untuned estimate and the target as dashed lines, and per task where the time is
+time with the untuned estimate, the target and the model's own runtime (when the job timed it)
+as lines, and per task where the time is
 (its share of the network's latency) beside where the trials went — as a PNG, or an HTML page
 with the figures embedded and the task table.
 """
@@ -124,16 +125,21 @@ def _network_figure(plt: Any, name: str, jobs: list[Job]) -> Any:
         if not pts:
             continue
         label = f"job {job.key[:6]}"
-        by_trials.plot([p["trials"] for p in pts], [p["networks"][name] for p in pts], "-", color="tab:blue", label=label)
+        marker = "o" if len({p["trials"] for p in pts}) == 1 else None  # a job that measured nothing: one point
+        by_trials.plot([p["trials"] for p in pts], [p["networks"][name] for p in pts], "-", color="tab:blue", label=label,
+                       marker=marker)
         by_time.plot([p["t"] / 60 for p in pts], [p["networks"][name] for p in pts], "-", color="tab:blue", label=label)
         before = next((p["before"].get(name) for p in pts if p["before"].get(name)), None)
         target = next((p["targets"].get(name) for p in pts if p.get("targets", {}).get(name)), None)
-        top = max([top, before or 0.0, target or 0.0] + [p["networks"][name] for p in pts])
+        base = _baseline(pts, name)
+        top = max([top, before or 0.0, target or 0.0, base["ms"] if base else 0.0] + [p["networks"][name] for p in pts])
         for ax in (by_trials, by_time):
             if before:
                 ax.axhline(before, linestyle="--", color="tab:gray", label="untuned (default schedules)")
             if target:
                 ax.axhline(target, linestyle="--", color="tab:red", label="target")
+            if base:
+                ax.axhline(base["ms"], linestyle=":", color="tab:purple", label=f"{base['runtime']} (measured)")
     for ax, xlabel in ((by_trials, "trials"), (by_time, "tuning time (min)")):
         ax.set_xlabel(xlabel)
         ax.set_ylabel("estimated latency (ms)")
@@ -152,6 +158,11 @@ def _network_figure(plt: Any, name: str, jobs: list[Job]) -> Any:
     where.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _baseline(points: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The network's own runtime as the job last timed it (``tune --baseline`` or a relative target)."""
+    return next((p["baselines"][name] for p in reversed(points) if p.get("baselines", {}).get(name)), None)
 
 
 def _png(fig: Any) -> bytes:
@@ -191,8 +202,11 @@ def _html(profile: str, directory: Path, figures: list[tuple[str, Any]], jobs: l
         summary = ""
         if p:
             before, now = p[-1]["before"].get(name), p[-1]["networks"][name]
+            base = _baseline(p, name)
             summary = (f"<p>{p[-1]['trials']} trials in {p[-1]['t'] / 60:.1f} min: estimated {now:.3f} ms"
-                       + (f", untuned {before:.3f} ms ({before / now:.2f}×)" if before else "") + "</p>")
+                       + (f", untuned {before:.3f} ms ({before / now:.2f}×)" if before else "")
+                       + (f", {esc(base['runtime'])} {base['ms']:.3f} ms measured ({now / base['ms']:.2f}× of it)" if base else "")
+                       + "</p>")
         img = base64.b64encode(_png(fig)).decode()
         parts += [f"<h2>Network {esc(name)}</h2>", summary, f"<img alt='{esc(name)}' src='data:image/png;base64,{img}'>",
                   "<table><tr><th>task</th><th>kind</th><th>calls</th><th>trials</th><th>default ms</th><th>best ms</th>"

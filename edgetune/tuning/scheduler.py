@@ -236,6 +236,18 @@ def parse_amounts(items: Sequence[str], names: Sequence[str], what: str, unit: b
     return out
 
 
+def parse_targets(items: Sequence[str], names: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """``--latency`` values: absolute (``det=25ms``, seconds back) and relative to the network's
+    own runtime measured on the device (``det=0.8x``, the share back)."""
+    relative = [i for i in items if i.strip().lower().endswith("x")]
+    shares = parse_amounts([i.strip()[:-1] for i in relative], names, "latency", unit=False)
+    seconds = parse_amounts([i for i in items if i not in relative], names, "latency", unit=True)
+    both = sorted(set(shares) & set(seconds))
+    if both:
+        raise UsageError(f"two latency targets for {', '.join(both)}", "give each network one: NAME=25ms or NAME=0.8x")
+    return seconds, shares
+
+
 def _seconds(text: str) -> float:
     text = text.strip().lower()
     for suffix, scale in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):

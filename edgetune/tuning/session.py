@@ -3,11 +3,13 @@ the options and results in :mod:`.options`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .. import _tvm
 from ..devices import resolve_device
-from .options import Notice, Progress, TuneOptions, TuneResult
+from ..errors import UsageError
+from .options import Baseline, Notice, Progress, TuneOptions, TuneResult
 from .records import RecordStore, default_dir
 from .tasks import TaskSet, build_task_set
 
@@ -43,6 +45,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
     tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings)
+    opts = _time_baselines(opts, profile, tasks, notice)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock():
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
@@ -50,3 +53,35 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
             peak = _tvm.peak_gflops(profile, tasks.target)
             loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak)
             return loop.run()
+
+
+def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Notice) -> TuneOptions:
+    """Time the networks' own runtimes on the device where relative targets (``0.8x``) or
+    ``--baseline`` ask for it, before the tuner's RPC server runs beside them; the relative
+    targets become seconds."""
+    wanted = [n for n in tasks.networks if opts.baseline or n in opts.relative_targets]
+    if not wanted:
+        return opts
+    from ..remote.bench import measure_baseline
+    from ..remote.inventory import load_inventory
+
+    where = opts.device if opts.device in load_inventory() else "host" if profile.is_native else None
+    if opts.tracker or where is None:
+        raise UsageError("relative latency targets and --baseline time the model's own runtime with a shell on the device",
+                         "use --device host or a board added with `edgetune devices add`, or an absolute target "
+                         "such as --latency NET=25ms")
+    measured = {}
+    for j, name in enumerate(tasks.networks):
+        if name not in wanted:
+            continue
+        notice(f"timing {name} with its own runtime on {where}")
+        timing = measure_baseline(tasks.models[j], where)
+        for w in timing.warnings:
+            if w["level"] == "bad":
+                notice(f"while timing {name}'s baseline: {w['text']}")
+        measured[name] = Baseline(timing.runtime, timing.p50_s)
+        notice(f"{name}: {timing.runtime} p50 {timing.p50_s * 1e3:.3f} ms on {where} ({timing.threads} threads)"
+               + (f" → target {opts.relative_targets[name] * timing.p50_s * 1e3:.3f} ms ({opts.relative_targets[name]:g}×)"
+                  if name in opts.relative_targets else ""))
+    targets = dict(opts.targets) | {n: share * measured[n].seconds for n, share in opts.relative_targets.items()}
+    return replace(opts, targets=targets, baselines=measured)
