@@ -203,11 +203,23 @@ def tflite_supported_ops() -> frozenset[str]:
     return frozenset(conv.convert_map)
 
 
-def tflite_unsupported(model: Any) -> list[str]:
-    """Everything in subgraph 0 TVM's TFLite frontend rejects up front (all at once)."""
+def _tflite_frontend() -> Any:
+    """TVM's TFLite frontend module, with quantized PAD / PADV2 allowed: its ``convert_pad``
+    handles them (pads with the input's zero point, asserts equal input and output
+    quantization), but the list of quantized ops it checks first leaves them out, which refused
+    every int8 model with explicit padding (ai-edge-quantizer's output of MediaPipe models)."""
     tvm()
     from tvm.relax.frontend.tflite import tflite_frontend
 
+    conv = tflite_frontend.OperatorConverter
+    if "PAD" not in conv._SUPPORTED_QUANTIZED_OPS:
+        conv._SUPPORTED_QUANTIZED_OPS = frozenset(conv._SUPPORTED_QUANTIZED_OPS | {"PAD", "PADV2"})
+    return tflite_frontend
+
+
+def tflite_unsupported(model: Any) -> list[str]:
+    """Everything in subgraph 0 TVM's TFLite frontend rejects up front (all at once)."""
+    tflite_frontend = _tflite_frontend()
     conv = tflite_frontend.OperatorConverter(model, model.Subgraphs(0), None, None)
     try:
         conv.check_unsupported_ops()
@@ -217,17 +229,21 @@ def tflite_unsupported(model: Any) -> list[str]:
 
 
 def _parse_unsupported(text: str) -> list[str]:
+    """The operator names in the frontend's message: each line lists them after its colon, up to
+    the sentence's end (the explanation after it names no operator)."""
     import re
 
-    ops = re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", text)
-    return sorted(set(ops)) or [text.strip().splitlines()[0]]
+    ops = set()
+    for line in text.splitlines():
+        _head, sep, rest = line.partition(": ")
+        if sep:
+            ops.update(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", re.split(r"\.(?:\s|$)", rest)[0]))
+    return sorted(ops) or [text.strip().splitlines()[0]]
 
 
 def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
     """Convert a parsed tflite.Model to a Relax IRModule (weights are constants)."""
-    tvm()
-    from tvm.relax.frontend.tflite import from_tflite
-
+    from_tflite = _tflite_frontend().from_tflite
     try:
         with _quiet_frontend():
             return from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))

@@ -14,6 +14,14 @@
   TVM converts and LiteRT runs (it cannot run the custom op without MediaPipe's resolver).
   :func:`transpose_conv_bias_reference` is MediaPipe's loop in numpy, for the tests.
 
+* **Operator codes written one way only.** A code below 127 belongs in both ``builtin_code``
+  and ``deprecated_builtin_code``; TFLite reads the larger, but the ``tflite`` package TVM reads
+  with trusts the deprecated field for small codes. ai-edge-quantizer writes its QUANTIZE ops with
+  ``deprecated_builtin_code`` 0 (ADD to that reader): both fields are set alike.
+* **Weights stored after the flatbuffer.** Newer converters and ai-edge-quantizer write large
+  buffers past the end of the flatbuffer (``Buffer.offset``/``size`` into the file) instead of
+  inline; TVM 0.27's frontend reads only inline data. They are moved inline (same bytes).
+
 The flatbuffer is edited through the object API that ships with LiteRT (``schema_py_generated``).
 """
 
@@ -27,6 +35,7 @@ import numpy as np
 from ..errors import ModelFormatError
 
 DENSIFY, CUSTOM, TRANSPOSE_CONV = 124, 32, 67
+PLACEHOLDER = 127  # PLACEHOLDER_FOR_GREATER_OP_CODES: deprecated_builtin_code of codes ≥ 127
 MEDIAPIPE_DECONV = "Convolution2DTransposeBias"
 _NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 9: np.int8, 7: np.int16}
 _TFLITE_PADDING = {1: "SAME", 2: "VALID"}  # TfLitePadding in the custom options
@@ -34,7 +43,13 @@ _SCHEMA_PADDING = {"SAME": 0, "VALID": 1}  # tflite::Padding in TransposeConvOpt
 
 
 def needs_rewrite(model: Any) -> bool:
-    """Whether a parsed ``tflite.Model`` has sparse tensors or MediaPipe's transposed conv."""
+    """Whether a parsed ``tflite.Model`` has sparse tensors, MediaPipe's transposed conv or
+    buffers stored outside the flatbuffer."""
+    if any(model.Buffers(i).Offset() > 1 for i in range(model.BuffersLength())):
+        return True
+    if any(_builtin_field(model.OperatorCodes(i)) not in (0, model.OperatorCodes(i).DeprecatedBuiltinCode())
+           and _builtin_field(model.OperatorCodes(i)) < PLACEHOLDER for i in range(model.OperatorCodesLength())):
+        return True
     for s in range(model.SubgraphsLength()):
         sub = model.Subgraphs(s)
         if any(sub.Tensors(i).Sparsity() is not None for i in range(sub.TensorsLength())):
@@ -50,6 +65,10 @@ def rewrite(data: bytes) -> tuple[bytes, tuple[str, ...]]:
     from ai_edge_litert import schema_py_generated as schema
 
     m = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    inlined = _inline_buffers(m, data)
+    for code in m.operatorCodes or []:
+        code.builtinCode = max(code.builtinCode, code.deprecatedBuiltinCode)
+        code.deprecatedBuiltinCode = min(code.builtinCode, PLACEHOLDER)
     densified = deconvs = 0
     for sub in m.subgraphs or []:
         kept = []
@@ -72,11 +91,36 @@ def rewrite(data: bytes) -> tuple[bytes, tuple[str, ...]]:
     builder = flatbuffers.Builder(len(data) * 2 + 1024)
     builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
     notes = []
+    if inlined:
+        notes.append(f"{inlined} weight buffer(s) stored after the flatbuffer moved inline")
     if densified:
         notes.append(f"{densified} sparse weight tensor(s) densified at import (DENSIFY)")
     if deconvs:
         notes.append(f"{deconvs} MediaPipe {MEDIAPIPE_DECONV} op(s) imported as TRANSPOSE_CONV + bias")
     return bytes(builder.Output()), tuple(notes)
+
+
+def _builtin_field(code: Any) -> int:
+    """The raw ``builtin_code`` of a ``tflite.OperatorCode`` (its accessor answers the
+    deprecated field for codes below 127)."""
+    import flatbuffers
+
+    offset = code._tab.Offset(10)
+    return code._tab.Get(flatbuffers.number_types.Int32Flags, offset + code._tab.Pos) if offset else 0
+
+
+def _inline_buffers(m: Any, data: bytes) -> int:
+    """Buffers with ``offset``/``size`` (their bytes after the flatbuffer, in the file) made
+    inline; returns how many."""
+    count = 0
+    for buf in m.buffers or []:
+        if buf.offset > 1:
+            if buf.offset + buf.size > len(data):
+                raise ModelFormatError("a weight buffer lies past the end of the file", "the file is truncated: export it again")
+            buf.data = np.frombuffer(data, np.uint8, count=buf.size, offset=buf.offset)
+            buf.offset = buf.size = 0
+            count += 1
+    return count
 
 
 def _name(t: Any) -> str:

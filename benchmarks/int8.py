@@ -1,0 +1,140 @@
+"""int8 against fp32, and against the runtimes users run int8 models with.
+
+For each network: the float model and its int8 version made with the quantizer users use
+(onnxruntime's static QDQ quantization for ONNX, ai-edge-quantizer's static int8 recipe for
+TFLite; tests/quant_models.py, calibrated on 8 random inputs). Both are packaged for this host
+(tuned for ``--minutes`` each first, the same time for both, or untuned with 0) and timed side by
+side with the framework runtime on the same model: onnxruntime (QDQ → its QLinear int8 kernels)
+or LiteRT + XNNPACK (its qs8 kernels), each side in a fresh process, alternating, ``--threads``
+threads. The int8 package's outputs are compared with that runtime's in quantization steps.
+
+Goal (issue 13): int8 package ≥ 1.5× faster than the fp32 package, ≤ 1.0× the runtime's int8
+latency, within one quantization step of it.
+
+    .venv/bin/python benchmarks/int8.py [--models squeezenet,mobilenet_v3,face_detection] [--minutes 0]
+
+Prints a table; writes benchmarks/results/int8.json. Never run it beside the tests or another
+benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+RESULTS = REPO / "benchmarks" / "results"
+OUT = RESULTS / "int8.json"
+
+import numpy as np  # noqa: E402
+import vs_runtimes as vs  # noqa: E402
+
+MODELS = ("squeezenet", "mobilenet_v3", "face_detection")
+
+
+def models(name: str, work: Path) -> tuple[Path, Path]:
+    """(float model, int8 model) for ``name``."""
+    import quant_models
+
+    float_model = vs.model_file(name, work)
+    if float_model.suffix == ".onnx":
+        int8 = quant_models.qdq_onnx(float_model, work / f"{name}-qdq.onnx")
+    else:
+        int8 = quant_models.int8_tflite_from_float(float_model, work / f"{name}-int8.tflite")
+    return float_model, int8
+
+
+def package_unverified(model: Path, out: Path, records: Path | None) -> dict[str, Any]:
+    """The package and its reference outputs, without refusing it when they disagree: the
+    disagreement is measured here (in quantization steps) instead."""
+    from edgetune.importer import import_model
+    from edgetune.package import PackageOptions, package, write_manifest, write_reference
+
+    result = package(PackageOptions(model=model, device="host", output=out, records=records,
+                                    use_records=records is not None, verify=False, force=True))
+    manifest = json.loads((out / "manifest.json").read_text())
+    write_reference(out, import_model(model), 0)
+    write_manifest(out, manifest)
+    return result.manifest
+
+
+def steps(package: Path) -> dict[str, float]:
+    """Largest difference from the reference runtime per output, in quantization steps for
+    quantized outputs (in the output's own unit otherwise)."""
+    import edgetune_runtime
+
+    model = edgetune_runtime.load(package)
+    outs = model.run(*model.reference_inputs())
+    with np.load(package / "reference.npz") as ref:
+        return {name: float(np.max(np.abs(outs[name].astype(np.int64) - ref[f"output:{name}"].astype(np.int64))))
+                if np.issubdtype(outs[name].dtype, np.integer) else
+                float(np.max(np.abs(outs[name] - ref[f"output:{name}"]))) for name in outs}
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.models.split(","):
+        float_model, int8_model = models(name, work)
+        row: dict[str, Any] = {"model": name, "format": float_model.suffix[1:], "minutes": args.minutes}
+        for kind, model in (("fp32", float_model), ("int8", int8_model)):
+            records = None
+            if args.minutes:
+                records = work / f"records-{name}-{kind}"
+                summary = vs.tune(model, records, args.minutes, "auto")
+                row[f"{kind}_trials"] = summary.get("trials_total", 0)
+            pkg = work / f"{name}-{kind}-{args.minutes:g}"
+            package_unverified(model, pkg, records)
+            ours, theirs = vs.measure(pkg, model, args.runs, args.rounds, args.threads)
+            row[f"{kind}_ms"], row[f"{kind}_baseline_ms"] = round(ours, 4), round(theirs, 4)
+            if kind == "int8":
+                row["int8_max_diff"] = steps(pkg)
+        row["baseline"] = "onnxruntime" if row["format"] == "onnx" else "litert-xnnpack"
+        row["int8_speedup"] = round(row["fp32_ms"] / row["int8_ms"], 3)
+        row["int8_vs_baseline_int8"] = round(row["int8_ms"] / row["int8_baseline_ms"], 3)
+        rows.append(row)
+        print(f"{name:15s} fp32 {row['fp32_ms']:8.3f} ms  int8 {row['int8_ms']:8.3f} ms ({row['int8_speedup']:.2f}×)  "
+              f"{row['baseline']} fp32 {row['fp32_baseline_ms']:8.3f} int8 {row['int8_baseline_ms']:8.3f}  "
+              f"int8 ratio {row['int8_vs_baseline_int8']:.2f}  max diff {row['int8_max_diff']}", flush=True)
+        RESULTS.mkdir(exist_ok=True)
+        OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                                   "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows}, indent=1))
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print("\n| model | tuned (min each) | fp32 pkg ms | int8 pkg ms | int8 speedup | runtime | its fp32 ms | its int8 ms | "
+          "int8 pkg / its int8 | int8 max diff (steps) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        diff = ", ".join(f"{v:g}" for v in r["int8_max_diff"].values())
+        print(f"| {r['model']} | {r['minutes']:g} | {r['fp32_ms']:.3f} | {r['int8_ms']:.3f} | {r['int8_speedup']:.2f}× | "
+              f"{r['baseline']} | {r['fp32_baseline_ms']:.3f} | {r['int8_baseline_ms']:.3f} | {r['int8_vs_baseline_int8']:.2f} | "
+              f"{diff} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--minutes", type=float, default=0.0, help="tuning time per package (fp32 and int8 alike); 0: untuned")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--work", default=str(RESULTS / "int8-work"))
+    parser.add_argument("--report", action="store_true", help="only print the table from the saved JSON")
+    args = parser.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    rows = json.loads(OUT.read_text())["rows"] if args.report else run(args)
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()
