@@ -35,6 +35,7 @@ class ModelReport:
     control_flow: list[dict[str, Any]] = field(default_factory=list)  # If nodes and what decides them
     bindable: list[str] = field(default_factory=list)  # inputs that only steer control flow or shapes
     bound: dict[str, Any] = field(default_factory=dict)  # --bind values applied
+    quantization: dict[str, Any] | None = None  # int8 weights/activations, quantized layers, how they run
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
@@ -110,19 +111,20 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     fmt = detect_format(path)
     facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)
     inputs, outputs, ops, unsupported, params, nbytes = facts
-    flops, error, notes, kernels = None, None, [], None
+    flops, error, notes, kernels, quantization = None, None, [], None, None
     recurrent, control, bindable = _onnx_structure(path, input_shapes or {}, bindings or {}) if fmt == "onnx" else ([], [], [])
     if not unsupported:
         try:
             imported = import_model(path, input_shapes, bindings)
             flops = _tvm.estimate_flops(imported.mod)
+            quantization = _tvm.quantization_scheme(imported.mod)
             notes = list(imported.notes)
             if device:
                 kernels = kernel_report(imported, device, layout)
         except EdgetuneError as err:
             error = f"{err.message} (hint: {err.hint})"
     return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error,
-                       notes, kernels, device, recurrent, control, bindable, dict(bindings or {}))
+                       notes, kernels, device, recurrent, control, bindable, dict(bindings or {}), quantization)
 
 
 def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[str, Any]]:

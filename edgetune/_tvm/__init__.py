@@ -242,16 +242,20 @@ def _parse_unsupported(text: str) -> list[str]:
 
 
 def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
-    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants)."""
+    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 ADDs
+    computed in LiteRT's fixed point (:func:`.quantized.xnnpack_int8_adds`)."""
+    from .quantized import xnnpack_int8_adds
+
     from_tflite = _tflite_frontend().from_tflite
     try:
         with _quiet_frontend():
-            return from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
+            mod = from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
     except Exception as err:
         raise ModelError(
             f"TVM's TFLite frontend failed: {_last_line(err)}",
             "EDGETUNE_DEBUG=1 shows TVM's traceback; sparse and stateful models are not supported",
         ) from err
+    return xnnpack_int8_adds(mod)[0]
 
 
 def _last_line(err: BaseException) -> str:
@@ -322,6 +326,77 @@ def estimate_flops(mod: Any) -> float:
             except Exception:  # noqa: BLE001 — ops with data-dependent loops have no estimate
                 log.debug("no FLOP estimate for %s", gv.name_hint)
     return total
+
+
+QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
+
+
+def quantization_scheme(mod: Any) -> dict[str, Any] | None:
+    """How an imported model is quantized and how it runs, read from its Relax ``main``: per
+    compute op (conv2d, matmul) whose weight is a dequantized constant, the weight's type and
+    granularity (per channel: a vector scale) and symmetry (zero points all 0), and whether its
+    activation input is dequantized (an int8 → int8 layer). None for a float model.
+
+    ``exact``: the layers whose int8 sums the CPU lowering computes exactly and requantizes as
+    XNNPACK / MLAS do (:mod:`.quantized`); ``fixed_point_adds``: int8 ADDs computed in LiteRT's
+    fixed point at import. The kernels themselves are fp32 ones (``runs_as``)."""
+    tvm()
+    import numpy as np
+    from tvm import relax
+
+    func = mod["main"]
+    bound: dict[Any, Any] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            bound[b.var] = b.value
+
+    def origin(expr: Any) -> Any:
+        while isinstance(expr, relax.Var) and expr in bound:
+            expr = bound[expr]
+        return expr
+
+    def dequantized(expr: Any) -> Any:
+        """The dequantize call behind ``expr`` (through reshapes/transposes of weights), or None."""
+        expr = origin(expr)
+        while isinstance(expr, relax.Call) and expr.op.name in ("relax.reshape", "relax.permute_dims"):
+            expr = origin(expr.args[0])
+        return expr if isinstance(expr, relax.Call) and expr.op.name == "relax.dequantize" else None
+
+    def const(expr: Any) -> np.ndarray | None:
+        expr = origin(expr)
+        while isinstance(expr, relax.Call) and expr.op.name in ("relax.reshape", "relax.permute_dims"):
+            expr = origin(expr.args[0])
+        return expr.value.numpy() if isinstance(expr, tvm().ir.expr.GenericConst) else None
+
+    layers: dict[str, int] = {}
+    weights: set[str] = set()
+    activations: set[str] = set()
+    for value in bound.values():
+        if not (isinstance(value, relax.Call) and value.op.name in QUANTIZED_COMPUTE):
+            continue
+        w = dequantized(value.args[1])
+        data = const(w.args[0]) if w is not None else None
+        if data is None:
+            continue
+        scale, zero = const(w.args[1]), const(w.args[2])
+        per_channel = scale is not None and scale.size > 1
+        symmetric = zero is None or not np.any(zero)
+        weights.add(f"{data.dtype} {'per-channel' if per_channel else 'per-tensor'} {'symmetric' if symmetric else 'asymmetric'}")
+        x = dequantized(value.args[0])
+        if x is not None:
+            xz = const(x.args[2])
+            activations.add(f"{x.args[0].ty.dtype} {'asymmetric' if xz is not None and np.any(xz) else 'symmetric'}")
+        kind = value.op.name.removeprefix("relax.").removeprefix("nn.")
+        layers[kind] = layers.get(kind, 0) + 1
+    if not layers:
+        return None
+    from .quantized import exact_int8_layers
+
+    exact = exact_int8_layers(mod)[1]
+    adds = sum(1 for v in bound.values() if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.right_shift")
+    return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
+            "layers": layers, "exact": exact["layers"], "exact_bounded": exact["bounded"], "fixed_point_adds": adds,
+            "runs_as": "fp32 kernels (int8 instruction kernels, VNNI / dot-product: not built yet)"}
 
 
 def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:

@@ -646,6 +646,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
 
 
 def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
+    import numpy as np
     from tvm import relax
 
     a = call.attrs
@@ -664,7 +665,10 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     if groups == 1:
         oh, ow = int(call.ty.shape.values[1]), int(call.ty.shape.values[2])
         sig = conv_signature(_ints(call.args[0].ty.shape.values), weights.shape, **geometry)
-        tile = winograd_tile(sig, oh, ow, ic, oc, geometry, choice, default)
+        # an int8 layer made exact (quantized.py) has small integer weights: Winograd's
+        # transforms would round its sums, so it keeps the direct kernel
+        exact = bool(np.all(np.abs(weights) <= 128) and np.array_equal(weights, np.round(weights)))
+        tile = None if exact else winograd_tile(sig, oh, ow, ic, oc, geometry, choice, default)
         if tile:
             return _legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
@@ -939,6 +943,9 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
     mod = nchw_conv2d_transpose(tvm().transform.Sequential(steps)(mod))
     if lowering == NATIVE:
         return mod
+    from .quantized import exact_int8_layers
+
+    mod = exact_int8_layers(mod)[0]
     mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))
     mod = relax.transform.CanonicalizeBindings()(mod)  # to_nhwc follows values through calls only
     if lowering.layout == "nhwc":

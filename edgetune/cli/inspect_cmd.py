@@ -47,6 +47,13 @@ def inspect(
         ops.add_row(name, str(count), "[red]unsupported[/]" if name in report.unsupported_ops else "")
     out.print(ops)
     _render_structure(report)
+    if report.quantization:
+        q = report.quantization
+        layers = ", ".join(f"{n} {kind}" for kind, n in q["layers"].items())
+        out.print(f"quantized: weights {'; '.join(q['weights'])}; activations {'; '.join(q['activations'])}; layers {layers}")
+        adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
+        out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers (requantized as XNNPACK / "
+                  f"onnxruntime do; {q['exact_bounded']} provably below 2^24){adds}; kernels: {q['runs_as']}")
     for note in report.notes:
         out.print(f"note: {note}")
     if report.unsupported_ops:

@@ -1,0 +1,255 @@
+"""int8 layers computed exactly: the integer sums of TFLite / QDQ convolutions and dense layers,
+requantized as LiteRT's XNNPACK kernels and onnxruntime's MLAS do.
+
+TVM 0.27's frontends import an int8 layer as ``quantize(conv(dequantize(x), dequantize(W)) +
+dequantize(b))``: float products of scaled values, summed in float, divided by the output scale
+and rounded. The runtimes users compare with sum ``(x − zx)·w`` in int32, add the int32 bias,
+multiply by one float scale per channel ``sx·sw/sy`` and round to nearest even. Both are "the same
+layer", yet the float path lands a step away wherever the sum sits near a rounding boundary, and
+across a network's layers those steps compound (ai-edge-quantizer's int8 face detector: 38 steps
+on an output after 37 layers).
+
+This pass rewrites such chains so the sum is the runtimes' integer sum: ``x − zx`` and ``w`` are
+small integers held in float32 and a float32 kernel (the packed kernels, Winograd excepted: its
+transforms are not exact) adds their products exactly as long as every partial sum stays below
+2²⁴ — always when ``K · 255 · max|w| < 2²⁴`` (checked per layer; counted when it does not hold) —
+then the bias and the per-channel scale are applied as XNNPACK does. The kernels stay the fast
+fp32 ones: this buys agreement with the runtimes, not integer speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .lowering import _const_array, _map_functions, _op_name
+
+_TRANSFORMS = ("relax.reshape", "relax.permute_dims")
+EXACT_LIMIT = 2**24  # float32 holds every integer up to here
+
+
+def _transforms(bound: dict[Any, Any], expr: Any) -> tuple[Any, list[Any]]:
+    """``expr`` with the reshapes / transposes in front of it peeled off: (inner, calls outermost
+    first)."""
+    from tvm import relax
+
+    calls = []
+    while True:
+        while isinstance(expr, relax.Var) and expr in bound:
+            expr = bound[expr]
+        if _op_name(expr) not in _TRANSFORMS:
+            return expr, calls
+        calls.append(expr)
+        expr = expr.args[0]
+
+
+def _apply(array: np.ndarray, calls: list[Any]) -> np.ndarray:
+    """The numpy value of ``calls`` (outermost first) applied to ``array``."""
+    for call in reversed(calls):
+        if _op_name(call) == "relax.reshape":
+            array = array.reshape([int(d) for d in call.ty.shape.values])
+        else:
+            axes = call.attrs.axes
+            array = array.transpose([int(a) for a in axes] if axes is not None else None)
+    return array
+
+
+def _dequantized_constant(bound: dict[Any, Any], expr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For ``expr`` = transforms(dequantize(transforms(constant), scale, zero_point)): the integer
+    constant, its scale and its zero point, each broadcast to the integer tensor's shape and
+    carried through the same transforms (so per-channel scales follow their channels)."""
+    outer, calls = _transforms(bound, expr)
+    if _op_name(outer) != "relax.dequantize":
+        return None
+    inner, inner_calls = _transforms(bound, outer.args[0])
+    data, scale, zero = _const_array(inner), _const_array(outer.args[1]), _const_array(outer.args[2])
+    if data is None or scale is None or zero is None or data.dtype.kind not in "iu":
+        return None
+    data = _apply(data, inner_calls)
+    axis = int(outer.attrs.axis) % data.ndim
+
+    def spread(values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values).reshape(-1)
+        if values.size == 1:
+            return np.broadcast_to(values.reshape((1,) * data.ndim), data.shape)
+        shape = [1] * data.ndim
+        shape[axis] = values.size
+        return np.broadcast_to(values.reshape(shape), data.shape)
+
+    return _apply(data, calls), _apply(spread(scale), calls), _apply(spread(zero), calls)
+
+
+def _per_channel(values: np.ndarray, axis: int) -> np.ndarray | None:
+    """One value per index of ``axis`` when ``values`` is constant along every other axis."""
+    moved = np.moveaxis(values, axis, 0).reshape(values.shape[axis], -1)
+    return moved[:, 0] if np.all(moved == moved[:, :1]) else None
+
+
+def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
+    """``mod`` with its quantized convolution / dense chains computed exactly (module
+    docstring), and counts: ``layers`` rewritten, ``bounded`` of them with every sum provably
+    below 2²⁴."""
+    from tvm import relax
+
+    counts = {"layers": 0, "bounded": 0}
+
+    @relax.expr_functor.mutator
+    class _Exact(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            if _op_name(new) != "relax.quantize":
+                return new
+            rewritten = self._rewrite(new)
+            return new if rewritten is None else rewritten
+
+        def _rewrite(self, q: Any) -> Any | None:
+            bound = _Lookup(self)
+            sy, zy = _const_array(q.args[1]), _const_array(q.args[2])
+            if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+                return None
+            value, _ = _transforms(bound, q.args[0])
+            bias = None
+            if _op_name(value) == "relax.add":
+                first, _ = _transforms(bound, value.args[0])
+                second, _ = _transforms(bound, value.args[1])
+                conv, bias = (first, value.args[1]) if _op_name(first) in COMPUTE else (second, value.args[0])
+                value = conv
+            if _op_name(value) not in COMPUTE:
+                return None
+            x, _ = _transforms(bound, value.args[0])
+            weights = _dequantized_constant(bound, value.args[1])
+            if _op_name(x) != "relax.dequantize" or weights is None:
+                return None
+            sx, zx = _const_array(x.args[1]), _const_array(x.args[2])
+            w, sw, zw = weights
+            if sx is None or zx is None or sx.size != 1 or zx.size != 1 or np.any(zw) or w.dtype.itemsize != 1:
+                return None
+            out_axis, reduce_axes = COMPUTE[_op_name(value)](value, w.ndim)
+            scale_w = _per_channel(sw, out_axis)
+            if scale_w is None:
+                return None
+            channels = w.shape[out_axis]
+            sum_b = None
+            if bias is not None:
+                b = _dequantized_constant(bound, bias)
+                if b is None or np.any(b[2]) or b[0].size != channels:
+                    return None
+                sb = b[1].reshape(-1)
+                expected = np.float32(sx.reshape(())) * scale_w.astype(np.float32)
+                if not np.allclose(sb, expected, rtol=1e-5, atol=0):
+                    return None  # a bias on another scale than sx·sw: the float path stays
+                sum_b = b[0]
+            # XNNPACK's and MLAS's per-channel scale, computed in float32 as they do
+            scale = (np.float32(sx.reshape(())) * scale_w.astype(np.float32) / np.float32(sy.reshape(()))).astype(np.float32)
+            k = int(np.prod([w.shape[a] for a in reduce_axes]))
+            wmax = np.abs(w.astype(np.int64)).max(axis=tuple(reduce_axes)) if k else 0
+            counts["layers"] += 1
+            counts["bounded"] += int(np.all(k * 255 * wmax + (np.abs(sum_b.astype(np.int64)).max() if sum_b is not None else 0)
+                                            < EXACT_LIMIT))
+            emit = self.builder_.emit
+            xi = emit(relax.op.astype(x.args[0], "float32"))
+            xf = emit(relax.op.subtract(xi, relax.const(np.float32(zx.reshape(())), "float32"))) if np.any(zx) else xi
+            compute = value.op
+            acc = emit(relax.Call(compute, [xf, relax.const(w.astype(np.float32))], value.attrs))
+            out_rank = len(value.ty.shape.values)
+            out_channel = COMPUTE_OUT[_op_name(value)](value, out_rank)
+            shape = [1] * out_rank
+            shape[out_channel] = channels
+            if sum_b is not None:
+                acc = emit(relax.op.add(acc, relax.const(sum_b.reshape(shape).astype(np.float32))))
+            scaled = emit(relax.op.multiply(acc, relax.const(scale.reshape(shape))))
+            rounded = emit(relax.op.round(scaled))
+            info = np.iinfo(str(q.attrs.out_dtype))
+            shifted = emit(relax.op.add(rounded, relax.const(np.float32(zy.reshape(())), "float32")))
+            clipped = emit(relax.op.clip(shifted, float(info.min), float(info.max)))
+            return relax.op.astype(clipped, str(q.attrs.out_dtype))
+
+    class _Lookup(dict):
+        """The mutator's bindings as a mapping var → value (what the helpers walk)."""
+
+        def __init__(self, mutator: Any):
+            super().__init__()
+            self.mutator = mutator
+
+        def __contains__(self, var: Any) -> bool:
+            return self.mutator.lookup_binding(var) is not None
+
+        def __getitem__(self, var: Any) -> Any:
+            return self.mutator.lookup_binding(var)
+
+    out = _map_functions(mod, lambda m, f: _Exact(m).visit_expr(f))
+    return out, counts
+
+
+def _conv_axes(call: Any, ndim: int) -> tuple[int, list[int]]:
+    layout = str(call.attrs.kernel_layout)
+    out = layout.index("O")
+    return out, [a for a in range(ndim) if a != out]
+
+
+def _matmul_axes(call: Any, ndim: int) -> tuple[int, list[int]]:
+    return ndim - 1, list(range(ndim - 1))  # weights (K, N): N out, K summed
+
+
+COMPUTE = {"relax.nn.conv2d": _conv_axes, "relax.matmul": _matmul_axes}
+COMPUTE_OUT = {
+    "relax.nn.conv2d": lambda call, rank: str(call.attrs.out_layout or call.attrs.data_layout).index("C"),
+    "relax.matmul": lambda call, rank: rank - 1,
+}
+
+
+def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
+    """TFLite int8 ADDs (``quantize(dequantize(a) + dequantize(b))``) computed as LiteRT's
+    XNNPACK kernel does, in int32 fixed point: each input's scale over the output's as a
+    multiplier of 20 significant bits (the larger one in [2²⁰, 2²¹)), a rounding bias that
+    also carries the zero points, then an arithmetic shift. The float path rounds a step away
+    where the exact sum sits near a half — one step per residual block, compounding through
+    the network. Returns the module and how many adds were rewritten."""
+    from tvm import relax
+
+    done = [0]
+
+    @relax.expr_functor.mutator
+    class _Add(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) != "int8":
+                return new
+            rewritten = self._rewrite(new)
+            return new if rewritten is None else rewritten
+
+        def _rewrite(self, q: Any) -> Any | None:
+            add = self.lookup_binding(q.args[0]) if isinstance(q.args[0], relax.Var) else q.args[0]
+            if _op_name(add) != "relax.add":
+                return None
+            terms = []
+            for arg in add.args:
+                d = self.lookup_binding(arg) if isinstance(arg, relax.Var) else arg
+                if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
+                    return None
+                scale, zero = _const_array(d.args[1]), _const_array(d.args[2])
+                if scale is None or zero is None or scale.size != 1 or zero.size != 1 or _const_array(d.args[0]) is not None:
+                    return None
+                terms.append((d.args[0], np.float32(scale.reshape(())), int(zero.reshape(()))))
+            sy, zy = _const_array(q.args[1]), _const_array(q.args[2])
+            if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+                return None
+            ratios = [np.float32(s / np.float32(sy.reshape(()))) for _x, s, _z in terms]
+            largest = max(ratios)
+            if not all(2.0**-10 <= r < 2.0**8 for r in ratios):
+                return None  # outside XNNPACK's range: it would not run this add either
+            shift = 20 - (int(np.frombuffer(np.float32(largest).tobytes(), np.uint32)[0] >> 23) - 127)
+            mults = [int(np.rint(np.float32(r) * np.float32(2.0**shift))) for r in ratios]
+            bias = (1 << (shift - 1)) - sum(m * z for m, (_x, _s, z) in zip(mults, terms))
+            emit = self.builder_.emit
+            acc: Any = relax.const(np.int32(bias), "int32")
+            for m, (x, _s, _z) in zip(mults, terms):
+                wide = emit(relax.op.astype(x, "int32"))
+                acc = emit(relax.op.add(acc, emit(relax.op.multiply(wide, relax.const(np.int32(m), "int32")))))
+            shifted = emit(relax.op.right_shift(acc, relax.const(np.int32(shift), "int32")))
+            out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
+            done[0] += 1
+            return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
+
+    return _map_functions(mod, lambda m, f: _Add(m).visit_expr(f)), done[0]
