@@ -242,9 +242,12 @@ def _parse_unsupported(text: str) -> list[str]:
 
 
 def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
-    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 ADDs
-    computed in LiteRT's fixed point (:func:`.quantized.xnnpack_int8_adds`)."""
-    from .quantized import xnnpack_int8_adds
+    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 layers
+    computed as LiteRT computes them (:mod:`.quantized`), the quantization scheme kept on the
+    module (:func:`quantization_scheme`)."""
+    import json
+
+    from .quantized import exact_int8_layers, xnnpack_int8_adds
 
     from_tflite = _tflite_frontend().from_tflite
     try:
@@ -255,7 +258,15 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
             f"TVM's TFLite frontend failed: {_last_line(err)}",
             "EDGETUNE_DEBUG=1 shows TVM's traceback; sparse and stateful models are not supported",
         ) from err
-    return xnnpack_int8_adds(mod)[0]
+    scheme = quantization_scheme(mod)
+    if scheme is None:
+        return mod
+    mod, exact = exact_int8_layers(mod)
+    mod, adds = xnnpack_int8_adds(mod)
+    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], fixed_point_adds=adds,
+                  runs_as="fp32 kernels holding the exact integer sums (int8 instruction kernels, VNNI / dot-product: "
+                          "not built yet)")
+    return mod.with_attr(SCHEME_ATTR, json.dumps(scheme))
 
 
 def _last_line(err: BaseException) -> str:
@@ -279,7 +290,7 @@ def rename_inputs(mod: Any, mapping: Mapping[str, str]) -> Any:
 
     body = _Rename(mod).visit_expr(func.body)
     new = relax.Function(new_params, body, func.ret_ty, func.is_pure, func.attrs)
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()))
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out[out.get_global_var("main")] = new
     return out
 
@@ -329,6 +340,7 @@ def estimate_flops(mod: Any) -> float:
 
 
 QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
+SCHEME_ATTR = "edgetune_quantization"  # the scheme as imported, before the TFLite int8 rewrites
 
 
 def quantization_scheme(mod: Any) -> dict[str, Any] | None:
@@ -337,12 +349,17 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
     granularity (per channel: a vector scale) and symmetry (zero points all 0), and whether its
     activation input is dequantized (an int8 → int8 layer). None for a float model.
 
-    ``exact``: the layers whose int8 sums the CPU lowering computes exactly and requantizes as
-    XNNPACK / MLAS do (:mod:`.quantized`); ``fixed_point_adds``: int8 ADDs computed in LiteRT's
-    fixed point at import. The kernels themselves are fp32 ones (``runs_as``)."""
+    ``exact``: the layers whose int8 sums are computed exactly and requantized as LiteRT does
+    (TFLite models, :mod:`.quantized`); ``fixed_point_adds``: int8 ADDs in LiteRT's fixed point.
+    A TFLite import stores the scheme on the module (these rewrites hide the pattern)."""
     tvm()
+    import json
+
     import numpy as np
     from tvm import relax
+
+    if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
+        return json.loads(str(mod.attrs[SCHEME_ATTR]))
 
     func = mod["main"]
     bound: dict[Any, Any] = {}
@@ -390,13 +407,9 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
         layers[kind] = layers.get(kind, 0) + 1
     if not layers:
         return None
-    from .quantized import exact_int8_layers
-
-    exact = exact_int8_layers(mod)[1]
-    adds = sum(1 for v in bound.values() if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.right_shift")
     return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
-            "layers": layers, "exact": exact["layers"], "exact_bounded": exact["bounded"], "fixed_point_adds": adds,
-            "runs_as": "fp32 kernels (int8 instruction kernels, VNNI / dot-product: not built yet)"}
+            "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
+            "runs_as": "dequantize → fp32 kernels → quantize, as onnxruntime runs QDQ graphs on x86"}
 
 
 def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:

@@ -204,7 +204,7 @@ def fold_constants_numpy(mod: Any) -> Any:
 def _map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
     from tvm import relax
 
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()))
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     for gv, func in mod.functions_items():
         if isinstance(func, relax.Function):
             out[gv] = fn(mod, func)
@@ -485,7 +485,7 @@ def _rewrite_affine(mod: Any, gv: Any, chains: dict[Any, tuple[Any, Any, Any]]) 
             self.set_var_remap(binding.var, emit(value))
             return None
 
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()))
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out[gv] = _Fold(mod).visit_expr(mod[gv])
     return relax.transform.DeadCodeElimination(["main"])(out)
 
@@ -943,9 +943,6 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
     mod = nchw_conv2d_transpose(tvm().transform.Sequential(steps)(mod))
     if lowering == NATIVE:
         return mod
-    from .quantized import exact_int8_layers
-
-    mod = exact_int8_layers(mod)[0]
     mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))
     mod = relax.transform.CanonicalizeBindings()(mod)  # to_nhwc follows values through calls only
     if lowering.layout == "nhwc":

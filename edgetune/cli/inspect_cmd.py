@@ -52,8 +52,9 @@ def inspect(
         layers = ", ".join(f"{n} {kind}" for kind, n in q["layers"].items())
         out.print(f"quantized: weights {'; '.join(q['weights'])}; activations {'; '.join(q['activations'])}; layers {layers}")
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
-        out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers (requantized as XNNPACK / "
-                  f"onnxruntime do; {q['exact_bounded']} provably below 2^24){adds}; kernels: {q['runs_as']}")
+        out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers"
+                  + (f" (requantized as LiteRT's XNNPACK does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
+                  + f"{adds}; runs as {q['runs_as']}")
     for note in report.notes:
         out.print(f"note: {note}")
     if report.unsupported_ops:
