@@ -199,7 +199,7 @@ def measure_baseline(model: ImportedModel, device: str, runs: int = 30, max_warm
     package gets there and the inputs its reference check uses: what relative tuning targets
     (``--latency NET=0.8x``) are shares of. The loader that times it travels with the model.
 
-    Raises UsageError (a tracker-only device), RemoteError (no baselines on the board) or
+    Raises RemoteError (no baselines on the board), UsageError (no such board) or
     RemoteCommandError (the runtime failed there)."""
     from ..bundle import copy_loader
     from ..reference import make_inputs
