@@ -57,3 +57,10 @@ def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_pat
 def test_synthetic_int8_cnn_still_bit_exact(int8_tflite, tmp_path):
     result = package(PackageOptions(model=int8_tflite, device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0
+
+
+def test_int8_tflite_for_pi5_under_qemu_within_a_step(tmp_path, qemu):
+    """The same exact path, cross-compiled for the Pi 5 and checked under qemu against LiteRT."""
+    int8 = quant_models.int8_tflite_from_float(EXAMPLES / "face_detection_short_range.tflite", tmp_path / "face-int8.tflite")
+    v = package(PackageOptions(model=int8, device="pi5", output=tmp_path / "pkg")).verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v
