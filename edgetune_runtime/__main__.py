@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check" and not result["passed"]:
         return 1
     bad = [w["text"] for w in result.get("warnings", []) if w["level"] == "bad"] if args.command == "bench" else []
-    if bad and getattr(args, "strict", False):
+    if bad and args.strict:
         for text in bad:
             print(f"refused (--strict): {text}", file=sys.stderr)
         return 3

@@ -247,7 +247,7 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
     module (:func:`quantization_scheme`)."""
     import json
 
-    from .quantized import exact_int8_layers, xnnpack_int8_adds
+    from .quantized import SCHEME_ATTR, exact_int8_layers, xnnpack_int8_adds
 
     from_tflite = _tflite_frontend().from_tflite
     try:
@@ -260,7 +260,7 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
         ) from err
     scheme = quantization_scheme(mod)
     if scheme is None:
-        return mod
+        return mod  # a float model
     mod, exact = exact_int8_layers(mod)
     mod, adds = xnnpack_int8_adds(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], fixed_point_adds=adds,
@@ -339,77 +339,11 @@ def estimate_flops(mod: Any) -> float:
     return total
 
 
-QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
-SCHEME_ATTR = "edgetune_quantization"  # the scheme as imported, before the TFLite int8 rewrites
-
-
 def quantization_scheme(mod: Any) -> dict[str, Any] | None:
-    """How an imported model is quantized and how it runs, read from its Relax ``main``: per
-    compute op (conv2d, matmul) whose weight is a dequantized constant, the weight's type and
-    granularity (per channel: a vector scale) and symmetry (zero points all 0), and whether its
-    activation input is dequantized (an int8 → int8 layer). None for a float model.
+    """How an imported model is quantized and how it runs (:func:`.quantized.quantization_scheme`)."""
+    from .quantized import quantization_scheme as scheme
 
-    ``exact``: the layers whose int8 sums are computed exactly and requantized as LiteRT does
-    (TFLite models, :mod:`.quantized`); ``fixed_point_adds``: int8 ADDs in LiteRT's fixed point.
-    A TFLite import stores the scheme on the module (these rewrites hide the pattern)."""
-    tvm()
-    import json
-
-    import numpy as np
-    from tvm import relax
-
-    if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
-        return json.loads(str(mod.attrs[SCHEME_ATTR]))
-
-    func = mod["main"]
-    bound: dict[Any, Any] = {}
-    for block in func.body.blocks:
-        for b in block.bindings:
-            bound[b.var] = b.value
-
-    def origin(expr: Any) -> Any:
-        while isinstance(expr, relax.Var) and expr in bound:
-            expr = bound[expr]
-        return expr
-
-    def dequantized(expr: Any) -> Any:
-        """The dequantize call behind ``expr`` (through reshapes/transposes of weights), or None."""
-        expr = origin(expr)
-        while isinstance(expr, relax.Call) and expr.op.name in ("relax.reshape", "relax.permute_dims"):
-            expr = origin(expr.args[0])
-        return expr if isinstance(expr, relax.Call) and expr.op.name == "relax.dequantize" else None
-
-    def const(expr: Any) -> np.ndarray | None:
-        expr = origin(expr)
-        while isinstance(expr, relax.Call) and expr.op.name in ("relax.reshape", "relax.permute_dims"):
-            expr = origin(expr.args[0])
-        return expr.value.numpy() if isinstance(expr, tvm().ir.expr.GenericConst) else None
-
-    layers: dict[str, int] = {}
-    weights: set[str] = set()
-    activations: set[str] = set()
-    for value in bound.values():
-        if not (isinstance(value, relax.Call) and value.op.name in QUANTIZED_COMPUTE):
-            continue
-        w = dequantized(value.args[1])
-        data = const(w.args[0]) if w is not None else None
-        if data is None:
-            continue
-        scale, zero = const(w.args[1]), const(w.args[2])
-        per_channel = scale is not None and scale.size > 1
-        symmetric = zero is None or not np.any(zero)
-        weights.add(f"{data.dtype} {'per-channel' if per_channel else 'per-tensor'} {'symmetric' if symmetric else 'asymmetric'}")
-        x = dequantized(value.args[0])
-        if x is not None:
-            xz = const(x.args[2])
-            activations.add(f"{x.args[0].ty.dtype} {'asymmetric' if xz is not None and np.any(xz) else 'symmetric'}")
-        kind = value.op.name.removeprefix("relax.").removeprefix("nn.")
-        layers[kind] = layers.get(kind, 0) + 1
-    if not layers:
-        return None
-    return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
-            "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
-            "runs_as": "dequantize → fp32 kernels → quantize, as onnxruntime runs QDQ graphs on x86"}
+    return scheme(mod)
 
 
 def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:

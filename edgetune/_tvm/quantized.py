@@ -1,13 +1,14 @@
-"""int8 layers computed exactly: the integer sums of TFLite / QDQ convolutions and dense layers,
-requantized as LiteRT's XNNPACK kernels and onnxruntime's MLAS do.
+"""int8 models: their quantization scheme (what ``edgetune inspect`` shows), and TFLite int8 layers
+computed as LiteRT's XNNPACK kernels compute them — exact integer sums of convolutions and dense
+layers, int8 ADDs in XNNPACK's fixed point.
 
 TVM 0.27's frontends import an int8 layer as ``quantize(conv(dequantize(x), dequantize(W)) +
 dequantize(b))``: float products of scaled values, summed in float, divided by the output scale
 and rounded. The runtimes users compare with sum ``(x − zx)·w`` in int32, add the int32 bias,
 multiply by one float scale per channel ``sx·sw/sy`` and round to nearest even. Both are "the same
 layer", yet the float path lands a step away wherever the sum sits near a rounding boundary, and
-across a network's layers those steps compound (ai-edge-quantizer's int8 face detector: 38 steps
-on an output after 37 layers).
+across a network's layers those steps compound (ai-edge-quantizer's int8 face detector: 41 steps
+on an output).
 
 For TFLite models (LiteRT is the reference, and its XNNPACK kernels compute so on every CPU)
 this pass rewrites such chains so the sum is the runtimes' integer sum: ``x − zx`` and ``w`` are
@@ -32,6 +33,8 @@ from .lowering import _const_array, _map_functions, _op_name
 
 _TRANSFORMS = ("relax.reshape", "relax.permute_dims")
 EXACT_LIMIT = 2**24  # float32 holds every integer up to here
+QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
+SCHEME_ATTR = "edgetune_quantization"  # the scheme as imported, before the TFLite int8 rewrites
 
 
 def _transforms(bound: dict[Any, Any], expr: Any) -> tuple[Any, list[Any]]:
@@ -83,6 +86,55 @@ def _dequantized_constant(bound: dict[Any, Any], expr: Any) -> tuple[np.ndarray,
         return np.broadcast_to(values.reshape(shape), data.shape)
 
     return _apply(data, calls), _apply(spread(scale), calls), _apply(spread(zero), calls)
+
+
+def quantization_scheme(mod: Any) -> dict[str, Any] | None:
+    """How an imported model is quantized and how it runs, read from its Relax ``main``: per
+    compute op (conv2d, matmul) whose weight is a dequantized constant, the weight's type and
+    granularity (per channel: a vector scale) and symmetry (zero points all 0), and whether its
+    activation input is dequantized (an int8 → int8 layer). None for a float model.
+
+    ``exact``: the layers whose int8 sums are computed exactly and requantized as LiteRT does
+    (TFLite models, :func:`exact_int8_layers`); ``fixed_point_adds``: int8 ADDs in LiteRT's fixed
+    point. A TFLite import stores the scheme on the module (these rewrites hide the pattern)."""
+    import json
+
+    if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
+        return json.loads(str(mod.attrs[SCHEME_ATTR]))
+    bound = {b.var: b.value for block in mod["main"].body.blocks for b in block.bindings}
+
+    def dequantized(expr: Any) -> Any:
+        inner, _ = _transforms(bound, expr)
+        return inner if _op_name(inner) == "relax.dequantize" else None
+
+    def const(expr: Any) -> np.ndarray | None:
+        return _const_array(_transforms(bound, expr)[0])
+
+    layers: dict[str, int] = {}
+    weights: set[str] = set()
+    activations: set[str] = set()
+    for value in bound.values():
+        if _op_name(value) not in QUANTIZED_COMPUTE:
+            continue
+        w = dequantized(value.args[1])
+        data = const(w.args[0]) if w is not None else None
+        if data is None:
+            continue
+        scale, zero = const(w.args[1]), const(w.args[2])
+        per_channel = scale is not None and scale.size > 1
+        symmetric = zero is None or not np.any(zero)
+        weights.add(f"{data.dtype} {'per-channel' if per_channel else 'per-tensor'} {'symmetric' if symmetric else 'asymmetric'}")
+        x = dequantized(value.args[0])
+        if x is not None:
+            xz = const(x.args[2])
+            activations.add(f"{x.args[0].ty.dtype} {'asymmetric' if xz is not None and np.any(xz) else 'symmetric'}")
+        kind = _op_name(value).removeprefix("relax.").removeprefix("nn.")
+        layers[kind] = layers.get(kind, 0) + 1
+    if not layers:
+        return None
+    return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
+            "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
+            "runs_as": "dequantize → fp32 kernels → quantize, as onnxruntime runs QDQ graphs on x86"}
 
 
 def _per_channel(values: np.ndarray, axis: int) -> np.ndarray | None:

@@ -47,9 +47,11 @@ def needs_rewrite(model: Any) -> bool:
     buffers stored outside the flatbuffer."""
     if any(model.Buffers(i).Offset() > 1 for i in range(model.BuffersLength())):
         return True
-    if any(_builtin_field(model.OperatorCodes(i)) not in (0, model.OperatorCodes(i).DeprecatedBuiltinCode())
-           and _builtin_field(model.OperatorCodes(i)) < PLACEHOLDER for i in range(model.OperatorCodesLength())):
-        return True
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = _builtin_field(code)
+        if builtin < PLACEHOLDER and builtin not in (0, code.DeprecatedBuiltinCode()):
+            return True
     for s in range(model.SubgraphsLength()):
         sub = model.Subgraphs(s)
         if any(sub.Tensors(i).Sparsity() is not None for i in range(sub.TensorsLength())):
