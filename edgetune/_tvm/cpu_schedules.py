@@ -173,11 +173,13 @@ def default_rows(extent: int, vectors: int, cpu: CpuFacts) -> int:
 
 
 def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_reduce: Any,
-                        row: Any, vec: Any, cpu: CpuFacts, cores: int, separate: bool = False) -> None:
+                        row: Any, vec: Any, cpu: CpuFacts, cores: int, separate: bool = False,
+                        dot: str | None = None) -> None:
     """Accumulate in registers, epilogue from them, then vectorize/unroll every stage. With
     ``separate`` (zero-padded output channels cropped, or an epilogue of another shape) the
     epilogue is a pass of its own: per tile it would carry a bounds predicate that measured
-    slower than the extra pass."""
+    slower than the extra pass. With ``dot`` (an int8 dot-product family) the accumulation
+    below ``vec`` is tensorized with its instruction instead of vectorized."""
     if separate and epi is not None:
         writer = sch.cache_write(main, 0, "local")
         sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
@@ -199,8 +201,17 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         writer = sch.cache_write(main, 0, "local")
         sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
     sch.unroll(row)
-    _vector_registers(sch, vec, cpu)
+    if dot is None:
+        _vector_registers(sch, vec, cpu)
     init = sch.decompose_reduction(main, first_reduce)
+    if dot is not None:
+        from . import dot as dots
+
+        step = dots.lanes(dot)
+        if _extent(sch, vec) != step:
+            outer, vec = sch.split(vec, [None, step])
+            sch.unroll(outer)
+        sch.tensorize(vec, dots.intrinsic(dot))
     for block in (init, writer):
         loops = sch.get_loops(block)
         if len(loops) > 1:
@@ -253,6 +264,37 @@ def conv2d_nhwc_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
         par = [b, y, oo]
     _parallel_outer(sch, par, cpu, cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, cropped)
+
+
+def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """The integer convolution micro-kernel: ``RW`` output pixels × 16 output channels of int32
+    accumulators in registers over (ky, kx, ic/4), each step one dot-product instruction per
+    pixel (and per 4 channels on Arm) — the target's family, read from the kernel (:mod:`.dot`)."""
+    blocks = _blocks(sch)
+    for block in blocks:
+        if _name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+    family = str(sch.get(main).annotations["edgetune.dot"])
+    epi, cropped = _fold_epilogue(sch, main)
+    b, y, x, o, ry, rx, rc = sch.get_loops(main)
+    weights = sch.get(main).reads[1].source
+    block, depth = int(weights.shape[-2]), int(weights.shape[-1])
+    # x86: one zmm accumulator per pixel; Arm: four q registers per pixel (and the intrinsic's
+    # temporaries) — the row lengths that measured best, capped by the register file
+    rows = 8 if family == "vnni" else 4
+    ow = _extent(sch, x)
+    default = max(d for d in _divisors(ow) if d <= rows)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
+    oo, oi = sch.split(o, [None, block])
+    rco, rci = sch.split(rc, [None, depth])
+    if order == 0:
+        sch.reorder(b, y, xo, oo, ry, rx, rco, xi, oi, rci)
+        at, par = oo, [b, y, xo]
+    else:
+        sch.reorder(b, y, oo, xo, ry, rx, rco, xi, oi, rci)
+        at, par = xo, [b, y, oo]
+    _parallel_outer(sch, par, cpu, cores)
+    _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, False, dot=family)
 
 
 def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
@@ -380,6 +422,7 @@ def _first_stage_at(sch: Any, name: str, at: Any) -> None:
 
 MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_packed": ("conv2d", conv2d_nhwc_packed),
+    "conv2d_nhwc_int8": ("conv2d-int8", conv2d_nhwc_int8),
     "depthwise_conv2d_nhwc": ("depthwise", depthwise_conv2d_nhwc),
     "dense_packed": ("dense", dense_packed),
     "winograd_gemm": ("winograd", winograd_conv),

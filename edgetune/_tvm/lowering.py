@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import tvm
+from . import dot, tvm
 
 log = logging.getLogger(__name__)
 
@@ -636,7 +636,8 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     cpu = CpuFacts.of(target)
     default = default_conv_variant(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
-    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
+    family = dot.dot_family(target)
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default, family)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
     return custom
 
@@ -645,7 +646,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
     return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str, family: str | None) -> Any:
     import numpy as np
     from tvm import relax
 
@@ -653,9 +654,10 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     weights = _const_array(call.args[1])
     out_dtype = str(a.out_dtype) if a.out_dtype else str(call.ty.dtype)
     layout = str(a.kernel_layout)
-    plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
-             and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
-    if not plain:
+    nhwc = a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI") and weights is not None
+    if nhwc and int(a.groups) == 1 and str(call.args[0].ty.dtype) == "int8" and weights.dtype == np.int8 and out_dtype == "int32":
+        return _legalize_conv2d_int8(bb, call, weights.transpose([layout.index(axis) for axis in "OHWI"]), cpu, family)
+    if not (nhwc and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32"):
         return _default_legalize(bb, call)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
     oc, kh, kw, ic_g = weights.shape
@@ -681,6 +683,37 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
         return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
                           primfunc_name_hint="depthwise_conv2d_nhwc")
     return _default_legalize(bb, call)
+
+
+def _legalize_conv2d_int8(bb: Any, call: Any, weights: Any, cpu: CpuFacts, family: str | None) -> Any:
+    """An int8 × int8 → int32 convolution (an exact int8 layer, :mod:`.quantized`): the integer
+    micro-kernel tensorized with the target's dot-product instruction, or — on a CPU without an
+    exact one — the fp32 packed kernel over the same small integers (exact below 2²⁴)."""
+    import numpy as np
+    from tvm import relax
+
+    a = call.attrs
+    geometry = dict(strides=_ints(a.strides), padding=_ints(a.padding), dilation=_ints(a.dilation))
+    oc, kh, kw, ic = weights.shape
+    sig = conv_signature(_ints(call.args[0].ty.shape.values), weights.shape, **geometry)
+    if family is None:
+        topi = _topi()
+        xf = bb.emit_te(topi.cast, call.args[0], "float32", primfunc_name_hint="cast")
+        oci, _rw = register_tile(oc, int(call.ty.shape.values[2]), cpu)
+        padded = pad_axis(weights.astype(np.float32), 0, oci)
+        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+        out = bb.emit_te(conv2d_nhwc_packed, xf, relax.const(packed), **geometry, out_channels=oc, signature=sig,
+                         primfunc_name_hint="conv2d_nhwc")
+        return bb.call_te(topi.cast, out, "int32", primfunc_name_hint="cast")
+    padded = pad_axis(pad_axis(weights, 0, dot.BLOCK), 3, dot.DEPTH)
+    packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
+              .transpose(0, 2, 3, 4, 1, 5).copy())
+    shift = None
+    if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
+        shift = relax.const((128 * weights.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32))
+    extra = [shift] if shift is not None else []
+    return bb.call_te(conv2d_nhwc_int8, call.args[0], relax.const(packed), *extra, **geometry, out_channels=oc,
+                      family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
 
 
 def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
@@ -750,6 +783,49 @@ def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding:
     out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
                      attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
     return _crop(out, out_channels)
+
+
+def conv2d_nhwc_int8(data: Any, weights: Any, shift: Any = None, *, strides: Sequence[int], padding: Sequence[int],
+                     dilation: Sequence[int], out_channels: int, family: str,
+                     signature: str = "") -> Any:
+    """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
+    dot-product instructions' operand order; OCp, ICp: zero filters / channels appended). For an
+    unsigned-data family (:mod:`.dot`) the input is shifted to uint8 and ``shift`` (128·Σw per
+    output channel) taken off the sums."""
+    from tvm import te, tirx
+
+    n, h, w, ic = (int(x) for x in data.shape)
+    oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
+    unsigned = dot.unsigned_data(family)
+    src = data
+    if any(padding) or unsigned or ico * depth != ic:
+        dtype = "uint8" if unsigned else "int8"
+
+        def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+            inside = tirx.all(y >= top, y < h + top, x >= left, x < w + left, ch < ic)
+            raw = data[b, tirx.max(y - top, 0), tirx.max(x - left, 0), tirx.min(ch, ic - 1)]
+            if unsigned:
+                raw = tirx.reinterpret("uint8", raw ^ tirx.const(-128, "int8"))
+            return tirx.if_then_else(inside, raw, tirx.const(128 if unsigned else 0, dtype))
+
+        src = te.compute((n, h + top + bottom, w + left + right, ico * depth), value, name="pad")
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    rc = te.reduce_axis((0, ico * depth), "rc")
+
+    def acc(b: Any, y: Any, x: Any, o: Any) -> Any:
+        pixel = src[b, y * sh + ry * dh, x * sw + rx * dw, rc].astype("int32")
+        return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
+                      axis=[ry, rx, rc])
+
+    out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
+                     attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family})
+    out = _crop(out, out_channels)
+    if shift is not None:
+        out = te.compute(out.shape, lambda b, y, x, o: out[b, y, x, o] - shift[o], name="unshift")
+    return out
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],

@@ -149,7 +149,7 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
     below 2²⁴."""
     from tvm import relax
 
-    counts = {"layers": 0, "bounded": 0}
+    counts = {"layers": 0, "bounded": 0, "integer": 0}
 
     @relax.expr_functor.mutator
     class _Exact(relax.PyExprMutator):
@@ -205,24 +205,50 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             counts["bounded"] += int(np.all(k * 255 * wmax + (np.abs(sum_b.astype(np.int64)).max() if sum_b is not None else 0)
                                             < EXACT_LIMIT))
             emit = self.builder_.emit
-            xi = emit(relax.op.astype(x.args[0], "float32"))
-            xf = emit(relax.op.subtract(xi, relax.const(np.float32(zx.reshape(())), "float32"))) if np.any(zx) else xi
-            for call in reversed(x_calls):  # the reshapes / transposes the float path applied, in order
-                xf = emit(relax.Call(call.op, [xf, *call.args[1:]], call.attrs))
-            compute = value.op
-            acc = emit(relax.Call(compute, [xf, relax.const(w.astype(np.float32))], value.attrs))
             out_rank = len(value.ty.shape.values)
             out_channel = COMPUTE_OUT[_op_name(value)](value, out_rank)
             shape = [1] * out_rank
             shape[out_channel] = channels
-            if sum_b is not None:
-                acc = emit(relax.op.add(acc, relax.const(sum_b.reshape(shape).astype(np.float32))))
+            acc = self._integer_conv(x.args[0], int(zx.reshape(())), w, sum_b, value) if not x_calls else None
+            if acc is not None:
+                counts["integer"] += 1
+            else:
+                xi = emit(relax.op.astype(x.args[0], "float32"))
+                xf = emit(relax.op.subtract(xi, relax.const(np.float32(zx.reshape(())), "float32"))) if np.any(zx) else xi
+                for call in reversed(x_calls):  # the reshapes / transposes the float path applied, in order
+                    xf = emit(relax.Call(call.op, [xf, *call.args[1:]], call.attrs))
+                acc = emit(relax.Call(value.op, [xf, relax.const(w.astype(np.float32))], value.attrs))
+                if sum_b is not None:
+                    acc = emit(relax.op.add(acc, relax.const(sum_b.reshape(shape).astype(np.float32))))
             scaled = emit(relax.op.multiply(acc, relax.const(scale.reshape(shape))))
             rounded = emit(relax.op.round(scaled))
             info = np.iinfo(str(q.attrs.out_dtype))
             shifted = emit(relax.op.add(rounded, relax.const(np.float32(zy.reshape(())), "float32")))
             clipped = emit(relax.op.clip(shifted, float(info.min), float(info.max)))
             return relax.op.astype(clipped, str(q.attrs.out_dtype))
+
+        def _integer_conv(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, conv: Any) -> Any | None:
+            """``Σ(x − zx)·w + bias`` of an int8 NHWC convolution (not depthwise) as an int8 ×
+            int8 → int32 convolution — the input padded with its zero point first, so a padded
+            tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
+            sums are bounded, see the caller). None when the layer is not such a convolution."""
+            a = conv.attrs if _op_name(conv) == "relax.nn.conv2d" else None
+            if (a is None or int(a.groups) != 1 or str(a.data_layout) != "NHWC" or str(a.out_layout or "NHWC") != "NHWC"
+                    or str(x.ty.dtype) != "int8" or w.dtype != np.int8):
+                return None
+            emit = self.builder_.emit
+            top, left, bottom, right = (int(p) for p in a.padding)
+            if top or left or bottom or right:
+                x = emit(relax.op.nn.pad(x, [0, 0, top, bottom, left, right, 0, 0], pad_value=float(zx)))
+            acc = emit(relax.op.nn.conv2d(x, relax.const(w), strides=a.strides, padding=0, dilation=a.dilation,
+                                          data_layout="NHWC", kernel_layout=str(a.kernel_layout), out_layout="NHWC",
+                                          out_dtype="int32"))
+            axes = tuple(i for i, c in enumerate(str(a.kernel_layout)) if c != "O")
+            fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - zx * w.astype(np.int64).sum(axis=axes)
+            if np.any(np.abs(fold) >= 2**31):
+                return None
+            acc = emit(relax.op.add(acc, relax.const(np.asarray(fold, np.int32).reshape(-1))))
+            return emit(relax.op.astype(acc, "float32"))
 
     class _Lookup(dict):
         """The mutator's bindings as a mapping var → value (what the helpers walk)."""

@@ -1,0 +1,165 @@
+"""int8 dot-product instructions: which one a CPU target has, and the tensor intrinsics the
+integer convolution micro-kernel is tensorized with.
+
+Three families, chosen from the target's features (what LLVM says ``-mcpu``/``-mattr`` give):
+
+* ``vnni`` — x86 AVX-512 VNNI ``vpdpbusd``: 16 int32 lanes, each += 4 u8 × s8 products. The
+  activations are unsigned, so the kernel feeds ``x + 128`` (int8 → uint8 by flipping the sign
+  bit) and subtracts ``128 · Σw`` per output channel: exact.
+* ``sdot`` — Armv8.2 dot product (Cortex-A76: Pi 5, Jetson Orin): 4 int32 lanes, each += 4 s8 × s8.
+* ``neon`` — plain Advanced SIMD (Cortex-A72: Pi 4): ``smull`` + pairwise adds, the same 4×4 shape.
+
+TVM ships intrinsics of these shapes, but they accumulate into global memory only (the micro-kernel
+keeps its accumulators in registers: a ``local`` buffer) and its ``vpdpbusd`` call uses the operand
+types LLVM had before version 21 (``<16 x i32>``; LLVM 22 verifies ``<64 x i8>`` and rejects it,
+measured). Without one of these (x86 without VNNI — ``vpmaddubsw`` saturates its int16 pair sums,
+so it is not exact —, 32-bit Arm) integer layers run as exact integer sums in fp32 kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BLOCK = 16  # output channels per micro-kernel block: one zmm of int32, or four NEON registers
+DEPTH = 4  # input channels per dot-product step
+
+INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
+DESCRIPTIONS = {
+    "vnni": "x86 AVX-512 VNNI (vpdpbusd, u8×s8)",
+    "sdot": "Arm dot product (sdot, s8×s8)",
+    "neon": "Arm NEON (smull + pairwise add, s8×s8)",
+}
+
+
+def dot_family(target: Any) -> str | None:
+    """The int8 dot-product family of a CPU target, or None (no exact integer instruction)."""
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm":
+        return None
+    triple = str(target.attrs.get("mtriple", ""))
+
+    def has(feature: str) -> bool:
+        return bool(codegen.target_has_features(feature, target))
+
+    if triple.startswith("x86_64"):
+        return "vnni" if has("avx512vnni") and has("avx512bw") else None
+    if triple.startswith("aarch64"):
+        return "sdot" if has("dotprod") else "neon" if has("neon") else None
+    return None
+
+
+def unsigned_data(family: str) -> bool:
+    """Whether the family multiplies unsigned activations (the kernel shifts int8 by 128)."""
+    return family == "vnni"
+
+
+def lanes(family: str) -> int:
+    """Output channels one intrinsic call computes."""
+    return 16 if family == "vnni" else 4
+
+
+def intrinsic(family: str) -> str:
+    """The registered tensor intrinsic of ``family`` (registered on first use)."""
+    _register()
+    return INTRINSICS[family]
+
+
+_REGISTERED: list[bool] = []
+
+
+def _register() -> None:
+    from tvm.s_tir import TensorIntrin
+
+    if _REGISTERED:
+        return
+    for family, name in INTRINSICS.items():
+        if TensorIntrin.get(name, allow_missing=True) is None:
+            TensorIntrin.register(name, *_intrinsic(family))
+    _REGISTERED.append(True)
+
+
+def _intrinsic(family: str) -> tuple[Any, Any]:
+    """(description, implementation) of ``family``'s dot product into a local accumulator."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    n = lanes(family)
+    a_dtype = "uint8" if unsigned_data(family) else "int8"
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (4,), a_dtype, offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (n, 4), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:n], A[0:4], B[0:n, 0:4])
+            T.writes(C[0:n])
+            for i in T.serial(0, n):
+                for k in T.serial(0, 4):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    if family == "vnni":
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (4,), "uint8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (16, 4), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (16,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+                T.writes(C[0:16])
+                quad = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+                C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
+                    C.vload([0], dtype="int32x16"),
+                    T.reinterpret(T.broadcast(quad, 16), dtype="uint8x64"),
+                    B.vload([0, 0], dtype="int8x64"),
+                    dtype="int32x16")
+
+    elif family == "sdot":
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:4], A[0:4], B[0:4, 0:4])
+                T.writes(C[0:4])
+                quad = T.reinterpret(A.vload([0], "int8x4"), dtype="int32")
+                C[T.ramp(T.int32(0), 1, 4)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.sdot.v4i32.v16i8"),
+                    C.vload([0], dtype="int32x4"),
+                    T.reinterpret(T.broadcast(quad, 4), dtype="int8x16"),
+                    B.vload([0, 0], dtype="int8x16"),
+                    dtype="int32x4")
+
+    else:
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:4], A[0:4], B[0:4, 0:4])
+                T.writes(C[0:4])
+                quad = T.reinterpret(A.vload([0], "int8x4"), dtype="int32")
+                a8 = T.reinterpret(T.broadcast(quad, 2), dtype="int8x8")
+                w = B.vload([0, 0], dtype="int8x16")
+                low = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"),
+                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"),
+                                            a8, T.vectorlow(w, dtype="int8x8"), dtype="int16x8"),
+                    dtype="int32x4")
+                high = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"),
+                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"),
+                                            a8, T.vectorhigh(w, dtype="int8x8"), dtype="int16x8"),
+                    dtype="int32x4")
+                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), low, high, dtype="int32x4")
+
+    return desc, impl
