@@ -60,15 +60,16 @@ def lanes(family: str) -> int:
 
 
 def intrinsic(family: str) -> str:
-    """The registered tensor intrinsic of ``family`` (registered on first use)."""
-    _register()
+    """The registered tensor intrinsic of ``family``."""
+    register()
     return INTRINSICS[family]
 
 
 _REGISTERED: list[bool] = []
 
 
-def _register() -> None:
+def register() -> None:
+    """Register the intrinsics with TVM (once per process; replaying a stored trace needs them)."""
     from tvm.s_tir import TensorIntrin
 
     if _REGISTERED:

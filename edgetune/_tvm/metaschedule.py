@@ -31,10 +31,14 @@ log = logging.getLogger(__name__)
 
 
 def ms() -> Any:
-    """``tvm.s_tir.meta_schedule`` (imported once, after the version gate)."""
+    """``tvm.s_tir.meta_schedule`` (imported once, after the version gate), with edgetune's
+    tensor intrinsics registered: stored traces that tensorize name them."""
     tvm()
     import tvm.s_tir.meta_schedule as _ms
 
+    from . import dot
+
+    dot.register()
     return _ms
 
 
@@ -65,6 +69,7 @@ class Workload:
     kind: str = "naive"  # what the default schedule treats it as (conv2d, depthwise, dense, …)
     signature: str = ""  # a convolution's shape, shared by its direct and Winograd variants
     variant: str = ""  # "direct" | "winograd" for convolutions that have both
+    rules: str = ""  # the schedule rules that tune it (for --list-tasks)
 
 
 def workload_hash(mod: Any) -> str:
@@ -95,18 +100,23 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
             flops = 0.0
         kind = cpu_schedules.classify(tir) if cpu else "gpu"
         sig, variant = cpu_schedules.conv_variant(tir) if cpu else ("", "")
-        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant))
+        out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
+                            rule_family(tir, kind, target)))
     return out
 
 
-def space_summary(target: Any) -> str:
-    """Which schedule-rule family MetaSchedule picks for ``target`` (for --list-tasks)."""
-    keys = [str(k) for k in target.keys]
+def rule_family(tir: Any, kind: str, target: Any) -> str:
+    """The schedule rules a task is tuned with (``--list-tasks``): edgetune's micro-kernel
+    sketch, with the int8 dot-product instruction it is tensorized with, or MetaSchedule's own
+    rules for the target (CUDA: GPU thread tiling; CPU: multi-level tiling, parallel/vectorize)."""
+    from . import cpu_schedules, dot
+
     if target.kind.name == "cuda":
-        return "cuda (multi-level tiling for GPU threads, cross-thread reduction, auto-bind)"
-    family = "arm NEON" if "arm_cpu" in keys else "llvm"
-    return (f"edgetune micro-kernels for conv/depthwise/dense (register tile and loop order searched); "
-            f"MetaSchedule's {family} rules for the rest")
+        return "MetaSchedule cuda"
+    if kind not in cpu_schedules.MICROKERNEL_KINDS:
+        return "MetaSchedule llvm"
+    family = cpu_schedules.dot_family_of(tir)
+    return f"micro-kernel, {dot.DESCRIPTIONS[family]}" if family else "micro-kernel"
 
 
 def kernel_workloads(fused: Any) -> dict[str, str]:

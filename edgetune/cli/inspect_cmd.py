@@ -54,7 +54,10 @@ def inspect(
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
         out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers"
                   + (f" (requantized as LiteRT's XNNPACK does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
-                  + f"{adds}; runs as {q['runs_as']}")
+                  + f"{adds}")
+        if q.get("integer"):
+            out.print(f"  integer kernels: {q['integer']} of {q['exact']} exact layers (convolutions, not depthwise)")
+        out.print(f"  runs as {q['runs_as']}")
     for note in report.notes:
         out.print(f"note: {note}")
     if report.unsupported_ops:

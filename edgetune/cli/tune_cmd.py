@@ -90,10 +90,10 @@ def _render_tasks(networks: tuple[str, ...], rows: list[dict[str, Any]], json_ou
     if json_out:
         print_json(rows)
         return
-    table = Table("task", "kind", "GFLOP", *(f"weight {n}" if len(networks) > 1 else "weight" for n in networks),
+    table = Table("task", "kind", "rules", "GFLOP", *(f"weight {n}" if len(networks) > 1 else "weight" for n in networks),
                   "trials", "default ms", "best ms", "GFLOP/s", "% peak")
     for r in rows:
-        table.add_row(r["task"], r["kind"], f"{r['flops'] / 1e9:.4f}", *(str(r["weight"][n]) for n in networks),
+        table.add_row(r["task"], r["kind"], r["rules"], f"{r['flops'] / 1e9:.4f}", *(str(r["weight"][n]) for n in networks),
                       str(r["trials"]), _fmt(r["default_ms"]), _fmt(r["best_ms"]), _fmt(r["gflops"]), _pct(r["peak_pct"]))
     out.print(table)
     out.print(f"{len(rows)} tasks; {sum(1 for r in rows if r['best_ms'] is not None)} already have records"

@@ -63,7 +63,8 @@ class TaskSet:
         out = []
         for t in self.tasks:
             s = (stats or {}).get(t.shash)
-            out.append({"task": t.name, "kind": t.workload.kind, "workload": t.shash, "flops": t.flops,
+            out.append({"task": t.name, "kind": t.workload.kind, "rules": t.workload.rules, "workload": t.shash,
+                        "flops": t.flops,
                         "signature": t.workload.signature, "variant": t.workload.variant,
                         "weight": dict(zip(self.networks, t.calls)), "calls": sum(t.calls),
                         "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
