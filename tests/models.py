@@ -379,6 +379,56 @@ def int8_tflite(out: Path, seed: int = 0) -> Path:
     return out
 
 
+def float_cnn_tflite(out: Path, width: int = 64, size: int = 56, layers: int = 4, seed: int = 0) -> Path:
+    """A float32 VGG-style TFLite CNN with wide layers, where integer dot products pay: a 3×3
+    convolution 3 → ``width``, ``layers`` 3×3 ``width`` → ``width`` convolutions with ReLU (every
+    other one with a residual ADD), a 1×1 to 2·``width``; ``size``² pixels, SAME padding. The
+    float model ai-edge-quantizer turns into int8 (tests/quant_models.py)."""
+    from tflite import ActivationFunctionType as Act
+    from tflite import BuiltinOperator as Op
+    from tflite import BuiltinOptions as Opt
+
+    C, A = _schema("Conv2DOptions"), _schema("AddOptions")
+    rng = np.random.default_rng(seed)
+    w = _TFLiteWriter()
+
+    def conv_options(b):
+        C.Conv2DOptionsStart(b)
+        C.Conv2DOptionsAddPadding(b, 0)  # SAME
+        C.Conv2DOptionsAddStrideW(b, 1)
+        C.Conv2DOptionsAddStrideH(b, 1)
+        C.Conv2DOptionsAddFusedActivationFunction(b, Act.RELU)
+        C.Conv2DOptionsAddDilationWFactor(b, 1)
+        C.Conv2DOptionsAddDilationHFactor(b, 1)
+        return Opt.Conv2DOptions, C.Conv2DOptionsEnd(b)
+
+    def add_options(b):
+        A.AddOptionsStart(b)
+        A.AddOptionsAddFusedActivationFunction(b, Act.NONE)
+        return Opt.AddOptions, A.AddOptionsEnd(b)
+
+    def conv(x: int, cin: int, cout: int, k: int, name: str) -> int:
+        weights = (rng.standard_normal((cout, k, k, cin)) * np.sqrt(2.0 / (k * k * cin))).astype(np.float32)
+        wt = w.tensor(f"{name}/w", [cout, k, k, cin], FLOAT32, weights.tobytes())
+        bt = w.tensor(f"{name}/b", [cout], FLOAT32, (rng.standard_normal(cout) * 0.1).astype(np.float32).tobytes())
+        y = w.tensor(f"{name}/out", [1, size, size, cout], FLOAT32)
+        w.op(Op.CONV_2D, [x, wt, bt], [y], conv_options)
+        return y
+
+    x = w.tensor("serving_default_image:0", [1, size, size, 3], FLOAT32)
+    h = conv(x, 3, width, 3, "stem")
+    for i in range(layers):
+        y = conv(h, width, width, 3, f"conv{i}")
+        if i % 2:
+            s = w.tensor(f"add{i}", [1, size, size, width], FLOAT32)
+            w.op(Op.ADD, [y, h], [s], add_options)
+            y = s
+        h = y
+    out_t = conv(h, width, 2 * width, 1, "head")
+    out.write_bytes(w.finish([x], [out_t]))
+    return out
+
+
 def unsupported_tflite(out: Path) -> Path:
     """A TFLite model whose two operators TVM cannot convert (a custom op, REDUCE_WINDOW)."""
     from tflite import BuiltinOperator as Op

@@ -490,6 +490,77 @@ def _rewrite_affine(mod: Any, gv: Any, chains: dict[Any, tuple[Any, Any, Any]]) 
     return relax.transform.DeadCodeElimination(["main"])(out)
 
 
+# ---------------------------------------------------------------- int8 convolutions
+
+
+def int8_convolutions(mod: Any, target: Any) -> Any:
+    """int8 × int8 → int32 convolutions (exact int8 layers, :mod:`.quantized`) as edgetune's
+    kernels, a zero-point pad in front of one absorbed into it (a pad of its own would be a
+    separate pass over the input: FuseOps does not fuse producers into a convolution):
+
+    * full convolutions: the integer micro-kernel tensorized with the target's dot-product
+      instruction (:mod:`.dot`), or the fp32 packed kernel over the same small integers on a CPU
+      without one (exact: the sums stay below 2²⁴, checked at import);
+    * depthwise ones: the fp32 depthwise kernel reading the int8 input directly (no integer
+      instruction helps a 9-tap sum per channel).
+
+    Done before LegalizeOps because TVM's conv2d carries no pad value."""
+    import numpy as np
+    from tvm import relax
+
+    family, cpu = dot.dot_family(target), CpuFacts.of(target)
+
+    @relax.expr_functor.mutator
+    class _Int8(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            a = new.attrs if _op_name(new) == "relax.nn.conv2d" else None
+            weights = _const_array(new.args[1]) if a is not None else None
+            if (weights is None or weights.dtype != np.int8 or str(new.args[0].ty.dtype) != "int8"
+                    or str(a.out_dtype) != "int32" or a.data_layout != "NHWC" or a.out_layout != "NHWC"
+                    or sorted(str(a.kernel_layout)) != sorted("OHWI")):
+                return new
+            weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
+            x, padding, fill = new.args[0], _ints(a.padding), 0
+            src = self.lookup_binding(x) if isinstance(x, relax.Var) else None
+            if _op_name(src) == "relax.nn.pad" and not any(padding) and str(src.attrs.pad_mode) == "constant":
+                widths = _ints(src.attrs.pad_width)
+                if not any(widths[:2] + widths[6:]):
+                    x, fill = src.args[0], int(src.attrs.pad_value)
+                    padding = [widths[2], widths[4], widths[3], widths[5]]
+            geometry = dict(strides=_ints(a.strides), padding=padding, dilation=_ints(a.dilation), fill=fill)
+            oc, kh, kw, ic_g = weights.shape
+            ic = int(x.ty.shape.values[3])
+            sig = conv_signature(_ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
+            bb = self.builder_
+            if int(a.groups) == 1 and family is not None:
+                padded = pad_axis(pad_axis(weights, 0, dot.BLOCK), 3, dot.DEPTH)
+                packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
+                          .transpose(0, 2, 3, 4, 1, 5).copy())
+                extra = []
+                if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
+                    extra = [relax.const((128 * weights.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32))]
+                return bb.call_te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc,
+                                  family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+            if int(a.groups) == 1:
+                oci, _rw = register_tile(oc, int(op.ty.shape.values[2]), cpu)
+                padded = pad_axis(weights.astype(np.float32), 0, oci)
+                packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+                return bb.call_te(conv2d_nhwc_packed, x, relax.const(packed), **geometry, out_channels=oc,
+                                  signature=sig, out_dtype="int32", primfunc_name_hint="conv2d_nhwc")
+            if int(a.groups) == ic == oc and ic_g == 1:
+                packed = weights.astype(np.float32).reshape(oc, kh, kw).transpose(1, 2, 0).copy()
+                return bb.call_te(depthwise_conv2d_nhwc, x, relax.const(packed), **geometry, out_dtype="int32",
+                                  primfunc_name_hint="depthwise_conv2d_nhwc")
+            return new
+
+    mutator = _Int8(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+
+
 # ---------------------------------------------------------------- fast math
 
 
@@ -636,8 +707,7 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     cpu = CpuFacts.of(target)
     default = default_conv_variant(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
-    family = dot.dot_family(target)
-    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default, family)
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
     return custom
 
@@ -646,7 +716,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
     return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str, family: str | None) -> Any:
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
     import numpy as np
     from tvm import relax
 
@@ -654,10 +724,9 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     weights = _const_array(call.args[1])
     out_dtype = str(a.out_dtype) if a.out_dtype else str(call.ty.dtype)
     layout = str(a.kernel_layout)
-    nhwc = a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI") and weights is not None
-    if nhwc and int(a.groups) == 1 and str(call.args[0].ty.dtype) == "int8" and weights.dtype == np.int8 and out_dtype == "int32":
-        return _legalize_conv2d_int8(bb, call, weights.transpose([layout.index(axis) for axis in "OHWI"]), cpu, family)
-    if not (nhwc and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32"):
+    plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
+             and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
+    if not plain:
         return _default_legalize(bb, call)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
     oc, kh, kw, ic_g = weights.shape
@@ -685,37 +754,6 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     return _default_legalize(bb, call)
 
 
-def _legalize_conv2d_int8(bb: Any, call: Any, weights: Any, cpu: CpuFacts, family: str | None) -> Any:
-    """An int8 × int8 → int32 convolution (an exact int8 layer, :mod:`.quantized`): the integer
-    micro-kernel tensorized with the target's dot-product instruction, or — on a CPU without an
-    exact one — the fp32 packed kernel over the same small integers (exact below 2²⁴)."""
-    import numpy as np
-    from tvm import relax
-
-    a = call.attrs
-    geometry = dict(strides=_ints(a.strides), padding=_ints(a.padding), dilation=_ints(a.dilation))
-    oc, kh, kw, ic = weights.shape
-    sig = conv_signature(_ints(call.args[0].ty.shape.values), weights.shape, **geometry)
-    if family is None:
-        topi = _topi()
-        xf = bb.emit_te(topi.cast, call.args[0], "float32", primfunc_name_hint="cast")
-        oci, _rw = register_tile(oc, int(call.ty.shape.values[2]), cpu)
-        padded = pad_axis(weights.astype(np.float32), 0, oci)
-        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-        out = bb.emit_te(conv2d_nhwc_packed, xf, relax.const(packed), **geometry, out_channels=oc, signature=sig,
-                         primfunc_name_hint="conv2d_nhwc")
-        return bb.call_te(topi.cast, out, "int32", primfunc_name_hint="cast")
-    padded = pad_axis(pad_axis(weights, 0, dot.BLOCK), 3, dot.DEPTH)
-    packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
-              .transpose(0, 2, 3, 4, 1, 5).copy())
-    shift = None
-    if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
-        shift = relax.const((128 * weights.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32))
-    extra = [shift] if shift is not None else []
-    return bb.call_te(conv2d_nhwc_int8, call.args[0], relax.const(packed), *extra, **geometry, out_channels=oc,
-                      family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
-
-
 def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     from tvm import relax
 
@@ -733,20 +771,39 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
 # ---------------------------------------------------------------- TE computes
 
 
-def _pad_nhwc(data: Any, padding: Sequence[int]) -> Any:
+def _pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: str | None = None,
+              channels: int | None = None) -> Any:
+    """``data`` padded spatially with ``fill`` (an int8 layer's zero point), converted to
+    ``dtype`` (an int8 input read by an fp32 kernel; ``"uint8"``: int8 shifted by 128 for
+    unsigned dot products, ``fill`` shifted too) and its channels zero-extended to ``channels``.
+    One stage named ``pad``; ``data`` itself when there is nothing to do."""
     from tvm import te, tirx
 
     top, left, bottom, right = padding
-    if not any(padding):
+    n, h, w, c = (int(x) for x in data.shape)
+    dtype = dtype or str(data.dtype)
+    channels = channels or c
+    if not any(padding) and dtype == str(data.dtype) and channels == c:
         return data
-    n, h, w, c = data.shape
-    zero = tirx.const(0.0, data.dtype)
+    if dtype == "uint8" and str(data.dtype) == "int8":
+        fill = int(fill) + 128
+
+        def convert(v: Any) -> Any:
+            return tirx.reinterpret("uint8", v ^ tirx.const(-128, "int8"))
+    else:
+
+        def convert(v: Any) -> Any:
+            return v.astype(dtype) if dtype != str(data.dtype) else v
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
-        inside = tirx.all(y >= top, y < h + top, x >= left, x < w + left)
-        return tirx.if_then_else(inside, data[b, y - top, x - left, ch], zero)
+        bounds = [y >= top, y < h + top, x >= left, x < w + left] if any(padding) else []
+        if channels != c:
+            bounds.append(ch < c)
+        raw = convert(data[b, y - top, x - left, ch if channels == c else tirx.min(ch, c - 1)])
+        # (added channels meet zero weights: any value does)
+        return tirx.if_then_else(tirx.all(*bounds), raw, tirx.const(fill, dtype)) if bounds else raw
 
-    return te.compute((n, h + top + bottom, w + left + right, c), value, name="pad")
+    return te.compute((n, h + top + bottom, w + left + right, channels), value, name="pad")
 
 
 def _out_size(size: int, k: int, stride: int, dil: int, before: int, after: int) -> int:
@@ -763,9 +820,12 @@ def _crop(out: Any, channels: int) -> Any:
 
 
 def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
-                       dilation: Sequence[int], out_channels: int, signature: str = "") -> Any:
+                       dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
+                       out_dtype: str = "float32") -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
-    output channels padded with zero filters to a multiple of OCi; the padding is cropped)."""
+    output channels padded with zero filters to a multiple of OCi; the padding is cropped). An
+    int8 input (an exact int8 layer on a CPU without an integer dot product) is read as float32,
+    padded with ``fill``, and the sums returned as ``out_dtype``."""
     from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -773,7 +833,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding:
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
-    src = _pad_nhwc(data, padding)
+    src = _pad_nhwc(data, padding, fill, str(weights.dtype))
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
 
     def value(b: Any, y: Any, x: Any, o: Any) -> Any:
@@ -782,36 +842,33 @@ def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding:
 
     out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
                      attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
-    return _crop(out, out_channels)
+    return _cast(_crop(out, out_channels), out_dtype)
+
+
+def _cast(out: Any, dtype: str) -> Any:
+    """``out`` as ``dtype`` (the int32 sums of an exact int8 layer computed in float32)."""
+    from tvm import te
+
+    if str(out.dtype) == dtype:
+        return out
+    return te.compute(out.shape, lambda *idx: out[idx].astype(dtype), name="cast")
 
 
 def conv2d_nhwc_int8(data: Any, weights: Any, shift: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                     dilation: Sequence[int], out_channels: int, family: str,
+                     dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
                      signature: str = "") -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
-    dot-product instructions' operand order; OCp, ICp: zero filters / channels appended). For an
-    unsigned-data family (:mod:`.dot`) the input is shifted to uint8 and ``shift`` (128·Σw per
-    output channel) taken off the sums."""
-    from tvm import te, tirx
+    dot-product instructions' operand order; OCp, ICp: zero filters / channels appended), the
+    input padded with ``fill``. For an unsigned-data family (:mod:`.dot`) the input is shifted
+    to uint8 and ``shift`` (128·Σw per output channel) taken off the sums."""
+    from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
-    unsigned = dot.unsigned_data(family)
-    src = data
-    if any(padding) or unsigned or ico * depth != ic:
-        dtype = "uint8" if unsigned else "int8"
-
-        def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
-            inside = tirx.all(y >= top, y < h + top, x >= left, x < w + left, ch < ic)
-            raw = data[b, tirx.max(y - top, 0), tirx.max(x - left, 0), tirx.min(ch, ic - 1)]
-            if unsigned:
-                raw = tirx.reinterpret("uint8", raw ^ tirx.const(-128, "int8"))
-            return tirx.if_then_else(inside, raw, tirx.const(128 if unsigned else 0, dtype))
-
-        src = te.compute((n, h + top + bottom, w + left + right, ico * depth), value, name="pad")
+    src = _pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
     rc = te.reduce_axis((0, ico * depth), "rc")
 
@@ -829,8 +886,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, shift: Any = None, *, strides: Seq
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
-                          dilation: Sequence[int]) -> Any:
-    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C]."""
+                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32") -> Any:
+    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C]; an int8 input read as
+    float32 and padded with ``fill``, the sums returned as ``out_dtype`` (as the packed kernel)."""
     from tvm import te
 
     n, h, w, c = (int(x) for x in data.shape)
@@ -838,14 +896,15 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], paddi
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = _out_size(h, kh, sh, dh, top, bottom), _out_size(w, kw, sw, dw, left, right)
-    src = _pad_nhwc(data, padding)
+    src = _pad_nhwc(data, padding, fill, str(weights.dtype))
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
 
-    return te.compute((n, oh, ow, c), value, name="depthwise_conv2d_nhwc",
-                      attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
+    out = te.compute((n, oh, ow, c), value, name="depthwise_conv2d_nhwc",
+                     attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
+    return _cast(out, out_dtype)
 
 
 def dense_packed(data: Any, weights: Any, features: int) -> Any:
@@ -1025,6 +1084,8 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
         mod = fold_constants_numpy(to_nhwc(mod))
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         mod = fold_affine_into_conv(relax.transform.DeadCodeElimination(["main"])(mod))
+    if target.kind.name == "llvm":
+        mod = int8_convolutions(mod, target)
     return _fold_rest(tvm().transform.Sequential([relax.transform.CanonicalizeBindings(),
                                                   relax.transform.DeadCodeElimination(["main"])])(mod))
 

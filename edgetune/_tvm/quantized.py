@@ -228,20 +228,23 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             return relax.op.astype(clipped, str(q.attrs.out_dtype))
 
         def _integer_conv(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, conv: Any) -> Any | None:
-            """``Σ(x − zx)·w + bias`` of an int8 NHWC convolution (not depthwise) as an int8 ×
-            int8 → int32 convolution — the input padded with its zero point first, so a padded
+            """``Σ(x − zx)·w + bias`` of an int8 NHWC convolution (full or depthwise) as an int8
+            × int8 → int32 convolution — the input padded with its zero point first, so a padded
             tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
             sums are bounded, see the caller). None when the layer is not such a convolution."""
             a = conv.attrs if _op_name(conv) == "relax.nn.conv2d" else None
-            if (a is None or int(a.groups) != 1 or str(a.data_layout) != "NHWC" or str(a.out_layout or "NHWC") != "NHWC"
+            if (a is None or str(a.data_layout) != "NHWC" or str(a.out_layout or "NHWC") != "NHWC"
                     or str(x.ty.dtype) != "int8" or w.dtype != np.int8):
+                return None
+            channels = int(x.ty.shape.values[3])
+            if int(a.groups) != 1 and not int(a.groups) == channels == int(conv.ty.shape.values[3]):
                 return None
             emit = self.builder_.emit
             top, left, bottom, right = (int(p) for p in a.padding)
             if top or left or bottom or right:
                 x = emit(relax.op.nn.pad(x, [0, 0, top, bottom, left, right, 0, 0], pad_value=float(zx)))
             acc = emit(relax.op.nn.conv2d(x, relax.const(w), strides=a.strides, padding=0, dilation=a.dilation,
-                                          data_layout="NHWC", kernel_layout=str(a.kernel_layout), out_layout="NHWC",
+                                          groups=int(a.groups), data_layout="NHWC", kernel_layout=str(a.kernel_layout), out_layout="NHWC",
                                           out_dtype="int32"))
             axes = tuple(i for i, c in enumerate(str(a.kernel_layout)) if c != "O")
             fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - zx * w.astype(np.int64).sum(axis=axes)
