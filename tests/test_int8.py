@@ -1,17 +1,23 @@
 """int8 models from the quantizers users use: onnxruntime's static QDQ quantization and
 ai-edge-quantizer's static int8 recipe, applied to real float models (tests/quant_models.py).
 
-Their convolution / dense layers get exact integer sums (in fp32 kernels) requantized as the
-runtimes do, TFLite's int8 adds LiteRT's fixed point (edgetune/_tvm/quantized.py): outputs
-within one quantization step of LiteRT / onnxruntime. Integer-instruction kernels (VNNI,
-dot-product) are not built yet."""
+TFLite int8 layers get exact integer sums requantized as LiteRT does, int8 adds LiteRT's fixed
+point (edgetune/_tvm/quantized.py); their convolutions run as int8 × int8 → int32 kernels
+tensorized with the CPU's dot-product instruction (edgetune/_tvm/dot.py: AVX-512 VNNI, Arm sdot,
+NEON) or, on a CPU without one, as exact sums in fp32 kernels. QDQ ONNX keeps onnxruntime's
+float path. Outputs within one quantization step of LiteRT / onnxruntime."""
 
 from __future__ import annotations
 
+import json
+
+import models
 import numpy as np
+import pytest
 import quant_models
 from conftest import EXAMPLES, run_edgetune
 
+from edgetune import _tvm
 from edgetune._tvm import _parse_unsupported
 from edgetune.importer import import_model
 from edgetune.package import PackageOptions, package
@@ -52,6 +58,7 @@ def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_pat
     assert all(ref[k].dtype == np.int8 for k in ref.files if k.startswith("output:"))
     shown = run_edgetune("inspect", str(int8)).stdout
     assert "exact integer sums: 37 of 37 layers" in shown and "16 int8 adds in LiteRT's fixed point" in shown, shown
+    assert "integer kernels: 37 of 37 exact layers" in shown, shown
 
 
 def test_synthetic_int8_cnn_still_bit_exact(int8_tflite, tmp_path):
@@ -64,3 +71,56 @@ def test_int8_tflite_for_pi5_under_qemu_within_a_step(tmp_path, qemu):
     int8 = quant_models.int8_tflite_from_float(EXAMPLES / "face_detection_short_range.tflite", tmp_path / "face-int8.tflite")
     v = package(PackageOptions(model=int8, device="pi5", output=tmp_path / "pkg")).verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v
+
+
+@pytest.fixture(scope="module")
+def int8_cnn(tmp_path_factory) -> "Path":
+    """ai-edge-quantizer's int8 version of a small VGG-style float CNN (3×3 convolutions,
+    residual adds): every layer a full convolution."""
+    work = tmp_path_factory.mktemp("cnn")
+    float_model = models.float_cnn_tflite(work / "cnn.tflite", width=32, size=16, layers=2)
+    return quant_models.int8_tflite_from_float(float_model, work / "cnn-int8.tflite")
+
+
+def _rules(model, device: str, env: dict[str, str] | None = None) -> set[tuple[str, str]]:
+    proc = run_edgetune("tune", str(model), "--device", device, "--list-tasks", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return {(r["kind"], r["rules"]) for r in json.loads(proc.stdout)}
+
+
+def test_list_tasks_names_the_dot_product_instruction_each_board_tunes_with(int8_cnn):
+    """pi5 (Cortex-A76) and pi4 (A72) get the integer kernel with sdot and NEON; this host gets
+    VNNI where it has AVX-512 VNNI, else the convolutions are fp32 kernels over exact sums."""
+    assert ("conv2d-int8", "micro-kernel, Arm dot product (sdot, s8×s8)") in _rules(int8_cnn, "pi5")
+    assert ("conv2d-int8", "micro-kernel, Arm NEON (smull + pairwise add, s8×s8)") in _rules(int8_cnn, "pi4")
+    from edgetune._tvm import dot
+    from edgetune.profiles import get_profile
+
+    host = _rules(int8_cnn, "host")
+    if dot.dot_family(_tvm.make_target(get_profile("host").target_spec())) == "vnni":
+        assert ("conv2d-int8", "micro-kernel, x86 AVX-512 VNNI (vpdpbusd, u8×s8)") in host, host
+    else:
+        assert ("conv2d", "micro-kernel") in host and not any(kind == "conv2d-int8" for kind, _ in host), host
+
+
+def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_path):
+    """The integer kernels compute LiteRT's results exactly; so does the fp32 fallback a CPU
+    without an exact int8 instruction gets (an x86 profile without AVX-512, as a user profile)."""
+    v = package(PackageOptions(model=int8_cnn, device="host", output=tmp_path / "host")).verification
+    assert v["status"] == "passed" and v["max_abs_error"] == 0, v
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    host = (EXAMPLES.parent / "targets" / "host.toml").read_text()
+    (targets / "x86-noavx512.toml").write_text(host.replace('mcpu = "native"', 'mcpu = "haswell"'))
+    env = {"EDGETUNE_TARGETS_DIR": str(targets)}
+    assert ("conv2d", "micro-kernel") in _rules(int8_cnn, "x86-noavx512", env)
+    proc = run_edgetune("package", str(int8_cnn), "--device", "x86-noavx512", "-o", str(tmp_path / "hsw"), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    v = json.loads(proc.stdout)["manifest"]["verification"]
+    assert v["status"] == "passed" and v["max_abs_error"] == 0, v
+
+
+def test_int8_cnn_for_pi4_under_qemu_is_bit_exact(int8_cnn, tmp_path, qemu):
+    """The NEON integer kernels (Cortex-A72, no dot product), checked under qemu."""
+    v = package(PackageOptions(model=int8_cnn, device="pi4", output=tmp_path / "pkg")).verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
