@@ -2,7 +2,8 @@
 
 For each network: the float model and its int8 version made with the quantizer users use
 (onnxruntime's static QDQ quantization for ONNX, ai-edge-quantizer's static int8 recipe for
-TFLite; tests/quant_models.py, calibrated on 8 random inputs). Both are packaged for this host
+TFLite; tests/quant_models.py, calibrated on 8 random inputs; ``vgg_cnn`` is a float TFLite CNN
+of wide 3×3 layers made by tests/models.py). Both are packaged for this host
 (tuned for ``--minutes`` each first, the same time for both, or untuned with 0) and timed side by
 side with the framework runtime on the same model: onnxruntime (QDQ → its QLinear int8 kernels)
 or LiteRT + XNNPACK (its qs8 kernels), each side in a fresh process, alternating, ``--threads``
@@ -11,7 +12,7 @@ threads. The int8 package's outputs are compared with that runtime's in quantiza
 Goal (issue 13): int8 package ≥ 1.5× faster than the fp32 package, ≤ 1.0× the runtime's int8
 latency, within one quantization step of it.
 
-    .venv/bin/python benchmarks/int8.py [--models squeezenet,mobilenet_v3,face_detection] [--minutes 0]
+    .venv/bin/python benchmarks/int8.py [--models squeezenet,mobilenet_v3,face_detection,vgg_cnn] [--minutes 0]
 
 Prints a table; writes benchmarks/results/int8.json. Never run it beside the tests or another
 benchmark.
@@ -36,14 +37,20 @@ OUT = RESULTS / "int8.json"
 import numpy as np  # noqa: E402
 import vs_runtimes as vs  # noqa: E402
 
-MODELS = ("squeezenet", "mobilenet_v3", "face_detection")
+MODELS = ("squeezenet", "mobilenet_v3", "face_detection", "vgg_cnn")
 
 
 def models(name: str, work: Path) -> tuple[Path, Path]:
-    """(float model, int8 model) for ``name``."""
+    """(float model, int8 model) for ``name`` (``vgg_cnn``: tests/models.py's VGG-style float
+    TFLite CNN, 56×56, 64-channel 3×3 layers — where integer dot products have work to do)."""
     import quant_models
 
-    float_model = vs.model_file(name, work)
+    if name == "vgg_cnn":
+        import models as test_models
+
+        float_model = test_models.float_cnn_tflite(work / "vgg_cnn.tflite")
+    else:
+        float_model = vs.model_file(name, work)
     if float_model.suffix == ".onnx":
         int8 = quant_models.qdq_onnx(float_model, work / f"{name}-qdq.onnx")
     else:

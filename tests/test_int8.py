@@ -10,6 +10,7 @@ float path. Outputs within one quantization step of LiteRT / onnxruntime."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import models
 import numpy as np
@@ -74,7 +75,7 @@ def test_int8_tflite_for_pi5_under_qemu_within_a_step(tmp_path, qemu):
 
 
 @pytest.fixture(scope="module")
-def int8_cnn(tmp_path_factory) -> "Path":
+def int8_cnn(tmp_path_factory) -> Path:
     """ai-edge-quantizer's int8 version of a small VGG-style float CNN (3×3 convolutions,
     residual adds): every layer a full convolution."""
     work = tmp_path_factory.mktemp("cnn")
