@@ -59,7 +59,7 @@ def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_pat
     assert all(ref[k].dtype == np.int8 for k in ref.files if k.startswith("output:"))
     shown = run_edgetune("inspect", str(int8)).stdout
     assert "exact integer sums: 37 of 37 layers" in shown and "16 int8 adds in LiteRT's fixed point" in shown, shown
-    assert "integer kernels: 37 of 37 exact layers" in shown, shown
+    assert "int8 × int8 → int32 convolutions: 37 of 37 exact layers" in shown, shown
 
 
 def test_synthetic_int8_cnn_still_bit_exact(int8_tflite, tmp_path):

@@ -264,9 +264,9 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
     mod, exact = exact_int8_layers(mod)
     mod, adds = xnnpack_int8_adds(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds,
-                  runs_as="int8 × int8 → int32 convolution kernels (the CPU's dot-product instruction: AVX-512 VNNI, "
-                          "Arm sdot, NEON smull; exact sums in fp32 kernels on CPUs without one), the other exact "
-                          "layers as exact integer sums in fp32 kernels")
+                  runs_as="full convolutions on the CPU's int8 dot-product instruction (AVX-512 VNNI, Arm sdot, "
+                          "NEON smull), depthwise and dense layers (and CPUs without one) as exact integer sums "
+                          "in fp32 kernels")
     return mod.with_attr(SCHEME_ATTR, json.dumps(scheme))
 
 
@@ -430,6 +430,7 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
 
     lw = lowering.lowering_for(target, layout)
     if target.kind.name != "llvm":
+        mod = lowering.int8_convolutions_in_float(mod)
         if records is not None:
             from .metaschedule import compile_with_records
 

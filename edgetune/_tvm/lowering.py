@@ -561,6 +561,31 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
     return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
 
 
+def int8_convolutions_in_float(mod: Any) -> Any:
+    """For GPU targets: int8 × int8 → int32 convolutions as float32 convolutions of the same
+    integers, cast back (exact: the sums stay below 2²⁴, checked at import) — the kernels TVM's
+    GPU schedules handle, as before edgetune had integer kernels."""
+    import numpy as np
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _Float(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            a = new.attrs if _op_name(new) == "relax.nn.conv2d" else None
+            weights = _const_array(new.args[1]) if a is not None else None
+            if weights is None or weights.dtype != np.int8 or str(a.out_dtype) != "int32":
+                return new
+            x = self.builder_.emit(relax.op.astype(new.args[0], "float32"))
+            conv = self.builder_.emit(relax.op.nn.conv2d(
+                x, relax.const(weights.astype(np.float32)), strides=a.strides, padding=a.padding, dilation=a.dilation,
+                groups=int(a.groups), data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
+                out_layout=str(a.out_layout), out_dtype="float32"))
+            return relax.op.astype(conv, "int32")
+
+    return _map_functions(mod, lambda m, f: _Float(m).visit_expr(f))
+
+
 # ---------------------------------------------------------------- fast math
 
 
@@ -1076,6 +1101,8 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
 
     steps = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     mod = nchw_conv2d_transpose(tvm().transform.Sequential(steps)(mod))
+    if target.kind.name != "llvm":
+        mod = int8_convolutions_in_float(mod)
     if lowering == NATIVE:
         return mod
     mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))

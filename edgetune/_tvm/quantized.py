@@ -11,12 +11,17 @@ across a network's layers those steps compound (ai-edge-quantizer's int8 face de
 on an output).
 
 For TFLite models (LiteRT is the reference, and its XNNPACK kernels compute so on every CPU)
-this pass rewrites such chains so the sum is the runtimes' integer sum: ``x − zx`` and ``w`` are
-small integers held in float32 and a float32 kernel (the packed kernels, Winograd excepted: its
-transforms are not exact) adds their products exactly as long as every partial sum stays below
-2²⁴ — always when ``K · 255 · max|w| < 2²⁴`` (checked per layer; counted when it does not hold) —
-then the bias and the per-channel scale are applied as XNNPACK does. The kernels stay the fast
-fp32 ones: this buys agreement with the runtimes, not integer speed.
+this pass rewrites such chains so the sum is the runtimes' integer sum, then applies the bias and
+the per-channel scale as XNNPACK does:
+
+* convolutions (full and depthwise) become int8 × int8 → int32 convolutions of the input padded
+  with its zero point, plus ``bias − zx·Σw`` per channel. The build gives them integer kernels
+  tensorized with the CPU's dot-product instruction (:mod:`.dot`, :func:`.lowering.int8_convolutions`)
+  — or fp32 kernels over the same small integers where the CPU has none, depthwise layers and
+  GPUs alike (exact while every partial sum stays below 2²⁴: ``K · 255 · max|w| < 2²⁴``, checked
+  per layer and counted).
+* dense layers, and convolutions behind a reshape or transpose, keep fp32 kernels over ``x − zx``
+  and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact).
 
 QDQ ONNX models keep the float path: onnxruntime on x86 runs int8-activation QDQ graphs as
 dequantize → float kernel → quantize too (the float path matched it exactly on squeezenet and
