@@ -805,7 +805,8 @@ def _pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: s
     from tvm import te, tirx
 
     top, left, bottom, right = padding
-    n, h, w, c = (int(x) for x in data.shape)
+    n, h, w, c = data.shape
+    c = int(c)
     dtype = dtype or str(data.dtype)
     channels = channels or c
     if not any(padding) and dtype == str(data.dtype) and channels == c:
