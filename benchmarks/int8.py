@@ -79,10 +79,11 @@ def steps(package: Path) -> dict[str, float]:
 
     model = edgetune_runtime.load(package)
     outs = model.run(*model.reference_inputs())
-    with np.load(package / "reference.npz") as ref:
-        return {name: float(np.max(np.abs(outs[name].astype(np.int64) - ref[f"output:{name}"].astype(np.int64))))
-                if np.issubdtype(outs[name].dtype, np.integer) else
-                float(np.max(np.abs(outs[name] - ref[f"output:{name}"]))) for name in outs}
+    with np.load(package / "reference.npz") as data:  # stored under sanitized names ("head/out" → "head_out")
+        ref = {s["original_name"]: data[f"output:{s['name']}"] for s in model.outputs}
+    return {name: float(np.max(np.abs(outs[name].astype(np.int64) - ref[name].astype(np.int64))))
+            if np.issubdtype(outs[name].dtype, np.integer) else
+            float(np.max(np.abs(outs[name] - ref[name]))) for name in outs}
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:

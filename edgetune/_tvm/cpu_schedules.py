@@ -272,11 +272,15 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
     instruction per pixel and block (per 4 channels on Arm) — the target's family, read from
     the kernel (:mod:`.dot`). ``RW`` and ``NB`` are tuned."""
     blocks = _blocks(sch)
-    for block in blocks:
-        if _name(sch, block) == "pad":
-            schedule_elementwise(sch, block, cpu, cores)
+    for stage in blocks:
+        if _name(sch, stage) == "pad":
+            schedule_elementwise(sch, stage, cpu, cores)
     family = str(sch.get(main).annotations["edgetune.dot"])
-    epi, cropped = _fold_epilogue(sch, main)
+    # Padded channels cropped (28 of 32) or not, the requantize epilogue runs from the registers
+    # per block (under a bounds predicate when cropped): as a pass of its own (the fp32 kernels'
+    # choice) it cost 3× the convolution (BlazeFace); once per row of pixels after all blocks,
+    # over the 28 real channels, TVM left it scalar (3× slower again) — measured.
+    epi, _cropped = _fold_epilogue(sch, main)
     b, y, x, o, ry, rx, rc = sch.get_loops(main)
     weights = sch.get(main).reads[1].source
     block, depth = int(weights.shape[-2]), int(weights.shape[-1])
@@ -300,11 +304,6 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
         at, par = xo, [b, y, oo]
     sch.unroll(ob)
     _parallel_outer(sch, par, cpu, cores)
-    # Padded channels cropped (28 of 32): the requantize epilogue still runs from the registers,
-    # per block under a bounds predicate — as a pass of its own (the fp32 kernels' choice) it
-    # cost 3× the convolution (BlazeFace, measured). Once per row of pixels after all blocks,
-    # over the 28 real channels, TVM left it scalar (3× slower again, measured).
-    del cropped
     _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, dot=family)
 
 
