@@ -6,7 +6,7 @@ Three families, chosen from the target's features (what LLVM says ``-mcpu``/``-m
 * ``vnni`` — x86 AVX-512 VNNI ``vpdpbusd``: 16 int32 lanes, each += 4 u8 × s8 products. The
   activations are unsigned, so the kernel feeds ``x + 128`` (int8 → uint8 by flipping the sign
   bit) and subtracts ``128 · Σw`` per output channel: exact.
-* ``sdot`` — Armv8.2 dot product (Cortex-A76: Pi 5, Jetson Orin): 4 int32 lanes, each += 4 s8 × s8.
+* ``sdot`` — Armv8.2 dot product (Cortex-A76: Pi 5): 4 int32 lanes, each += 4 s8 × s8.
 * ``neon`` — plain Advanced SIMD (Cortex-A72: Pi 4): ``smull`` + pairwise adds, the same 4×4 shape.
 
 TVM ships intrinsics of these shapes, but they accumulate into global memory only (the micro-kernel
