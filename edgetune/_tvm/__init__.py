@@ -247,7 +247,7 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
     module (:func:`quantization_scheme`)."""
     import json
 
-    from .quantized import SCHEME_ATTR, exact_int8_layers, xnnpack_int8_adds
+    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, xnnpack_int8_adds
 
     from_tflite = _tflite_frontend().from_tflite
     try:
@@ -263,7 +263,8 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
         return mod  # a float model
     mod, exact = exact_int8_layers(mod)
     mod, adds = xnnpack_int8_adds(mod)
-    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds,
+    mod, relus = int8_relus(mod)
+    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
                   runs_as="full convolutions on the CPU's int8 dot-product instruction (AVX-512 VNNI, Arm sdot, "
                           "NEON smull), depthwise and dense layers (and CPUs without one) as exact integer sums "
                           "in fp32 kernels")

@@ -52,6 +52,7 @@ def inspect(
         layers = ", ".join(f"{n} {kind}" for kind, n in q["layers"].items())
         out.print(f"quantized: weights {'; '.join(q['weights'])}; activations {'; '.join(q['activations'])}; layers {layers}")
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
+        adds += f", {q['relus']} int8 ReLUs without a division" if q.get("relus") else ""
         out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers"
                   + (f" (requantized as LiteRT's XNNPACK does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
                   + f"{adds}")
