@@ -23,6 +23,7 @@ from typing import Any
 BLOCK = 16  # output channels per micro-kernel block: one zmm of int32, or four NEON registers
 DEPTH = 4  # input channels per dot-product step
 
+SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarch64.neon.sdot.v4i32.v16i8"}
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
 DESCRIPTIONS = {
     "vnni": "x86 AVX-512 VNNI (vpdpbusd, u8×s8)",
@@ -101,41 +102,26 @@ def _intrinsic(family: str) -> tuple[Any, Any]:
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
-    if family == "vnni":
+    if family in SINGLE_INSTRUCTION:
+        # one LLVM intrinsic: accumulators, the input quad broadcast to every lane group, weights
+        quad_t, wide, lanes_in, weights_t = f"{a_dtype}x4", f"int32x{n}", f"{a_dtype}x{4 * n}", f"int8x{4 * n}"
+        instruction = SINGLE_INSTRUCTION[family]
 
         @T.prim_func(s_tir=True)
         def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (4,), "uint8", offset_factor=1)  # noqa: N806
-            B = T.match_buffer(b, (16, 4), "int8", offset_factor=1)  # noqa: N806
-            C = T.match_buffer(c, (16,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            A = T.match_buffer(a, (4,), a_dtype, offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (n, 4), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
             with T.sblock("root"):
-                T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-                T.writes(C[0:16])
-                quad = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
-                C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
-                    C.vload([0], dtype="int32x16"),
-                    T.reinterpret(T.broadcast(quad, 16), dtype="uint8x64"),
-                    B.vload([0, 0], dtype="int8x64"),
-                    dtype="int32x16")
-
-    elif family == "sdot":
-
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
-            B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
-            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
-            with T.sblock("root"):
-                T.reads(C[0:4], A[0:4], B[0:4, 0:4])
-                T.writes(C[0:4])
-                quad = T.reinterpret(A.vload([0], "int8x4"), dtype="int32")
-                C[T.ramp(T.int32(0), 1, 4)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.sdot.v4i32.v16i8"),
-                    C.vload([0], dtype="int32x4"),
-                    T.reinterpret(T.broadcast(quad, 4), dtype="int8x16"),
-                    B.vload([0, 0], dtype="int8x16"),
-                    dtype="int32x4")
+                T.reads(C[0:n], A[0:4], B[0:n, 0:4])
+                T.writes(C[0:n])
+                quad = T.reinterpret(A.vload([0], quad_t), dtype="int32")
+                C[T.ramp(T.int32(0), 1, n)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(instruction),
+                    C.vload([0], dtype=wide),
+                    T.reinterpret(T.broadcast(quad, n), dtype=lanes_in),
+                    B.vload([0, 0], dtype=weights_t),
+                    dtype=wide)
 
     else:
 

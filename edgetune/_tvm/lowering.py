@@ -514,11 +514,10 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
     class _Int8(relax.PyExprMutator):
         def visit_call_(self, op: Any) -> Any:  # noqa: N802
             new = super().visit_call_(op)
-            a = new.attrs if _op_name(new) == "relax.nn.conv2d" else None
-            weights = _const_array(new.args[1]) if a is not None else None
-            if (weights is None or weights.dtype != np.int8 or str(new.args[0].ty.dtype) != "int8"
-                    or str(a.out_dtype) != "int32" or a.data_layout != "NHWC" or a.out_layout != "NHWC"
-                    or sorted(str(a.kernel_layout)) != sorted("OHWI")):
+            weights = _integer_conv_weights(new)
+            a = new.attrs
+            if (weights is None or str(new.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
+                    or a.out_layout != "NHWC" or sorted(str(a.kernel_layout)) != sorted("OHWI")):
                 return new
             weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
             x, padding, fill = new.args[0], _ints(a.padding), 0
@@ -561,6 +560,17 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
     return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
 
 
+def _integer_conv_weights(call: Any) -> Any | None:
+    """The int8 weights of an int8 × int8 → int32 convolution with constant weights (an exact
+    int8 layer, :mod:`.quantized`), else None."""
+    import numpy as np
+
+    if _op_name(call) != "relax.nn.conv2d" or str(call.attrs.out_dtype) != "int32":
+        return None
+    weights = _const_array(call.args[1])
+    return weights if weights is not None and weights.dtype == np.int8 else None
+
+
 def int8_convolutions_in_float(mod: Any) -> Any:
     """For GPU targets: int8 × int8 → int32 convolutions as float32 convolutions of the same
     integers, cast back (exact: the sums stay below 2²⁴, checked at import) — the kernels TVM's
@@ -572,10 +582,10 @@ def int8_convolutions_in_float(mod: Any) -> Any:
     class _Float(relax.PyExprMutator):
         def visit_call_(self, op: Any) -> Any:  # noqa: N802
             new = super().visit_call_(op)
-            a = new.attrs if _op_name(new) == "relax.nn.conv2d" else None
-            weights = _const_array(new.args[1]) if a is not None else None
-            if weights is None or weights.dtype != np.int8 or str(a.out_dtype) != "int32":
+            weights = _integer_conv_weights(new)
+            if weights is None:
                 return new
+            a = new.attrs
             x = self.builder_.emit(relax.op.astype(new.args[0], "float32"))
             conv = self.builder_.emit(relax.op.nn.conv2d(
                 x, relax.const(weights.astype(np.float32)), strides=a.strides, padding=a.padding, dilation=a.dilation,

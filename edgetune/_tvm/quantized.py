@@ -292,6 +292,14 @@ COMPUTE_OUT = {
 }
 
 
+def _bound_value(mutator: Any, expr: Any) -> Any:
+    """What a variable is bound to in the function ``mutator`` rewrites (``expr`` itself if not
+    a variable)."""
+    from tvm import relax
+
+    return mutator.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
+
+
 def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
     """TFLite int8 ADDs (``quantize(dequantize(a) + dequantize(b))``) computed as LiteRT's
     XNNPACK kernel does, in int32 fixed point: each input's scale over the output's as a
@@ -313,12 +321,12 @@ def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
             return new if rewritten is None else rewritten
 
         def _rewrite(self, q: Any) -> Any | None:
-            add = self.lookup_binding(q.args[0]) if isinstance(q.args[0], relax.Var) else q.args[0]
+            add = _bound_value(self, q.args[0])
             if _op_name(add) != "relax.add":
                 return None
             terms = []
             for arg in add.args:
-                d = self.lookup_binding(arg) if isinstance(arg, relax.Var) else arg
+                d = _bound_value(self, arg)
                 if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
                     return None
                 scale, zero = _const_array(d.args[1]), _const_array(d.args[2])
@@ -364,10 +372,10 @@ def int8_relus(mod: Any) -> tuple[Any, int]:
             new = super().visit_call_(op)
             if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) != "int8":
                 return new
-            relu = self.lookup_binding(new.args[0]) if isinstance(new.args[0], relax.Var) else new.args[0]
+            relu = _bound_value(self, new.args[0])
             if _op_name(relu) != "relax.nn.relu":
                 return new
-            d = self.lookup_binding(relu.args[0]) if isinstance(relu.args[0], relax.Var) else relu.args[0]
+            d = _bound_value(self, relu.args[0])
             if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
                 return new
             consts = [_const_array(e) for e in (d.args[1], d.args[2], new.args[1], new.args[2])]
