@@ -151,8 +151,12 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
     return result, f"{profile.toolchain.emulator} (emulated {profile.arch})"
 
 
-def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions) -> None:
-    tolerance = {"rtol": opts.rtol, "atol": opts.atol, "int_atol": 1}
+def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
+            model: ImportedModel) -> None:
+    tolerance: dict[str, Any] = {"rtol": opts.rtol, "atol": opts.atol, "int_atol": 1}
+    steps = reference.output_steps(model)
+    if steps:
+        tolerance["steps"] = steps
     manifest["verification"] = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
     write_manifest(root, manifest)
     result, where = run_check(root, profile)
@@ -326,7 +330,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
             progress(f"computing reference outputs ({reference.runtime_label(model.format)})")
             label = write_reference(staging, model, opts.seed)
             progress("checking the package against the reference")
-            _verify(staging, profile, manifest, label, opts)
+            _verify(staging, profile, manifest, label, opts, model)
             timings["verify_s"] = time.perf_counter() - t0
         else:
             manifest["verification"] = {"status": "skipped", "reason": "--no-verify"}

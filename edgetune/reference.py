@@ -37,6 +37,31 @@ def runtime_label(fmt: str) -> str:
     return f"ai-edge-litert {metadata.version('ai-edge-litert')}"
 
 
+def output_steps(model: ImportedModel) -> dict[str, float]:
+    """Float outputs that are int8 values dequantized (a QDQ ONNX model's last ``DequantizeLinear``
+    with one constant scale): output name → that scale, one quantization step. The check allows
+    one step there, as it allows one for int8 outputs."""
+    if model.format != "onnx":
+        return {}
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load_model_from_string(model.source_bytes).graph
+    consts = {i.name: i for i in graph.initializer}
+    consts.update({n.output[0]: n.attribute[0].t for n in graph.node if n.op_type == "Constant" and n.attribute
+                   and n.attribute[0].name == "value"})
+    producer = {o: n for n in graph.node for o in n.output}
+    steps = {}
+    for spec in model.outputs:
+        node = producer.get(spec.original_name)
+        if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in consts:
+            continue
+        scale = numpy_helper.to_array(consts[node.input[1]])
+        if scale.size == 1:
+            steps[spec.original_name] = float(scale.reshape(()))
+    return steps
+
+
 def run_reference(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Outputs of the reference runtime on ``inputs``, in the model's output order."""
     try:

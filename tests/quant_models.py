@@ -13,9 +13,9 @@ def _calibration(shapes: dict[str, tuple[int, ...]], count: int, seed: int) -> l
     return [{name: rng.uniform(-1.0, 1.0, shape).astype(np.float32) for name, shape in shapes.items()} for _ in range(count)]
 
 
-def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel: bool = True) -> Path:
-    """``model`` through ``onnxruntime.quantization.quantize_static`` (QDQ, int8 activations and
-    weights, per-channel weights), as its documentation shows."""
+def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel: bool = True, activations: str = "int8") -> Path:
+    """``model`` through ``onnxruntime.quantization.quantize_static`` (QDQ, int8 weights per
+    channel, ``activations`` int8 or uint8), as its documentation shows."""
     import onnx
     from onnxruntime import quantization as q
 
@@ -40,7 +40,7 @@ def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel:
             return next(self.items, None)
 
     q.quantize_static(str(prepared), str(out), Reader(), quant_format=q.QuantFormat.QDQ, per_channel=per_channel,
-                      activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
+                      activation_type=q.QuantType.QUInt8 if activations == "uint8" else q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
     prepared.unlink()
     return out
 

@@ -4,8 +4,9 @@ ai-edge-quantizer's static int8 recipe, applied to real float models (tests/quan
 TFLite int8 layers get exact integer sums requantized as LiteRT does, int8 adds LiteRT's fixed
 point (edgetune/_tvm/quantized.py); their convolutions run as int8 × int8 → int32 kernels
 tensorized with the CPU's dot-product instruction (edgetune/_tvm/dot.py: AVX-512 VNNI, Arm sdot,
-NEON) or, on a CPU without one, as exact sums in fp32 kernels. QDQ ONNX keeps onnxruntime's
-float path. Outputs within one quantization step of LiteRT / onnxruntime."""
+NEON) or, on a CPU without one, as exact sums in fp32 kernels. QDQ ONNX convolutions take the
+same integer path (requantized as onnxruntime's QLinearConv does). Outputs within one
+quantization step of LiteRT / onnxruntime."""
 
 from __future__ import annotations
 
@@ -39,8 +40,45 @@ def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp
     assert v["max_abs_error"] <= 1 / 255  # the softmax output is QDQ'd in 1/255 steps: within one
     shown = run_edgetune("inspect", str(qdq))
     assert "quantized: weights int8 per-channel symmetric; activations int8 asymmetric; layers 26 conv2d" in shown.stdout
-    assert "exact integer sums: 0 of 26 layers" in shown.stdout and "as onnxruntime runs QDQ graphs" in shown.stdout
+    assert "exact integer sums: 26 of 26 layers (requantized as onnxruntime's QLinearConv / MLAS does" in shown.stdout, shown.stdout
+    assert "int8 × int8 → int32 convolutions: 26 of 26 exact layers" in shown.stdout
     assert "quantized:" not in run_edgetune("inspect", str(squeezenet)).stdout
+
+
+def _without_softmax(model: Path, out: Path) -> Path:
+    """``model`` ending at the input of its final Softmax: the class scores themselves, where a
+    step's difference in any layer shows (a softmax squashes most of them away)."""
+    import onnx
+
+    m = onnx.load(str(model))
+    last = m.graph.node[-1]
+    assert last.op_type == "Softmax"
+    scores = onnx.helper.make_tensor_value_info(last.input[0], onnx.TensorProto.FLOAT, None)
+    m.graph.node.remove(last)
+    del m.graph.output[:]
+    m.graph.output.append(scores)
+    onnx.save(m, str(out))
+    return out
+
+
+@pytest.mark.parametrize("activations", ["int8", "uint8"])
+def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeezenet, tmp_path, activations):
+    """onnxruntime fuses QDQ Conv groups into QLinearConv (an integer sum, one float scale per
+    channel); edgetune's integer convolutions requantize the same way, so the class scores agree —
+    where a float scale folded into float weights once put MobileNetV3's scores 18 steps away."""
+    import onnx
+    from onnx import numpy_helper
+
+    scores = _without_softmax(squeezenet, tmp_path / "scores.onnx")
+    qdq = quant_models.qdq_onnx(scores, tmp_path / f"scores-{activations}.onnx", activations=activations)
+    result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
+    v = result.verification
+    graph = onnx.load(str(qdq)).graph
+    dq = next(n for n in graph.node if n.output[0] == graph.output[0].name)  # the scores' DequantizeLinear
+    step = float(numpy_helper.to_array(next(i for i in graph.initializer if i.name == dq.input[1])))
+    assert v["status"] == "passed" and v["max_abs_error"] <= step * 1.0001, (v, step)
+    shown = run_edgetune("inspect", str(qdq)).stdout
+    assert f"activations {activations} asymmetric" in shown and "int8 × int8 → int32 convolutions: 26 of 26" in shown, shown
 
 
 def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_path):

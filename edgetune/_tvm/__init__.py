@@ -185,13 +185,13 @@ def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Map
             mod = importer(dict(shapes), dict(dtypes)).from_onnx(model.graph, _onnx_opset(model))
             if any(n.op_type == "If" for n in model.graph.node):
                 mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
-            return mod
     except Exception as err:  # TVM raises many types; all mean "could not convert"
         raise ModelError(
             f"TVM's ONNX frontend failed: {_last_line(err)}",
             "the model may need constant folding or fixed shapes (--input-shape); "
             "EDGETUNE_DEBUG=1 shows TVM's traceback",
         ) from err
+    return _integer_layers(mod, tflite=False)
 
 
 def tflite_supported_ops() -> frozenset[str]:
@@ -245,10 +245,6 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
     """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 layers
     computed as LiteRT computes them (:mod:`.quantized`), the quantization scheme kept on the
     module (:func:`quantization_scheme`)."""
-    import json
-
-    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, xnnpack_int8_adds
-
     from_tflite = _tflite_frontend().from_tflite
     try:
         with _quiet_frontend():
@@ -258,13 +254,27 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
             f"TVM's TFLite frontend failed: {_last_line(err)}",
             "EDGETUNE_DEBUG=1 shows TVM's traceback; sparse and stateful models are not supported",
         ) from err
+    return _integer_layers(mod, tflite=True)
+
+
+def _integer_layers(mod: Any, tflite: bool) -> Any:
+    """``mod`` with its quantized convolution / dense layers as exact integer sums
+    (:func:`.quantized.exact_int8_layers`) — and for TFLite, int8 ADDs and ReLUs as LiteRT's
+    XNNPACK computes them — the quantization scheme kept on the module. A float model as is."""
+    import json
+
+    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, xnnpack_int8_adds
+
     scheme = quantization_scheme(mod)
     if scheme is None:
         return mod  # a float model
     mod, exact = exact_int8_layers(mod)
-    mod, adds = xnnpack_int8_adds(mod)
-    mod, relus = int8_relus(mod)
+    adds = relus = 0
+    if tflite:
+        mod, adds = xnnpack_int8_adds(mod)
+        mod, relus = int8_relus(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
+                  requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
                   runs_as="full convolutions on the CPU's int8 dot-product instruction (AVX-512 VNNI, Arm sdot, "
                           "NEON smull), depthwise and dense layers (and CPUs without one) as exact integer sums "
                           "in fp32 kernels")

@@ -231,6 +231,7 @@ _BINARY = frozenset(f"relax.{n}" for n in (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide", "floor_mod",
 ))
 _POOLS = frozenset(("relax.nn.max_pool2d", "relax.nn.avg_pool2d"))
+_QUANTIZE = frozenset(("relax.quantize", "relax.dequantize"))
 _REDUCE = frozenset(("relax.mean", "relax.sum", "relax.max", "relax.min"))
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
@@ -309,6 +310,13 @@ def to_nhwc(mod: Any) -> Any:
                     return relax.Call(call.op, args, call.attrs), False
                 if name in _REDUCE and call.attrs.axis is not None and _rank(call.args[0]) == 4:
                     return self._reduce(call)
+                if name == "relax.nn.pad" and _rank(call) == 4 and str(call.attrs.pad_mode) == "constant":
+                    w = _ints(call.attrs.pad_width)  # (before, after) per NCHW axis
+                    widths = [p for axis in TO_NHWC for p in w[2 * axis:2 * axis + 2]]
+                    return relax.op.nn.pad(self._in_nhwc(call.args[0]), widths, pad_value=float(call.attrs.pad_value)), False
+                if name in _QUANTIZE and _rank(call) == 4 and all(_rank(a) == 0 or _const_size(a) == 1 for a in call.args[1:]):
+                    op = relax.op.quantize if name == "relax.quantize" else relax.op.dequantize  # per tensor: no axis to move
+                    return op(self._in_nhwc(call.args[0]), *call.args[1:], axis=-1, out_dtype=str(call.attrs.out_dtype)), False
             except _NotConvertibleError:
                 return None
             return None
@@ -354,6 +362,12 @@ def _is_tensor(expr: Any) -> bool:
     from tvm import relax
 
     return isinstance(getattr(expr, "ty", None), relax.TensorType)
+
+
+def _const_size(expr: Any) -> int:
+    """How many elements a constant holds (-1: not a constant)."""
+    value = _const_array(expr)
+    return -1 if value is None else int(value.size)
 
 
 def _rank(expr: Any) -> int:
@@ -427,8 +441,8 @@ def _affine_chains(func: Any) -> dict[Any, tuple[Any, Any, Any]]:
         if _op_name(conv) != "relax.nn.conv2d" or conv.attrs.kernel_layout != "OHWI" or conv.attrs.data_layout != "NHWC":
             continue
         weights = _const_array(conv.args[1])
-        if weights is None or weights.dtype != np.float32:
-            continue
+        if weights is None or weights.dtype != np.float32 or np.array_equal(weights, np.round(weights)):
+            continue  # integer weights: an exact int8 layer's float kernel, whose sums a folded scale would round
         oc = weights.shape[0]
         scale, bias = np.ones(oc, np.float32), np.zeros(oc, np.float32)
         end = var
@@ -1128,6 +1142,69 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
                                                   relax.transform.DeadCodeElimination(["main"])])(mod))
 
 
+_ELEMWISE, _BROADCAST, _INJECTIVE, _OUT_EWISE_FUSABLE = 0, 1, 2, 4  # TVM's OpPatternKind
+
+
+def broadcasts_apart(mod: Any) -> Any:
+    """A broadcast op that spreads a convolution's (or dense layer's) small output over a larger
+    tensor — a squeeze-and-excitation gate times its feature map — is kept out of that kernel:
+    FuseOps would fuse it as the kernel's epilogue, whose loops then run over the large shape and
+    recompute every sum once per pixel (MobileNetV3's gates: 0.4–0.6 ms each, 1 GFLOP/s). The op is
+    labelled injective for its call only (a copy of its PrimFunc), so it still fuses with what
+    follows it."""
+    import numpy as np
+    from tvm import relax
+
+    main = mod["main"]
+    bound = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    call_tir = tvm().ir.Op.get("relax.call_tir")
+
+    def pattern(value: Any) -> int | None:
+        if not isinstance(value, relax.Call) or not value.op.same_as(call_tir):
+            return None
+        func = mod[value.args[0]]
+        return int(func.attrs["op_pattern"]) if func.attrs is not None and "op_pattern" in func.attrs else None
+
+    def from_reduction(var: Any) -> bool:
+        """``var`` is a convolution's / dense layer's output, or elementwise work on one."""
+        while var in bound:
+            p = pattern(bound[var])
+            if p == _OUT_EWISE_FUSABLE:
+                return True
+            if p not in (_ELEMWISE, _BROADCAST):
+                return False
+            var = next((a for a in bound[var].args[1].fields if isinstance(a, relax.Var)), None)
+        return False
+
+    def size(expr: Any) -> int:
+        return int(np.prod([int(d) for d in expr.ty.shape.values])) if _is_tensor(expr) and expr.ty.shape is not None else -1
+
+    relabel = {}
+    for var, value in bound.items():
+        if pattern(value) not in (_ELEMWISE, _BROADCAST) or size(value) < 0:
+            continue
+        if any(isinstance(a, relax.Var) and 0 < size(a) < size(value) and from_reduction(a) for a in value.args[1].fields):
+            relabel[var] = value
+    if not relabel:
+        return mod
+    @relax.expr_functor.mutator
+    class _Relabel(relax.PyExprMutator):
+        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+            value = relabel.get(binding.var)
+            if value is None:
+                return super().visit_var_binding_(binding)
+            gv = value.args[0]
+            copy = self.builder_.add_func(mod[gv].with_attr("op_pattern", _INJECTIVE), f"{gv.name_hint}_apart")
+            new = relax.Call(value.op, [copy, *(self.visit_expr(a) for a in value.args[1:])], value.attrs, value.ty_args)
+            emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
+            self.set_var_remap(binding.var, emit(new))
+            return None
+
+    mutator = _Relabel(mod)
+    mutator.builder_.update_func(mod.get_global_var("main"), mutator.visit_expr(main))
+    return mutator.builder_.get()
+
+
 def _fold_rest(mod: Any) -> Any:
     """TVM's FoldConstant, only when calls on constants are left (e.g. a TFLite ``dequantize``
     of int8 weights): the pass spent seconds on ResNet-50 even with nothing to fold."""
@@ -1162,6 +1239,7 @@ def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
             relax.transform.LegalizeOps(customize_legalize_map=custom),
             relax.transform.AnnotateTIROpPattern(),
         ])(prepared)
+        legal = broadcasts_apart(legal)
         if lowering == NATIVE:  # exactly TVM's zero pipeline: records made with it must match
             legal = relax.transform.FoldConstant()(legal)
         else:

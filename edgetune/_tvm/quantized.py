@@ -1,31 +1,32 @@
-"""int8 models: their quantization scheme (what ``edgetune inspect`` shows), and TFLite int8 layers
-computed as LiteRT's XNNPACK kernels compute them — exact integer sums of convolutions and dense
-layers, int8 ADDs in XNNPACK's fixed point.
+"""int8 models: their quantization scheme (what ``edgetune inspect`` shows), and int8 layers
+computed as the framework runtimes compute them — exact integer sums of convolutions and dense
+layers; for TFLite also int8 ADDs in XNNPACK's fixed point.
 
 TVM 0.27's frontends import an int8 layer as ``quantize(conv(dequantize(x), dequantize(W)) +
 dequantize(b))``: float products of scaled values, summed in float, divided by the output scale
 and rounded. The runtimes users compare with sum ``(x − zx)·w`` in int32, add the int32 bias,
-multiply by one float scale per channel ``sx·sw/sy`` and round to nearest even. Both are "the same
-layer", yet the float path lands a step away wherever the sum sits near a rounding boundary, and
-across a network's layers those steps compound (ai-edge-quantizer's int8 face detector: 41 steps
-on an output).
+multiply by one float scale per channel ``sx·sw/sy`` and round to nearest even (LiteRT's XNNPACK
+kernels; onnxruntime's QLinearConv on MLAS, onto which it fuses QDQ Conv groups). Both are "the
+same layer", yet the float path lands a step away wherever the sum sits near a rounding
+boundary, and across a network's layers those steps compound (ai-edge-quantizer's int8 face
+detector: 41 steps on an output).
 
-For TFLite models (LiteRT is the reference, and its XNNPACK kernels compute so on every CPU)
-this pass rewrites such chains so the sum is the runtimes' integer sum, then applies the bias and
-the per-channel scale as XNNPACK does:
+This pass rewrites such chains — TFLite int8 files and QDQ ONNX files alike — so the sum is the
+runtimes' integer sum, then applies the bias and the per-channel scale as they do:
 
-* convolutions (full and depthwise) become int8 × int8 → int32 convolutions of the input padded
-  with its zero point, plus ``bias − zx·Σw`` per channel. The build gives them integer kernels
+* convolutions (full and depthwise, NHWC or NCHW) become int8 × int8 → int32 convolutions of the
+  input padded with its zero point, plus ``bias − zx·Σw`` per channel (uint8 activations are
+  shifted to int8 first: ``x − zx = (x − 128) − (zx − 128)``). The build gives them integer kernels
   tensorized with the CPU's dot-product instruction (:mod:`.dot`, :func:`.lowering.int8_convolutions`)
   — or fp32 kernels over the same small integers where the CPU has none, depthwise layers and
   GPUs alike (exact while every partial sum stays below 2²⁴: ``K · 255 · max|w| < 2²⁴``, checked
   per layer and counted).
 * dense layers, and convolutions behind a reshape or transpose, keep fp32 kernels over ``x − zx``
-  and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact).
+  and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact;
+  nor is a scale folded into such weights, :func:`.lowering.fold_affine_into_conv`).
 
-QDQ ONNX models keep the float path: onnxruntime on x86 runs int8-activation QDQ graphs as
-dequantize → float kernel → quantize too (the float path matched it exactly on squeezenet and
-MobileNetV3, measured; exact integer sums put MobileNetV3's logits 55 away).
+Other QDQ ops (pools, concatenations, activations between a dequantize and a quantize) keep the
+float path, as onnxruntime runs them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .lowering import _const_array, _map_functions, _op_name
 _TRANSFORMS = ("relax.reshape", "relax.permute_dims")
 EXACT_LIMIT = 2**24  # float32 holds every integer up to here
 QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
-SCHEME_ATTR = "edgetune_quantization"  # the scheme as imported, before the TFLite int8 rewrites
+SCHEME_ATTR = "edgetune_quantization"  # the scheme as imported, before the int8 rewrites
 
 
 def _transforms(bound: dict[Any, Any], expr: Any) -> tuple[Any, list[Any]]:
@@ -99,9 +100,9 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
     granularity (per channel: a vector scale) and symmetry (zero points all 0), and whether its
     activation input is dequantized (an int8 → int8 layer). None for a float model.
 
-    ``exact``: the layers whose int8 sums are computed exactly and requantized as LiteRT does
-    (TFLite models, :func:`exact_int8_layers`); ``fixed_point_adds``: int8 ADDs in LiteRT's fixed
-    point. A TFLite import stores the scheme on the module (these rewrites hide the pattern)."""
+    ``exact``: the layers whose int8 sums are computed exactly and requantized as the runtime
+    does (:func:`exact_int8_layers`); ``fixed_point_adds``: TFLite int8 ADDs in LiteRT's fixed
+    point. The import stores the scheme on the module (these rewrites hide the pattern)."""
     import json
 
     if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
@@ -139,7 +140,7 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
         return None
     return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
             "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
-            "runs_as": "dequantize → fp32 kernels → quantize, as onnxruntime runs QDQ graphs on x86"}
+            "runs_as": "dequantize → fp32 kernels → quantize"}
 
 
 def _per_channel(values: np.ndarray, axis: int) -> np.ndarray | None:
@@ -233,29 +234,36 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             return relax.op.astype(clipped, str(q.attrs.out_dtype))
 
         def _integer_conv(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, conv: Any) -> Any | None:
-            """``Σ(x − zx)·w + bias`` of an int8 NHWC convolution (full or depthwise) as an int8
+            """``Σ(x − zx)·w + bias`` of an int8 convolution (NHWC or NCHW, full or depthwise) as an int8
             × int8 → int32 convolution — the input padded with its zero point first, so a padded
             tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
             sums are bounded, see the caller). None when the layer is not such a convolution."""
             a = conv.attrs if _op_name(conv) == "relax.nn.conv2d" else None
-            if (a is None or str(a.data_layout) != "NHWC" or str(a.out_layout or "NHWC") != "NHWC"
-                    or str(x.ty.dtype) != "int8" or w.dtype != np.int8):
+            layout = str(a.data_layout) if a is not None else ""
+            if (layout not in ("NHWC", "NCHW") or str(a.out_layout or layout) != layout
+                    or str(x.ty.dtype) not in ("int8", "uint8") or w.dtype != np.int8):
                 return None
-            channels = int(x.ty.shape.values[3])
-            if int(a.groups) != 1 and not int(a.groups) == channels == int(conv.ty.shape.values[3]):
+            c = layout.index("C")
+            channels = int(x.ty.shape.values[c])
+            if int(a.groups) != 1 and not int(a.groups) == channels == int(conv.ty.shape.values[c]):
                 return None
             emit = self.builder_.emit
+            if str(x.ty.dtype) == "uint8":  # x − zx = (x − 128) − (zx − 128): int8 data, exact
+                x = emit(relax.op.astype(emit(relax.op.subtract(emit(relax.op.astype(x, "int16")), relax.const(128, "int16"))), "int8"))
+                zx -= 128
             top, left, bottom, right = (int(p) for p in a.padding)
             if top or left or bottom or right:
-                x = emit(relax.op.nn.pad(x, [0, 0, top, bottom, left, right, 0, 0], pad_value=float(zx)))
+                widths = {"N": [0, 0], "C": [0, 0], "H": [top, bottom], "W": [left, right]}
+                x = emit(relax.op.nn.pad(x, [p for axis in layout for p in widths[axis]], pad_value=float(zx)))
             acc = emit(relax.op.nn.conv2d(x, relax.const(w), strides=a.strides, padding=0, dilation=a.dilation,
-                                          groups=int(a.groups), data_layout="NHWC", kernel_layout=str(a.kernel_layout), out_layout="NHWC",
+                                          groups=int(a.groups), data_layout=layout, kernel_layout=str(a.kernel_layout), out_layout=layout,
                                           out_dtype="int32"))
             axes = tuple(i for i, c in enumerate(str(a.kernel_layout)) if c != "O")
             fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - zx * w.astype(np.int64).sum(axis=axes)
             if np.any(np.abs(fold) >= 2**31):
                 return None
-            acc = emit(relax.op.add(acc, relax.const(np.asarray(fold, np.int32).reshape(-1))))
+            per_channel = [-1] if c == 3 else [1, -1, 1, 1]  # broadcast along the channel axis
+            acc = emit(relax.op.add(acc, relax.const(np.asarray(fold, np.int32).reshape(per_channel))))
             return emit(relax.op.astype(acc, "float32"))
 
     class _Lookup(dict):

@@ -54,7 +54,7 @@ def inspect(
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
         adds += f", {q['relus']} int8 ReLUs without a division" if q.get("relus") else ""
         out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers"
-                  + (f" (requantized as LiteRT's XNNPACK does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
+                  + (f" (requantized as {q['requantized_as']} does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
                   + f"{adds}")
         if q.get("integer"):
             out.print(f"  int8 × int8 → int32 convolutions: {q['integer']} of {q['exact']} exact layers (full and depthwise)")
