@@ -45,31 +45,38 @@ def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp
     assert "quantized:" not in run_edgetune("inspect", str(squeezenet)).stdout
 
 
-def _without_softmax(model: Path, out: Path) -> Path:
-    """``model`` ending at the input of its final Softmax: the class scores themselves, where a
-    step's difference in any layer shows (a softmax squashes most of them away)."""
+def _with_dense_head(model: Path, out: Path) -> Path:
+    """``model`` with its final Softmax replaced by Flatten → Gemm (transB, as PyTorch exports a
+    Linear layer) to 10 scores: a dense layer, and outputs where a step's difference in any layer
+    shows (a softmax squashes most of them away)."""
     import onnx
+    from onnx import helper, numpy_helper
 
     m = onnx.load(str(model))
     last = m.graph.node[-1]
     assert last.op_type == "Softmax"
-    scores = onnx.helper.make_tensor_value_info(last.input[0], onnx.TensorProto.FLOAT, None)
     m.graph.node.remove(last)
+    rng = np.random.default_rng(0)
+    m.graph.initializer.extend([numpy_helper.from_array((rng.standard_normal((10, 1000)) * 0.05).astype(np.float32), "head_w"),
+                                numpy_helper.from_array(rng.uniform(-0.5, 0.5, 10).astype(np.float32), "head_b")])
+    m.graph.node.extend([helper.make_node("Flatten", [last.input[0]], ["flat"], axis=1),
+                         helper.make_node("Gemm", ["flat", "head_w", "head_b"], ["scores"], transB=1)])
     del m.graph.output[:]
-    m.graph.output.append(scores)
+    m.graph.output.append(helper.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, None))
     onnx.save(m, str(out))
     return out
 
 
 @pytest.mark.parametrize("activations", ["int8", "uint8"])
 def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeezenet, tmp_path, activations):
-    """onnxruntime fuses QDQ Conv groups into QLinearConv (an integer sum, one float scale per
-    channel); edgetune's integer convolutions requantize the same way, so the class scores agree —
-    where a float scale folded into float weights once put MobileNetV3's scores 18 steps away."""
+    """QDQ convolutions and the dense head run as integer sums requantized as onnxruntime's
+    QLinearConv / QGemm do (an int32 sum, one float scale per channel), so the class scores agree
+    within a step — where a float scale folded into float weights once put MobileNetV3's scores
+    18 steps away."""
     import onnx
     from onnx import numpy_helper
 
-    scores = _without_softmax(squeezenet, tmp_path / "scores.onnx")
+    scores = _with_dense_head(squeezenet, tmp_path / "scores.onnx")
     qdq = quant_models.qdq_onnx(scores, tmp_path / f"scores-{activations}.onnx", activations=activations)
     result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
     v = result.verification
@@ -78,7 +85,8 @@ def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeeze
     step = float(numpy_helper.to_array(next(i for i in graph.initializer if i.name == dq.input[1])))
     assert v["status"] == "passed" and v["max_abs_error"] <= step * 1.0001, (v, step)
     shown = run_edgetune("inspect", str(qdq)).stdout
-    assert f"activations {activations} asymmetric" in shown and "int8 × int8 → int32 convolutions: 26 of 26" in shown, shown
+    assert f"activations {activations} asymmetric" in shown and "layers 26 conv2d, 1 matmul" in shown, shown
+    assert "int8 × int8 → int32 convolutions: 27 of 27 exact layers (full, depthwise, dense)" in shown, shown
 
 
 def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_path):

@@ -275,9 +275,9 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
         mod, relus = int8_relus(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
-                  runs_as="full convolutions on the CPU's int8 dot-product instruction (AVX-512 VNNI, Arm sdot, "
-                          "NEON smull), depthwise and dense layers (and CPUs without one) as exact integer sums "
-                          "in fp32 kernels")
+                  runs_as="full convolutions and dense layers (as 1×1 convolutions) on the CPU's int8 dot-product "
+                          "instruction (AVX-512 VNNI, Arm sdot, NEON smull), depthwise layers (and CPUs without one) as "
+                          "exact integer sums in fp32 kernels")
     return mod.with_attr(SCHEME_ATTR, json.dumps(scheme))
 
 

@@ -215,7 +215,10 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             out_channel = COMPUTE_OUT[_op_name(value)](value, out_rank)
             shape = [1] * out_rank
             shape[out_channel] = channels
-            acc = self._integer_conv(x.args[0], int(zx.reshape(())), w, sum_b, value) if not x_calls else None
+            if _op_name(value) == "relax.matmul":
+                acc = self._integer_dense(x.args[0], x_calls, int(zx.reshape(())), w, sum_b, value)
+            else:
+                acc = self._integer_conv(x.args[0], int(zx.reshape(())), w, sum_b, value) if not x_calls else None
             if acc is not None:
                 counts["integer"] += 1
             else:
@@ -234,35 +237,60 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             return relax.op.astype(clipped, str(q.attrs.out_dtype))
 
         def _integer_conv(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, conv: Any) -> Any | None:
-            """``Σ(x − zx)·w + bias`` of an int8 convolution (NHWC or NCHW, full or depthwise) as an int8
-            × int8 → int32 convolution — the input padded with its zero point first, so a padded
-            tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
-            sums are bounded, see the caller). None when the layer is not such a convolution."""
+            """``Σ(x − zx)·w + bias`` of an int8 convolution (NHWC or NCHW, full or depthwise) as an
+            integer convolution (:meth:`_integer_sum`). None when the layer is not such a convolution."""
             a = conv.attrs if _op_name(conv) == "relax.nn.conv2d" else None
             layout = str(a.data_layout) if a is not None else ""
-            if (layout not in ("NHWC", "NCHW") or str(a.out_layout or layout) != layout
-                    or str(x.ty.dtype) not in ("int8", "uint8") or w.dtype != np.int8):
+            if layout not in ("NHWC", "NCHW") or str(a.out_layout or layout) != layout:
                 return None
             c = layout.index("C")
             channels = int(x.ty.shape.values[c])
             if int(a.groups) != 1 and not int(a.groups) == channels == int(conv.ty.shape.values[c]):
                 return None
+            return self._integer_sum(x, zx, w, bias, layout, str(a.kernel_layout), a.strides, [int(p) for p in a.padding],
+                                     a.dilation, int(a.groups))
+
+        def _integer_dense(self, x: Any, x_calls: list[Any], zx: int, w: np.ndarray, bias: np.ndarray | None,
+                           matmul: Any) -> Any | None:
+            """``Σ(x − zx)·w + bias`` of an int8 dense layer — ``(M, K) × (K, N)``, the input maybe
+            flattened or transposed first (the same transforms, on the int8 tensor) — as a 1×1
+            NHWC integer convolution over M pixels, so it gets the same kernels. None when the
+            layer is not such a product."""
+            if w.ndim != 2 or len(matmul.ty.shape.values) != 2:
+                return None
             emit = self.builder_.emit
-            if str(x.ty.dtype) == "uint8":  # x − zx = (x − 128) − (zx − 128): int8 data, exact
-                x = emit(relax.op.astype(emit(relax.op.subtract(emit(relax.op.astype(x, "int16")), relax.const(128, "int16"))), "int8"))
-                zx -= 128
-            top, left, bottom, right = (int(p) for p in a.padding)
-            if top or left or bottom or right:
-                widths = {"N": [0, 0], "C": [0, 0], "H": [top, bottom], "W": [left, right]}
-                x = emit(relax.op.nn.pad(x, [p for axis in layout for p in widths[axis]], pad_value=float(zx)))
-            acc = emit(relax.op.nn.conv2d(x, relax.const(w), strides=a.strides, padding=0, dilation=a.dilation,
-                                          groups=int(a.groups), data_layout=layout, kernel_layout=str(a.kernel_layout), out_layout=layout,
-                                          out_dtype="int32"))
-            axes = tuple(i for i, c in enumerate(str(a.kernel_layout)) if c != "O")
-            fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - zx * w.astype(np.int64).sum(axis=axes)
+            for call in reversed(x_calls):
+                x = emit(relax.Call(call.op, [x, *call.args[1:]], call.attrs))
+            if len(x.ty.shape.values) != 2:
+                return None
+            m, k = (int(d) for d in x.ty.shape.values)
+            n = w.shape[1]
+            pixels = emit(relax.op.reshape(x, [m, 1, 1, k]))
+            acc = self._integer_sum(pixels, zx, w.T.reshape(n, 1, 1, k).copy(), bias, "NHWC", "OHWI", [1, 1], [0, 0, 0, 0], [1, 1], 1)
+            return None if acc is None else emit(relax.op.reshape(acc, [m, n]))
+
+        def _integer_sum(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, layout: str, kernel_layout: str,
+                         strides: Any, padding: list[int], dilation: Any, groups: int) -> Any | None:
+            """An int8 × int8 → int32 convolution — the input padded with its zero point first, so a
+            padded tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
+            sums are bounded, see the caller). None for other data types or a fold beyond int32."""
+            if str(x.ty.dtype) not in ("int8", "uint8") or w.dtype != np.int8:
+                return None
+            shift = 128 if str(x.ty.dtype) == "uint8" else 0  # x − zx = (x − 128) − (zx − 128): int8 data, exact
+            axes = tuple(i for i, c in enumerate(kernel_layout) if c != "O")
+            fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - (zx - shift) * w.astype(np.int64).sum(axis=axes)
             if np.any(np.abs(fold) >= 2**31):
                 return None
-            per_channel = [-1] if c == 3 else [1, -1, 1, 1]  # broadcast along the channel axis
+            emit = self.builder_.emit
+            if shift:
+                x = emit(relax.op.astype(emit(relax.op.subtract(emit(relax.op.astype(x, "int16")), relax.const(shift, "int16"))), "int8"))
+            top, left, bottom, right = padding
+            if top or left or bottom or right:
+                widths = {"N": [0, 0], "C": [0, 0], "H": [top, bottom], "W": [left, right]}
+                x = emit(relax.op.nn.pad(x, [p for axis in layout for p in widths[axis]], pad_value=float(zx - shift)))
+            acc = emit(relax.op.nn.conv2d(x, relax.const(w), strides=strides, padding=0, dilation=dilation, groups=groups,
+                                          data_layout=layout, kernel_layout=kernel_layout, out_layout=layout, out_dtype="int32"))
+            per_channel = [-1] if layout.index("C") == 3 else [1, -1, 1, 1]  # broadcast along the channel axis
             acc = emit(relax.op.add(acc, relax.const(np.asarray(fold, np.int32).reshape(per_channel))))
             return emit(relax.op.astype(acc, "float32"))
 

@@ -57,7 +57,7 @@ def inspect(
                   + (f" (requantized as {q['requantized_as']} does; {q['exact_bounded']} provably below 2^24)" if q["exact"] else "")
                   + f"{adds}")
         if q.get("integer"):
-            out.print(f"  int8 × int8 → int32 convolutions: {q['integer']} of {q['exact']} exact layers (full and depthwise)")
+            out.print(f"  int8 × int8 → int32 convolutions: {q['integer']} of {q['exact']} exact layers (full, depthwise, dense)")
         out.print(f"  runs as {q['runs_as']}")
     for note in report.notes:
         out.print(f"note: {note}")
