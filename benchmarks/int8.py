@@ -72,18 +72,21 @@ def package_unverified(model: Path, out: Path, records: Path | None) -> dict[str
     return result.manifest
 
 
-def steps(package: Path) -> dict[str, float]:
-    """Largest difference from the reference runtime per output, in quantization steps for
-    quantized outputs (in the output's own unit otherwise)."""
+def steps(package: Path, model: Path) -> dict[str, float]:
+    """Largest difference from the reference runtime per output, in quantization steps: int8
+    outputs directly, float outputs dequantized from int8 (QDQ ONNX) over their step; other
+    outputs in their own unit."""
     import edgetune_runtime
+    from edgetune.importer import import_model
+    from edgetune.reference import output_steps
 
-    model = edgetune_runtime.load(package)
-    outs = model.run(*model.reference_inputs())
+    unit = output_steps(import_model(model))
+    loaded = edgetune_runtime.load(package)
+    outs = loaded.run(*loaded.reference_inputs())
     with np.load(package / "reference.npz") as data:  # stored under sanitized names ("head/out" → "head_out")
-        ref = {s["original_name"]: data[f"output:{s['name']}"] for s in model.outputs}
-    return {name: float(np.max(np.abs(outs[name].astype(np.int64) - ref[name].astype(np.int64))))
-            if np.issubdtype(outs[name].dtype, np.integer) else
-            float(np.max(np.abs(outs[name] - ref[name]))) for name in outs}
+        ref = {s["original_name"]: data[f"output:{s['name']}"] for s in loaded.outputs}
+    return {name: round(float(np.max(np.abs(outs[name].astype(np.float64) - ref[name].astype(np.float64)))) / unit.get(name, 1.0), 3)
+            for name in outs}
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             ours, theirs = vs.measure(pkg, model, args.runs, args.rounds, args.threads)
             row[f"{kind}_ms"], row[f"{kind}_baseline_ms"] = round(ours, 4), round(theirs, 4)
             if kind == "int8":
-                row["int8_max_diff"] = steps(pkg)
+                row["int8_max_diff"] = steps(pkg, model)
         row["baseline"] = "onnxruntime" if row["format"] == "onnx" else "litert-xnnpack"
         row["int8_speedup"] = round(row["fp32_ms"] / row["int8_ms"], 3)
         row["int8_vs_baseline_int8"] = round(row["int8_ms"] / row["int8_baseline_ms"], 3)
