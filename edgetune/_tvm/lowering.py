@@ -1187,6 +1187,7 @@ def broadcasts_apart(mod: Any) -> Any:
             relabel[var] = value
     if not relabel:
         return mod
+
     @relax.expr_functor.mutator
     class _Relabel(relax.PyExprMutator):
         def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
@@ -1239,9 +1240,8 @@ def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
             relax.transform.LegalizeOps(customize_legalize_map=custom),
             relax.transform.AnnotateTIROpPattern(),
         ])(prepared)
-        legal = broadcasts_apart(legal)
         if lowering == NATIVE:  # exactly TVM's zero pipeline: records made with it must match
             legal = relax.transform.FoldConstant()(legal)
         else:
-            legal = _fold_rest(legal)
+            legal = _fold_rest(broadcasts_apart(legal))
         return tvm().transform.Sequential([relax.transform.FuseOps(), relax.transform.FuseTIR()])(legal)
