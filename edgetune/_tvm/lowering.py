@@ -1176,14 +1176,27 @@ def broadcasts_apart(mod: Any) -> Any:
             var = next((a for a in bound[var].args[1].fields if isinstance(a, relax.Var)), None)
         return False
 
-    def size(expr: Any) -> int:
-        return int(np.prod([int(d) for d in expr.ty.shape.values])) if _is_tensor(expr) and expr.ty.shape is not None else -1
+    def shape(expr: Any) -> list[int] | None:
+        if not _is_tensor(expr) or expr.ty.shape is None:
+            return None
+        try:
+            return [int(d) for d in expr.ty.shape.values]
+        except TypeError:  # a symbolic dimension
+            return None
+
+    def spread(small: Any, out: list[int]) -> bool:
+        """``small`` is broadcast to ``out`` (size-1 axes stretched), not merely smaller (a pad)."""
+        dims = shape(small)
+        if dims is None or len(dims) > len(out) or int(np.prod(dims)) >= int(np.prod(out)):
+            return False
+        return all(d in (1, o) for d, o in zip(reversed(dims), reversed(out)))
 
     relabel = {}
     for var, value in bound.items():
-        if pattern(value) not in (_ELEMWISE, _BROADCAST) or size(value) < 0:
+        out = shape(value)
+        if pattern(value) not in (_ELEMWISE, _BROADCAST) or out is None:
             continue
-        if any(isinstance(a, relax.Var) and 0 < size(a) < size(value) and from_reduction(a) for a in value.args[1].fields):
+        if any(isinstance(a, relax.Var) and spread(a, out) and from_reduction(a) for a in value.args[1].fields):
             relabel[var] = value
     if not relabel:
         return mod
