@@ -13,9 +13,11 @@ def _calibration(shapes: dict[str, tuple[int, ...]], count: int, seed: int) -> l
     return [{name: rng.uniform(-1.0, 1.0, shape).astype(np.float32) for name, shape in shapes.items()} for _ in range(count)]
 
 
-def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel: bool = True, activations: str = "int8") -> Path:
-    """``model`` through ``onnxruntime.quantization.quantize_static`` (QDQ, int8 weights per
-    channel, ``activations`` int8 or uint8), as its documentation shows."""
+def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel: bool = True, activations: str = "int8",
+             qoperator: bool = False) -> Path:
+    """``model`` through ``onnxruntime.quantization.quantize_static`` (QDQ — or with ``qoperator``
+    the QOperator format: QLinearConv and onnxruntime's QLinear ops —, int8 weights per channel,
+    ``activations`` int8 or uint8), as its documentation shows."""
     import onnx
     from onnxruntime import quantization as q
 
@@ -39,7 +41,8 @@ def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel:
         def get_next(self):  # noqa: ANN201 (onnxruntime's interface)
             return next(self.items, None)
 
-    q.quantize_static(str(prepared), str(out), Reader(), quant_format=q.QuantFormat.QDQ, per_channel=per_channel,
+    fmt = q.QuantFormat.QOperator if qoperator else q.QuantFormat.QDQ
+    q.quantize_static(str(prepared), str(out), Reader(), quant_format=fmt, per_channel=per_channel,
                       activation_type=q.QuantType.QUInt8 if activations == "uint8" else q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
     prepared.unlink()
     return out

@@ -89,6 +89,24 @@ def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeeze
     assert "int8 × int8 → int32 convolutions: 27 of 27 exact layers (full, depthwise, dense)" in shown, shown
 
 
+def test_qoperator_onnx_runs_as_its_qdq_spelling_on_integer_kernels(squeezenet, tmp_path):
+    """onnxruntime's QOperator format (QLinearConv, QGemm, com.microsoft QLinearConcat /
+    QLinearGlobalAveragePool — none of which TVM 0.27 converts) is spelled as QDQ at import and
+    takes the integer path; onnxruntime runs the QLinear ops themselves as the reference."""
+    import onnx
+
+    scores = _with_dense_head(squeezenet, tmp_path / "scores.onnx")
+    qop = quant_models.qdq_onnx(scores, tmp_path / "scores-qop.onnx", qoperator=True)
+    ops = {n.op_type for n in onnx.load(str(qop)).graph.node}
+    assert {"QLinearConv", "QGemm", "QLinearConcat", "QLinearGlobalAveragePool"} <= ops, ops
+    result = package(PackageOptions(model=qop, device="host", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed", v
+    shown = run_edgetune("inspect", str(qop)).stdout
+    assert "unsupported" not in shown and "int8 × int8 → int32 convolutions: 27 of 27" in shown, shown
+    assert "QOperator int8 ops spelled as DequantizeLinear → op → QuantizeLinear: 1 QGemm, 8 QLinearConcat, 26 QLinearConv" in shown
+
+
 def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_path):
     """The quantizer's output stores weights after the flatbuffer, writes QUANTIZE's operator
     code in the new field only, and pads int8 tensors with PAD: all three used to stop the

@@ -4,7 +4,8 @@ Steps: drop initializers listed as graph inputs; make ``--bind`` inputs constant
 input dims from ``--input-shape``; rewrite batch-major recurrent layers to time-major; fold
 shape-computation subgraphs (Shape→Gather→Concat→Reshape) and ``If`` nodes whose condition is
 then constant with onnxruntime's basic graph optimisation; check the recurrent layers
-(:mod:`.onnx_graph`); sanitize tensor names TVM cannot carry (``gpu_0/data_0``); then convert.
+(:mod:`.onnx_graph`); spell QOperator int8 ops as QDQ (:mod:`.onnx_qlinear`, after the reference
+copy is taken); sanitize tensor names TVM cannot carry (``gpu_0/data_0``); then convert.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
 from .onnx_graph import bind_inputs, check_recurrent, time_major
+from .onnx_qlinear import expand_qlinear_ops
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +93,24 @@ def op_histogram(model: Any) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _with_qlinear_expanded(model: Any) -> Any:
+    """``model``, or a copy with its QLinear ops expanded when it has any (the import expands them
+    only after the reference copy is taken)."""
+    if not any(n.op_type.startswith("QLinear") or n.op_type == "QGemm" for n in model.graph.node):
+        return model
+    import onnx
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    expand_qlinear_ops(probe)
+    return probe
+
+
 def unsupported_ops(model: Any) -> list[str]:
-    """Op types TVM's ONNX frontend has no converter for."""
+    """Op types TVM's ONNX frontend has no converter for (QLinear ops edgetune expands count as
+    what they expand to)."""
     supported = _tvm.onnx_supported_ops()
-    return sorted({op for op in op_histogram(model) if op not in supported})
+    return sorted({op for op in op_histogram(_with_qlinear_expanded(model)) if op not in supported})
 
 
 def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
@@ -216,7 +232,11 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     check_recurrent(model)
     if bound:
         notes.append("bound at package time: " + ", ".join(f"{k}={v}" for k, v in bound.items()))
-    reference = model.SerializeToString()
+    reference = model.SerializeToString()  # onnxruntime runs the QLinear ops themselves
+    expanded = expand_qlinear_ops(model)
+    if expanded:
+        kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))
+        notes.append(f"QOperator int8 ops spelled as DequantizeLinear → op → QuantizeLinear: {kinds}")
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
