@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             records = None
             if args.minutes:
                 records = work / f"records-{name}-{kind}"
+                shutil.rmtree(records, ignore_errors=True)  # a job left from an earlier run would resume, spent
                 summary = vs.tune(model, records, args.minutes, "auto")
                 row[f"{kind}_trials"] = summary.get("trials_total", 0)
             pkg = work / f"{name}-{kind}-{args.minutes:g}"

@@ -217,6 +217,15 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     assert "Traceback" not in board.stderr + target.stderr + missing.stderr
 
 
+def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
+    # the plain-text progress line (stderr not a terminal) compared trials with a trial budget
+    # that --time alone leaves unset: the second batch's line crashed the run
+    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(tmp_path / "r"), "--time", "35s",
+                       "--batch", "4", "--population", "32")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "stopped: " in res.stdout and "internal error" not in res.stderr, res.stderr[-2000:]
+
+
 def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",

@@ -142,7 +142,7 @@ def _live(enabled: bool) -> Iterator[tuple[Callable[[Any], None], Callable[[str]
     last = [0.0]
 
     def line(s: Any) -> None:
-        if time.monotonic() - last[0] >= 10 or s.spent >= s.budget:
+        if time.monotonic() - last[0] >= 10 or (s.budget is not None and s.spent >= s.budget):
             last[0] = time.monotonic()
             nets = "  ".join(f"{n.name} {_fmt(n.estimate_ms)} ms" for n in s.networks)
             budget = f"{s.spent}/{s.budget}" if s.budget is not None else f"{s.spent}"
