@@ -21,8 +21,10 @@ runtimes' integer sum, then applies the bias and the per-channel scale as they d
   — or fp32 kernels over the same small integers where the CPU has none, depthwise layers and
   GPUs alike (exact while every partial sum stays below 2²⁴: ``K · 255 · max|w| < 2²⁴``, checked
   per layer and counted).
-* dense layers, and convolutions behind a reshape or transpose, keep fp32 kernels over ``x − zx``
-  and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact;
+* dense layers (a 2-D input, maybe flattened first) become 1×1 integer convolutions over their
+  rows — the same kernels;
+* convolutions behind a reshape or transpose, and dense layers over higher-rank inputs, keep
+  fp32 kernels over ``x − zx`` and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact;
   nor is a scale folded into such weights, :func:`.lowering.fold_affine_into_conv`).
 
 Other QDQ ops (pools, concatenations, activations between a dequantize and a quantize) keep the
