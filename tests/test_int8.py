@@ -107,6 +107,31 @@ def test_qoperator_onnx_runs_as_its_qdq_spelling_on_integer_kernels(squeezenet, 
     assert "QOperator int8 ops spelled as DequantizeLinear → op → QuantizeLinear: 1 QGemm, 8 QLinearConcat, 26 QLinearConv" in shown
 
 
+def test_qoperator_below_opset_13_is_refused_with_the_reason(squeezenet, tmp_path):
+    """Per-channel QLinearConv scales have no DequantizeLinear spelling before opset 13: the
+    error says so and how to convert, instead of only "cannot convert"."""
+    import onnx
+    from onnxruntime import quantization as q
+
+    src = _with_dense_head(squeezenet, tmp_path / "scores.onnx")  # opset 9: the quantizer writes opset 11
+    data = next(i for i in onnx.load(str(src)).graph.input if i.name == "data_0")
+    shape = tuple(d.dim_value for d in data.type.tensor_type.shape.dim)
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter([{"data_0": np.zeros(shape, np.float32)}])
+
+        def get_next(self):  # noqa: ANN201 (onnxruntime's interface)
+            return next(self.items, None)
+
+    old = tmp_path / "scores-qop11.onnx"
+    q.quantize_static(str(src), str(old), Reader(), quant_format=q.QuantFormat.QOperator, per_channel=True,
+                      activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
+    res = run_edgetune("package", str(old), "--device", "host", "-o", str(tmp_path / "pkg"))
+    assert res.returncode != 0 and "cannot convert: QLinearConv" in res.stderr, res.stderr
+    assert "need opset 13" in res.stderr and "this file is opset 11" in res.stderr, res.stderr
+
+
 def test_int8_tflite_from_ai_edge_quantizer_matches_litert_within_a_step(tmp_path):
     """The quantizer's output stores weights after the flatbuffer, writes QUANTIZE's operator
     code in the new field only, and pads int8 tensors with PAD: all three used to stop the

@@ -21,7 +21,7 @@ from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
 from .onnx_graph import bind_inputs, check_recurrent, time_major
-from .onnx_qlinear import expand_qlinear_ops
+from .onnx_qlinear import expand_qlinear_ops, qlinear_hint
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     shapes, notes = _fix_shapes(model, overrides)
     missing = unsupported_ops(model)
     if missing:
-        raise UnsupportedOpsError(missing, "ONNX")
+        raise UnsupportedOpsError(missing, "ONNX", qlinear_hint(model, missing))
     if time_major(model):
         notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
     ops = {n.op_type for n in model.graph.node}

@@ -142,3 +142,15 @@ def expand_qlinear_ops(model: Any) -> list[str]:
         graph.node.extend(nodes)
         graph.initializer.extend(new_inits)
     return expanded
+
+
+def qlinear_hint(model: Any, missing: list[str]) -> str | None:
+    """Why QLinear ops were left unexpanded, as a next step for the user (None: no such op)."""
+    left = [op for op in missing if op.split("::")[-1].startswith("QLinear") or op.endswith("QGemm")]
+    if not left:
+        return None
+    if _opset(model) < 13:
+        return (f"{', '.join(left)} with per-channel scales need opset 13 (DequantizeLinear's axis), and constant "
+                f"scales; this file is opset {_opset(model)}: convert it with "
+                "onnx.version_converter.convert_version(model, 13), or quantize with quant_format=QDQ")
+    return "their scales and zero points must be constants (initializers); or quantize with quant_format=QDQ"
