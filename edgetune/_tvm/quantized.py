@@ -33,6 +33,7 @@ float path, as onnxruntime runs them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -347,51 +348,39 @@ def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
     the network. Returns the module and how many adds were rewritten."""
     from tvm import relax
 
-    done = [0]
-
-    @relax.expr_functor.mutator
-    class _Add(relax.PyExprMutator):
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) != "int8":
-                return new
-            rewritten = self._rewrite(new)
-            return new if rewritten is None else rewritten
-
-        def _rewrite(self, q: Any) -> Any | None:
-            add = _bound_value(self, q.args[0])
-            if _op_name(add) != "relax.add":
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        add = _bound_value(mutator, q.args[0])
+        if _op_name(add) != "relax.add":
+            return None
+        terms = []
+        for arg in add.args:
+            d = _bound_value(mutator, arg)
+            if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
                 return None
-            terms = []
-            for arg in add.args:
-                d = _bound_value(self, arg)
-                if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
-                    return None
-                scale, zero = _const_array(d.args[1]), _const_array(d.args[2])
-                if scale is None or zero is None or scale.size != 1 or zero.size != 1 or _const_array(d.args[0]) is not None:
-                    return None
-                terms.append((d.args[0], np.float32(scale.reshape(())), int(zero.reshape(()))))
-            sy, zy = _const_array(q.args[1]), _const_array(q.args[2])
-            if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+            scale, zero = _const_array(d.args[1]), _const_array(d.args[2])
+            if scale is None or zero is None or scale.size != 1 or zero.size != 1 or _const_array(d.args[0]) is not None:
                 return None
-            ratios = [np.float32(s / np.float32(sy.reshape(()))) for _x, s, _z in terms]
-            largest = max(ratios)
-            if not all(2.0**-10 <= r < 2.0**8 for r in ratios):
-                return None  # outside XNNPACK's range: it would not run this add either
-            shift = 20 - (int(np.frombuffer(np.float32(largest).tobytes(), np.uint32)[0] >> 23) - 127)
-            mults = [int(np.rint(np.float32(r) * np.float32(2.0**shift))) for r in ratios]
-            bias = (1 << (shift - 1)) - sum(m * z for m, (_x, _s, z) in zip(mults, terms))
-            emit = self.builder_.emit
-            acc: Any = relax.const(np.int32(bias), "int32")
-            for m, (x, _s, _z) in zip(mults, terms):
-                wide = emit(relax.op.astype(x, "int32"))
-                acc = emit(relax.op.add(acc, emit(relax.op.multiply(wide, relax.const(np.int32(m), "int32")))))
-            shifted = emit(relax.op.right_shift(acc, relax.const(np.int32(shift), "int32")))
-            out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
-            done[0] += 1
-            return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
+            terms.append((d.args[0], np.float32(scale.reshape(())), int(zero.reshape(()))))
+        sy, zy = _const_array(q.args[1]), _const_array(q.args[2])
+        if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+            return None
+        ratios = [np.float32(s / np.float32(sy.reshape(()))) for _x, s, _z in terms]
+        largest = max(ratios)
+        if not all(2.0**-10 <= r < 2.0**8 for r in ratios):
+            return None  # outside XNNPACK's range: it would not run this add either
+        shift = 20 - (int(np.frombuffer(np.float32(largest).tobytes(), np.uint32)[0] >> 23) - 127)
+        mults = [int(np.rint(np.float32(r) * np.float32(2.0**shift))) for r in ratios]
+        bias = (1 << (shift - 1)) - sum(m * z for m, (_x, _s, z) in zip(mults, terms))
+        emit = mutator.builder_.emit
+        acc: Any = relax.const(np.int32(bias), "int32")
+        for m, (x, _s, _z) in zip(mults, terms):
+            wide = emit(relax.op.astype(x, "int32"))
+            acc = emit(relax.op.add(acc, emit(relax.op.multiply(wide, relax.const(np.int32(m), "int32")))))
+        shifted = emit(relax.op.right_shift(acc, relax.const(np.int32(shift), "int32")))
+        out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
+        return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
 
-    return _map_functions(mod, lambda m, f: _Add(m).visit_expr(f)), done[0]
+    return _rewrite_int8_quantizes(mod, rewrite)
 
 
 def int8_relus(mod: Any) -> tuple[Any, int]:
@@ -402,38 +391,52 @@ def int8_relus(mod: Any) -> tuple[Any, int]:
     many ReLUs were rewritten."""
     from tvm import relax
 
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        relu = _bound_value(mutator, q.args[0])
+        if _op_name(relu) != "relax.nn.relu":
+            return None
+        d = _bound_value(mutator, relu.args[0])
+        if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
+            return None
+        consts = [_const_array(e) for e in (d.args[1], d.args[2], q.args[1], q.args[2])]
+        if any(c is None or c.size != 1 for c in consts):
+            return None
+        s1, z1, s2, z2 = (c.reshape(()) for c in consts)
+        v = np.arange(-128, 128, dtype=np.int32)
+        float_path = np.clip(np.round(np.maximum((v - z1).astype(np.float32) * np.float32(s1), np.float32(0))
+                                      / np.float32(s2)) + np.float32(z2), -128, 127)
+        k = np.float32(np.float32(s1) / np.float32(s2))
+        cheap = np.clip(np.round(np.maximum(v - z1, 0).astype(np.float32) * k) + np.float32(z2), -128, 127)
+        if not np.array_equal(float_path, cheap):
+            return None
+        emit = mutator.builder_.emit
+        wide = emit(relax.op.astype(d.args[0], "int32"))
+        above = emit(relax.op.maximum(emit(relax.op.subtract(wide, relax.const(np.int32(z1), "int32"))),
+                                      relax.const(np.int32(0), "int32")))
+        scaled = emit(relax.op.multiply(emit(relax.op.astype(above, "float32")), relax.const(k, "float32")))
+        shifted = emit(relax.op.add(emit(relax.op.round(scaled)), relax.const(np.float32(z2), "float32")))
+        return relax.op.astype(emit(relax.op.clip(shifted, -128.0, 127.0)), "int8")
+
+    return _rewrite_int8_quantizes(mod, rewrite)
+
+
+def _rewrite_int8_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None]) -> tuple[Any, int]:
+    """``mod`` with each int8 ``quantize`` call replaced by ``rewrite(mutator, call)`` where that
+    gives an expression (None: kept), and how many were replaced."""
+    from tvm import relax
+
     done = [0]
 
     @relax.expr_functor.mutator
-    class _Relu(relax.PyExprMutator):
+    class _Rewrite(relax.PyExprMutator):
         def visit_call_(self, op: Any) -> Any:  # noqa: N802
             new = super().visit_call_(op)
             if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) != "int8":
                 return new
-            relu = _bound_value(self, new.args[0])
-            if _op_name(relu) != "relax.nn.relu":
+            rewritten = rewrite(self, new)
+            if rewritten is None:
                 return new
-            d = _bound_value(self, relu.args[0])
-            if _op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
-                return new
-            consts = [_const_array(e) for e in (d.args[1], d.args[2], new.args[1], new.args[2])]
-            if any(c is None or c.size != 1 for c in consts):
-                return new
-            s1, z1, s2, z2 = (c.reshape(()) for c in consts)
-            v = np.arange(-128, 128, dtype=np.int32)
-            float_path = np.clip(np.round(np.maximum((v - z1).astype(np.float32) * np.float32(s1), np.float32(0))
-                                          / np.float32(s2)) + np.float32(z2), -128, 127)
-            k = np.float32(np.float32(s1) / np.float32(s2))
-            cheap = np.clip(np.round(np.maximum(v - z1, 0).astype(np.float32) * k) + np.float32(z2), -128, 127)
-            if not np.array_equal(float_path, cheap):
-                return new
-            emit = self.builder_.emit
-            wide = emit(relax.op.astype(d.args[0], "int32"))
-            above = emit(relax.op.maximum(emit(relax.op.subtract(wide, relax.const(np.int32(z1), "int32"))),
-                                          relax.const(np.int32(0), "int32")))
-            scaled = emit(relax.op.multiply(emit(relax.op.astype(above, "float32")), relax.const(k, "float32")))
-            shifted = emit(relax.op.add(emit(relax.op.round(scaled)), relax.const(np.float32(z2), "float32")))
             done[0] += 1
-            return relax.op.astype(emit(relax.op.clip(shifted, -128.0, 127.0)), "int8")
+            return rewritten
 
-    return _map_functions(mod, lambda m, f: _Relu(m).visit_expr(f)), done[0]
+    return _map_functions(mod, lambda m, f: _Rewrite(m).visit_expr(f)), done[0]
