@@ -263,7 +263,7 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     XNNPACK computes them — the quantization scheme kept on the module. A float model as is."""
     import json
 
-    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, xnnpack_int8_adds
+    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, int8_tables, xnnpack_int8_adds
 
     scheme = quantization_scheme(mod)
     if scheme is None:
@@ -273,7 +273,9 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     if tflite:
         mod, adds = xnnpack_int8_adds(mod)
         mod, relus = int8_relus(mod)
+    mod, tables = int8_tables(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
+                  tables=tables,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
                   runs_as="full convolutions and dense layers (as 1×1 convolutions) on the CPU's int8 dot-product "
                           "instruction (AVX-512 VNNI, Arm sdot, NEON smull), depthwise layers (and CPUs without one) as "

@@ -314,6 +314,8 @@ def to_nhwc(mod: Any) -> Any:
                     w = _ints(call.attrs.pad_width)  # (before, after) per NCHW axis
                     widths = [p for axis in TO_NHWC for p in w[2 * axis:2 * axis + 2]]
                     return relax.op.nn.pad(self._in_nhwc(call.args[0]), widths, pad_value=float(call.attrs.pad_value)), False
+                if name == "relax.take" and _is_table(call) and _rank(call) == 4:  # a lookup per element
+                    return relax.op.take(call.args[0], self._in_nhwc(call.args[1]), axis=0), False
                 if name in _QUANTIZE and _rank(call) == 4 and all(_rank(a) == 0 or _const_size(a) == 1 for a in call.args[1:]):
                     op = relax.op.quantize if name == "relax.quantize" else relax.op.dequantize  # per tensor: no axis to move
                     return op(self._in_nhwc(call.args[0]), *call.args[1:], axis=-1, out_dtype=str(call.attrs.out_dtype)), False
@@ -352,6 +354,13 @@ def to_nhwc(mod: Any) -> Any:
             return op(self.nhwc[call.args[0]], axis=[1, 2], keepdims=keep), not keep
 
     return _map_functions(mod, lambda m, f: _NHWC(m).visit_expr(f))
+
+
+def _is_table(call: Any) -> bool:
+    """``call`` is ``take(table, index, axis=0)`` with a constant 1-D table: an elementwise
+    lookup (:func:`.quantized.int8_tables`)."""
+    table = _const_array(call.args[0])
+    return table is not None and table.ndim == 1 and call.attrs.axis is not None and int(call.attrs.axis) == 0
 
 
 class _NotConvertibleError(Exception):
@@ -1197,25 +1206,59 @@ def broadcasts_apart(mod: Any) -> Any:
         if pattern(value) not in (_ELEMWISE, _BROADCAST) or out is None:
             continue
         if any(isinstance(a, relax.Var) and spread(a, out) and from_reduction(a) for a in value.args[1].fields):
-            relabel[var] = value
+            relabel[var] = (value, _INJECTIVE, "apart")
+    return _relabel(mod, relabel)
+
+
+def table_lookups_elementwise(mod: Any) -> Any:
+    """Lookups in a constant 1-D table (``take(table, index)``, :func:`.quantized.int8_tables`)
+    labelled elementwise, for their call only: TVM labels ``take`` injective (its output is not
+    a function of the same element of its index in general), so FuseOps kept each lookup out of
+    the convolution it follows — a kernel of its own, a pass over memory and a dispatch per
+    table. Over a constant table indexed by a tensor of the output's shape it is elementwise."""
+    from tvm import relax
+
+    main = mod["main"]
+    call_tir = tvm().ir.Op.get("relax.call_tir")
+    relabel = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            value = b.value
+            if not isinstance(value, relax.Call) or not value.op.same_as(call_tir):
+                continue
+            args = list(value.args[1].fields)
+            func = mod[value.args[0]]
+            if (len(args) == 2 and func.attrs is not None and "op_pattern" in func.attrs
+                    and int(func.attrs["op_pattern"]) != _ELEMWISE and value.args[0].name_hint.startswith("take") and _const_array(args[0]) is not None
+                    and _const_array(args[0]).ndim == 1 and _is_tensor(args[1]) and _is_tensor(value)
+                    and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
+                relabel[b.var] = (value, _ELEMWISE, "lookup")
+    return _relabel(mod, relabel)
+
+
+def _relabel(mod: Any, relabel: dict[Any, tuple[Any, int, str]]) -> Any:
+    """``mod`` with the call_tir bound to each variable of ``relabel`` calling a copy of its
+    PrimFunc with another FuseOps pattern (``relabel[var] = (value, pattern, suffix)``)."""
+    from tvm import relax
+
     if not relabel:
         return mod
 
     @relax.expr_functor.mutator
     class _Relabel(relax.PyExprMutator):
         def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            value = relabel.get(binding.var)
-            if value is None:
+            if binding.var not in relabel:
                 return super().visit_var_binding_(binding)
+            value, op_pattern, suffix = relabel[binding.var]
             gv = value.args[0]
-            copy = self.builder_.add_func(mod[gv].with_attr("op_pattern", _INJECTIVE), f"{gv.name_hint}_apart")
+            copy = self.builder_.add_func(mod[gv].with_attr("op_pattern", op_pattern), f"{gv.name_hint}_{suffix}")
             new = relax.Call(value.op, [copy, *(self.visit_expr(a) for a in value.args[1:])], value.attrs, value.ty_args)
             emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
             self.set_var_remap(binding.var, emit(new))
             return None
 
     mutator = _Relabel(mod)
-    mutator.builder_.update_func(mod.get_global_var("main"), mutator.visit_expr(main))
+    mutator.builder_.update_func(mod.get_global_var("main"), mutator.visit_expr(mod["main"]))
     return mutator.builder_.get()
 
 
@@ -1256,5 +1299,5 @@ def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
         if lowering == NATIVE:  # exactly TVM's zero pipeline: records made with it must match
             legal = relax.transform.FoldConstant()(legal)
         else:
-            legal = _fold_rest(broadcasts_apart(legal))
+            legal = _fold_rest(broadcasts_apart(table_lookups_elementwise(legal)))
         return tvm().transform.Sequential([relax.transform.FuseOps(), relax.transform.FuseTIR()])(legal)

@@ -380,7 +380,7 @@ def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
         out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
         return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
 
-    return _rewrite_int8_quantizes(mod, rewrite)
+    return _rewrite_quantizes(mod, rewrite)
 
 
 def int8_relus(mod: Any) -> tuple[Any, int]:
@@ -417,12 +417,141 @@ def int8_relus(mod: Any) -> tuple[Any, int]:
         shifted = emit(relax.op.add(emit(relax.op.round(scaled)), relax.const(np.float32(z2), "float32")))
         return relax.op.astype(emit(relax.op.clip(shifted, -128.0, 127.0)), "int8")
 
-    return _rewrite_int8_quantizes(mod, rewrite)
+    return _rewrite_quantizes(mod, rewrite)
 
 
-def _rewrite_int8_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None]) -> tuple[Any, int]:
-    """``mod`` with each int8 ``quantize`` call replaced by ``rewrite(mutator, call)`` where that
-    gives an expression (None: kept), and how many were replaced."""
+_TABLE_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relax.nn.relu": lambda v: np.maximum(v, v.dtype.type(0)),
+    "relax.sigmoid": lambda v: (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(v.dtype),
+    "relax.tanh": lambda v: np.tanh(v.astype(np.float64)).astype(v.dtype),
+    "relax.exp": lambda v: np.exp(v.astype(np.float64)).astype(v.dtype),
+    "relax.negative": np.negative,
+    "relax.abs": np.abs,
+    "relax.round": np.round,
+    "relax.floor": np.floor,
+    "relax.ceil": np.ceil,
+}
+_TABLE_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "relax.add": np.add,
+    "relax.subtract": np.subtract,
+    "relax.multiply": np.multiply,
+    "relax.divide": np.divide,
+    "relax.maximum": np.maximum,
+    "relax.minimum": np.minimum,
+}
+_INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+
+def int8_tables(mod: Any) -> tuple[Any, int]:
+    """Chains of elementwise float ops between one 8-bit tensor and a quantize —
+    ``quantize(f(dequantize(x)))`` with per-tensor parameters and scalar constants, such as
+    MobileNetV3's hard-swish in QDQ form (dequantize → hard-sigmoid → quantize → dequantize →
+    multiply → quantize) or a rescale from one scale to another — replaced by a lookup in a
+    256-entry table of that chain's results, computed here in float32 on every one of the 256
+    inputs as the float path computes them (round half to even, saturating). Each quantize in
+    the float path divides per element; the lookup is one gather. Tables follow tables: a chain
+    through an already tabled quantize is evaluated through its table, so the whole chain
+    becomes one lookup. Returns the module and how many quantizes were replaced."""
+    from tvm import relax
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        source: list[Any] = []
+        values = _chain_values(mutator, q, source)
+        if values is None or not source:
+            return None
+        x = source[0]
+        if [int(d) for d in x.ty.shape.values] != [int(d) for d in q.ty.shape.values]:
+            return None  # a constant broadcast the chain to another shape
+        emit = mutator.builder_.emit
+        index = emit(relax.op.astype(x, "int32"))
+        if str(x.ty.dtype) == "int8":
+            index = emit(relax.op.add(index, relax.const(np.int32(128), "int32")))
+        table = relax.const(values.astype(np.int32), "int32")
+        return relax.op.astype(emit(relax.op.take(table, index, axis=0)), str(q.attrs.out_dtype))
+
+    return _rewrite_quantizes(mod, rewrite, tuple(_INT_RANGE))
+
+
+def _chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> np.ndarray | None:
+    """The value of ``expr`` for each of the 256 values of the one 8-bit tensor it is an
+    elementwise function of (set as ``source[0]``), in that tensor's order (−128…127 or
+    0…255); None when ``expr`` is anything else. An 8-bit variable is seen through when its own
+    value is such a function (an earlier table), else it is the source."""
+    from tvm import relax
+
+    if depth > 64:
+        return None
+    if type(expr).__name__ in ("FloatImm", "IntImm"):  # clip's bounds
+        return np.asarray(expr.value)
+    constant = _const_array(expr)
+    if constant is not None:
+        return constant.reshape(()) if constant.size == 1 else None
+    call = _bound_value(mutator, expr)
+    if isinstance(call, relax.Call):
+        trial = list(source)
+        value = _call_values(mutator, call, trial, depth + 1)
+        if value is not None:
+            source[:] = trial
+            return value
+    dtype = str(getattr(expr.ty, "dtype", "")) if isinstance(expr, relax.Var) else ""
+    if dtype not in _INT_RANGE or (source and not source[0].same_as(expr)):
+        return None
+    source[:] = [expr]
+    low, high = _INT_RANGE[dtype]
+    return np.arange(low, high + 1, dtype=np.int32).astype(dtype)
+
+
+def _call_values(mutator: Any, call: Any, source: list[Any], depth: int) -> np.ndarray | None:
+    """:func:`_chain_values` of one call."""
+    name = _op_name(call)
+    if name in ("relax.quantize", "relax.dequantize"):
+        args = [_chain_values(mutator, a, source, depth) for a in call.args]
+        if any(a is None for a in args) or _const_array(call.args[1]) is None or _const_array(call.args[2]) is None:
+            return None  # parameters: scalar constants (per-tensor)
+        data, scale, zero = args
+        if name == "relax.dequantize":
+            if str(call.attrs.out_dtype) != "float32":
+                return None
+            return (data.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * np.float32(scale)
+        out_dtype = str(call.attrs.out_dtype)
+        if out_dtype not in _INT_RANGE or data.dtype != np.float32:
+            return None
+        low, high = _INT_RANGE[out_dtype]
+        rounded = np.round(data / np.float32(scale)) + np.float32(zero)
+        return np.clip(rounded, np.float32(low), np.float32(high)).astype(out_dtype)
+    if name == "relax.take":
+        table, index = _const_array(call.args[0]), _chain_values(mutator, call.args[1], source, depth)
+        if table is None or index is None or table.ndim != 1 or int(call.attrs.axis) != 0:
+            return None
+        return table[index.astype(np.int64)] if index.min() >= 0 and index.max() < table.size else None
+    args = [_chain_values(mutator, a, source, depth) for a in call.args]
+    if any(a is None for a in args):
+        return None
+    dtype = np.dtype(str(call.ty.dtype)) if hasattr(call.ty, "dtype") else None
+    if dtype is None:
+        return None
+    with np.errstate(all="ignore"):
+        if name == "relax.astype":
+            value = args[0]
+            if dtype.kind in "iu" and value.dtype.kind == "f":
+                info = np.iinfo(dtype)
+                if not np.all((value > info.min - 1) & (value < info.max + 1)):
+                    return None  # an overflowing cast: target-defined
+            return value.astype(dtype)
+        if name in _TABLE_UNARY and len(args) == 1 and dtype.kind == "f":
+            return _TABLE_UNARY[name](args[0].astype(dtype)).astype(dtype)
+        if name == "relax.clip" and len(args) == 3:
+            return np.clip(args[0].astype(dtype), dtype.type(args[1]), dtype.type(args[2])).astype(dtype)
+        if name in _TABLE_BINARY and len(args) == 2 and (dtype.kind == "f" or name != "relax.divide"):
+            return _TABLE_BINARY[name](args[0].astype(dtype), args[1].astype(dtype)).astype(dtype)
+    return None
+
+
+def _rewrite_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None],
+                       dtypes: tuple[str, ...] = ("int8",)) -> tuple[Any, int]:
+    """``mod`` with each ``quantize`` call to one of ``dtypes`` replaced by
+    ``rewrite(mutator, call)`` where that gives an expression (None: kept), and how many were
+    replaced."""
     from tvm import relax
 
     done = [0]
@@ -431,7 +560,7 @@ def _rewrite_int8_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None])
     class _Rewrite(relax.PyExprMutator):
         def visit_call_(self, op: Any) -> Any:  # noqa: N802
             new = super().visit_call_(op)
-            if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) != "int8":
+            if _op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) not in dtypes:
                 return new
             rewritten = rewrite(self, new)
             if rewritten is None:
