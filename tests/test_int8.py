@@ -214,3 +214,72 @@ def test_int8_cnn_for_pi4_under_qemu_is_bit_exact(int8_cnn, tmp_path, qemu):
     """The NEON integer kernels (Cortex-A72, no dot product), checked under qemu."""
     v = package(PackageOptions(model=int8_cnn, device="pi4", output=tmp_path / "pkg")).verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+
+
+def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int]:
+    """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
+    HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →
+    QuantizeLinear → DequantizeLinear, after a 1×1 convolution (``conv``) or on the input itself.
+    Returns the file, the output's scale and zero point."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    scale, zero, out_scale, out_zero = 0.05, 3, 0.021, -100
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", scale, np.float32), ("z", zero, np.int8), ("hs", 1 / 255, np.float32), ("hz", -128, np.int8),
+        ("os", out_scale, np.float32), ("oz", out_zero, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
+    source = "xd"
+    if conv:
+        w = rng.integers(-127, 128, (8, 8, 1, 1)).astype(np.int8)
+        inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(8, 0.002, np.float32), "ws"),
+                  numpy_helper.from_array(np.zeros(8, np.int8), "wz"),
+                  numpy_helper.from_array(rng.integers(-500, 500, 8).astype(np.int32), "b"),
+                  numpy_helper.from_array(np.full(8, scale * 0.002, np.float32), "bs"),
+                  numpy_helper.from_array(np.zeros(8, np.int32), "bz")]
+        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+                  helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+                  helper.make_node("Conv", ["xd", "wd", "bd"], ["c"]),
+                  helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+                  helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"])]
+        source = "cd"
+    nodes += [helper.make_node("HardSigmoid", [source], ["h"], alpha=1 / 6, beta=0.5),
+              helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+              helper.make_node("DequantizeLinear", ["hq", "hs", "hz"], ["hd"]),
+              helper.make_node("Mul", [source, "hd"], ["m"]),
+              helper.make_node("QuantizeLinear", ["m", "os", "oz"], ["mq"]),
+              helper.make_node("DequantizeLinear", ["mq", "os", "oz"], ["y"])]
+    shape = [1, 8, 8, 4]
+    graph = helper.make_graph(nodes, "hard_swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(out))
+    return out, out_scale, out_zero
+
+
+@pytest.mark.parametrize("conv", [False, True], ids=["alone", "after-conv"])
+def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(tmp_path, conv):
+    """quantize(hard-swish(dequantize(x))) as QDQ spells it — two divisions per element on the
+    float path — becomes one lookup in a 256-entry table computed at import; after a
+    convolution the lookup runs in that kernel's epilogue. Checked on every one of the 256 int8
+    inputs against onnxruntime."""
+    import onnxruntime as ort
+
+    import edgetune_runtime
+
+    model, out_scale, _zero = _hard_swish_qdq(tmp_path / "hs.onnx", conv)
+    if conv:
+        scheme = json.loads(str(import_model(model).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
+        assert scheme["tables"] == 2, scheme  # the hard-sigmoid's quantize, then the product's through it
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed", result.verification
+    kernels = sorted(result.manifest["kernels"])
+    assert not any(k.startswith(("take", "fused_take")) for k in kernels), kernels  # no lookup kernel of its own
+    assert any(("conv2d" in k) == conv and "lookup" in k for k in kernels), kernels
+    # every int8 input value: x = (q − z)·s for q in −128…127 (the graph's quantize gives q back)
+    x = ((np.arange(-128, 128) - 3) * np.float32(0.05)).astype(np.float32).reshape(1, 8, 8, 4)
+    ours = edgetune_runtime.load(result.path).run(x)["y"]
+    theirs = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    steps = np.rint(np.abs(ours - theirs) / out_scale)
+    assert steps.max() <= 1 and (steps == 0).mean() > 0.98, (steps.max(), (steps == 0).mean())

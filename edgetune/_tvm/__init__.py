@@ -266,8 +266,8 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     from .quantized import SCHEME_ATTR, exact_int8_layers, int8_relus, int8_tables, xnnpack_int8_adds
 
     scheme = quantization_scheme(mod)
-    if scheme is None:
-        return mod  # a float model
+    if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
+        return int8_tables(mod)[0]
     mod, exact = exact_int8_layers(mod)
     adds = relus = 0
     if tflite:

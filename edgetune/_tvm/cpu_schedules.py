@@ -216,7 +216,30 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         loops = sch.get_loops(block)
         if len(loops) > 1:
             sch.unroll(loops[-2])
+        cuts = _pad_edges(sch, block, _extent(sch, loops[-1])) if block == writer else []
+        if cuts:
+            # A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
+            # if_then_else on the vector lane, which TVM cannot vectorize: it left the whole
+            # epilogue scalar (BlazeFace int8: 0.36 → 0.2 ms per layer, partitioned, measured).
+            # Cut the loop where the condition flips: each part vectorizes with it constant.
+            sizes = [b - a for a, b in zip([0, *cuts], cuts)]
+            for part in sch.loop_partition(loops[-1], [*sizes, None]):
+                sch.vectorize(part)
+            continue
         _vector_registers(sch, loops[-1], cpu)
+
+
+def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
+    """Where a pad's ``if_then_else`` in ``block`` changes along its innermost axis (the
+    constants it compares that axis with, inside the extent), ascending."""
+    import re
+
+    name = str(sch.get(block).iter_vars[-1].var.name)
+    body = str(sch.get(block).body)
+    if "if_then_else" not in body:
+        return []
+    edges = {int(n) for n in re.findall(rf"\b{re.escape(name)} < T\.int64\((\d+)\)", body)}
+    return sorted(e for e in edges if 0 < e < extent)
 
 
 EXPENSIVE_EPILOGUE = 2500  # characters of TVMScript: bias + activation ≈ 300-900, a SiLU with fast_exp ≈ 8000

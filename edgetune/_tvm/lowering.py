@@ -281,6 +281,10 @@ def to_nhwc(mod: Any) -> Any:
             if not 0 <= rank <= 4:
                 raise _NotConvertibleError
             value = _const_array(arg)
+            if value is not None and value.size == 1:
+                # rank 0: legalization makes it an immediate; as (1,1,1,1) it was a buffer the
+                # kernel loads, under a bounds predicate a masked gather per vector (measured)
+                return relax.const(value.reshape(()), str(ty.dtype))
             shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
             if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
                 return relax.const(value.reshape(shape).transpose(TO_NHWC).copy(), str(ty.dtype))
@@ -315,7 +319,7 @@ def to_nhwc(mod: Any) -> Any:
                     widths = [p for axis in TO_NHWC for p in w[2 * axis:2 * axis + 2]]
                     return relax.op.nn.pad(self._in_nhwc(call.args[0]), widths, pad_value=float(call.attrs.pad_value)), False
                 if name == "relax.take" and _is_table(call) and _rank(call) == 4:  # a lookup per element
-                    return relax.op.take(call.args[0], self._in_nhwc(call.args[1]), axis=0), False
+                    return relax.op.take(call.args[0], self._in_nhwc(call.args[1]), axis=0, mode=str(call.attrs.mode)), False
                 if name in _QUANTIZE and _rank(call) == 4 and all(_rank(a) == 0 or _const_size(a) == 1 for a in call.args[1:]):
                     op = relax.op.quantize if name == "relax.quantize" else relax.op.dequantize  # per tensor: no axis to move
                     return op(self._in_nhwc(call.args[0]), *call.args[1:], axis=-1, out_dtype=str(call.attrs.out_dtype)), False
