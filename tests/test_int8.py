@@ -272,6 +272,7 @@ def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(
     if conv:
         scheme = json.loads(str(import_model(model).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
         assert scheme["tables"] == 2, scheme  # the hard-sigmoid's quantize, then the product's through it
+        assert "2 int8 → int8 elementwise chains as 256-entry lookups" in run_edgetune("inspect", str(model)).stdout
     result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed", result.verification
     kernels = sorted(result.manifest["kernels"])

@@ -238,7 +238,7 @@ def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
     body = str(sch.get(block).body)
     if "if_then_else" not in body:
         return []
-    edges = {int(n) for n in re.findall(rf"\b{re.escape(name)} < T\.int64\((\d+)\)", body)}
+    edges = {int(n) for n in re.findall(rf"\b{re.escape(name)} < (?:T\.int64\()?(\d+)", body)}
     return sorted(e for e in edges if 0 < e < extent)
 
 

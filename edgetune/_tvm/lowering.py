@@ -1232,9 +1232,11 @@ def table_lookups_elementwise(mod: Any) -> Any:
                 continue
             args = list(value.args[1].fields)
             func = mod[value.args[0]]
-            if (len(args) == 2 and func.attrs is not None and "op_pattern" in func.attrs
-                    and int(func.attrs["op_pattern"]) != _ELEMWISE and value.args[0].name_hint.startswith("take") and _const_array(args[0]) is not None
-                    and _const_array(args[0]).ndim == 1 and _is_tensor(args[1]) and _is_tensor(value)
+            if len(args) != 2 or not value.args[0].name_hint.startswith("take") or func.attrs is None:
+                continue
+            table = _const_array(args[0])
+            if (table is not None and table.ndim == 1 and int(func.attrs.get("op_pattern", _ELEMWISE)) != _ELEMWISE
+                    and _is_tensor(args[1]) and _is_tensor(value)
                     and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
                 relabel[b.var] = (value, _ELEMWISE, "lookup")
     return _relabel(mod, relabel)
