@@ -27,8 +27,10 @@ runtimes' integer sum, then applies the bias and the per-channel scale as they d
   fp32 kernels over ``x − zx`` and ``w`` held as small integers in float32 (Winograd excepted: its transforms are not exact;
   nor is a scale folded into such weights, :func:`.lowering.fold_affine_into_conv`).
 
-Other QDQ ops (pools, concatenations, activations between a dequantize and a quantize) keep the
-float path, as onnxruntime runs them.
+Elementwise chains from one int8 tensor to a quantize (QDQ activations such as hard-swish,
+rescales) become lookups in 256-entry tables computed at import (:func:`int8_tables`); other QDQ
+ops (pools, concatenations, adds of two int8 tensors in ONNX) keep the float path, as onnxruntime
+runs them.
 """
 
 from __future__ import annotations
