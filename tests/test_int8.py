@@ -216,11 +216,11 @@ def test_int8_cnn_for_pi4_under_qemu_is_bit_exact(int8_cnn, tmp_path, qemu):
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
 
 
-def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int]:
+def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int, float]:
     """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
     HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →
     QuantizeLinear → DequantizeLinear, after a 1×1 convolution (``conv``) or on the input itself.
-    Returns the file, the output's scale and zero point."""
+    Returns the file, the input's scale and zero point, the output's scale."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -255,7 +255,7 @@ def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int]:
     graph = helper.make_graph(nodes, "hard_swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(out))
-    return out, out_scale, out_zero
+    return out, scale, zero, out_scale
 
 
 @pytest.mark.parametrize("conv", [False, True], ids=["alone", "after-conv"])
@@ -268,7 +268,7 @@ def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(
 
     import edgetune_runtime
 
-    model, out_scale, _zero = _hard_swish_qdq(tmp_path / "hs.onnx", conv)
+    model, scale, zero, out_scale = _hard_swish_qdq(tmp_path / "hs.onnx", conv)
     if conv:
         scheme = json.loads(str(import_model(model).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
         assert scheme["tables"] == 2, scheme  # the hard-sigmoid's quantize, then the product's through it
@@ -279,7 +279,7 @@ def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(
     assert not any(k.startswith(("take", "fused_take")) for k in kernels), kernels  # no lookup kernel of its own
     assert any(("conv2d" in k) == conv and "lookup" in k for k in kernels), kernels
     # every int8 input value: x = (q − z)·s for q in −128…127 (the graph's quantize gives q back)
-    x = ((np.arange(-128, 128) - 3) * np.float32(0.05)).astype(np.float32).reshape(1, 8, 8, 4)
+    x = ((np.arange(-128, 128) - zero) * np.float32(scale)).astype(np.float32).reshape(1, 8, 8, 4)
     ours = edgetune_runtime.load(result.path).run(x)["y"]
     theirs = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     steps = np.rint(np.abs(ours - theirs) / out_scale)

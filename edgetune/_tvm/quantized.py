@@ -404,12 +404,11 @@ def int8_relus(mod: Any) -> tuple[Any, int]:
         if any(c is None or c.size != 1 for c in consts):
             return None
         s1, z1, s2, z2 = (c.reshape(()) for c in consts)
+        float_path = _chain_values(mutator, q, [d.args[0]])  # for v = −128…127
         v = np.arange(-128, 128, dtype=np.int32)
-        float_path = np.clip(np.round(np.maximum((v - z1).astype(np.float32) * np.float32(s1), np.float32(0))
-                                      / np.float32(s2)) + np.float32(z2), -128, 127)
         k = np.float32(np.float32(s1) / np.float32(s2))
         cheap = np.clip(np.round(np.maximum(v - z1, 0).astype(np.float32) * k) + np.float32(z2), -128, 127)
-        if not np.array_equal(float_path, cheap):
+        if float_path is None or not np.array_equal(float_path, cheap):
             return None
         emit = mutator.builder_.emit
         wide = emit(relax.op.astype(d.args[0], "int32"))
