@@ -216,6 +216,36 @@ def test_int8_cnn_for_pi4_under_qemu_is_bit_exact(int8_cnn, tmp_path, qemu):
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
 
 
+def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path):
+    """Every int8 layer ends in round → clip → cast. TOPI spells round ``nearbyint``, which TVM's
+    loop vectorizer does not know (each such epilogue ran as a scalar loop); edgetune legalizes
+    it as ``round`` — on LLVM targets the same ``llvm.nearbyint``, ties to even. A requantized
+    value widened again (here the index of a lookup) is widened from its clipped float, not cast
+    to int8 and back."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import edgetune_runtime
+    from edgetune._tvm import cpu_schedules, lowering
+    from edgetune.profiles import get_profile
+
+    model, *_ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True)
+    target = _tvm.make_target(get_profile("host").target_spec())
+    fused = lowering.fuse(import_model(model).mod, target, lowering.lowering_for(target, "auto"))
+    [conv] = [f for gv, f in fused.functions_items() if "conv2d" in gv.name_hint]
+    epilogue = cpu_schedules.default_schedule(conv.with_attr("global_symbol", "main"), target)[0].mod.script()
+    assert "T.round(" in epilogue and "nearbyint" not in epilogue, epilogue
+    assert 'T.Cast("int32", T.max(T.min(T.round(' in epilogue, epilogue  # the lookup's index
+
+    graph = helper.make_graph([helper.make_node("Round", ["x"], ["y"])], "round",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "r.onnx"))
+    result = package(PackageOptions(model=tmp_path / "r.onnx", device="host", output=tmp_path / "pkg"))
+    x = (np.arange(-20, 20, dtype=np.float32) + 0.5).reshape(1, 40)  # every value a tie
+    np.testing.assert_array_equal(edgetune_runtime.load(result.path).run(x)["y"], np.round(x))
+
+
 def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int, float]:
     """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
     HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →
