@@ -221,7 +221,9 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     loop vectorizer does not know (each such epilogue ran as a scalar loop); edgetune legalizes
     it as ``round`` — on LLVM targets the same ``llvm.nearbyint``, ties to even. A requantized
     value widened again (here the index of a lookup) is widened from its clipped float, not cast
-    to int8 and back."""
+    to int8 and back. 40 output channels are computed as 48 (blocks of 16) or 64 (tiles of two):
+    the epilogue runs once per row of pixels over the 40, its loop cut into whole registers —
+    per tile its bound flips at a lane TVM cannot vectorize around."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -229,13 +231,16 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     from edgetune._tvm import cpu_schedules, lowering
     from edgetune.profiles import get_profile
 
-    model, *_ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True)
+    model, *_ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
     target = _tvm.make_target(get_profile("host").target_spec())
     fused = lowering.fuse(import_model(model).mod, target, lowering.lowering_for(target, "auto"))
     [conv] = [f for gv, f in fused.functions_items() if "conv2d" in gv.name_hint]
     epilogue = cpu_schedules.default_schedule(conv.with_attr("global_symbol", "main"), target)[0].mod.script()
     assert "T.round(" in epilogue and "nearbyint" not in epilogue, epilogue
     assert 'T.Cast("int32", T.max(T.min(T.round(' in epilogue, epilogue  # the lookup's index
+    assert "T.where" not in epilogue and "T.vectorized(T.int64(32), T.int64(40))" in epilogue, epilogue
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "hs"))
+    assert result.verification["status"] == "passed", result.verification
 
     graph = helper.make_graph([helper.make_node("Round", ["x"], ["y"])], "round",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40])],
@@ -246,11 +251,11 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     np.testing.assert_array_equal(edgetune_runtime.load(result.path).run(x)["y"], np.round(x))
 
 
-def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int, float]:
+def _hard_swish_qdq(out: Path, conv: bool, channels: int = 8) -> tuple[Path, float, int, float]:
     """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
     HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →
-    QuantizeLinear → DequantizeLinear, after a 1×1 convolution (``conv``) or on the input itself.
-    Returns the file, the input's scale and zero point, the output's scale."""
+    QuantizeLinear → DequantizeLinear, after a 1×1 convolution to ``channels`` (``conv``) or on
+    the input itself. Returns the file, the input's scale and zero point, the output's scale."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -263,12 +268,12 @@ def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int, float]:
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
     source = "xd"
     if conv:
-        w = rng.integers(-127, 128, (8, 8, 1, 1)).astype(np.int8)
-        inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(8, 0.002, np.float32), "ws"),
-                  numpy_helper.from_array(np.zeros(8, np.int8), "wz"),
-                  numpy_helper.from_array(rng.integers(-500, 500, 8).astype(np.int32), "b"),
-                  numpy_helper.from_array(np.full(8, scale * 0.002, np.float32), "bs"),
-                  numpy_helper.from_array(np.zeros(8, np.int32), "bz")]
+        w = rng.integers(-127, 128, (channels, 8, 1, 1)).astype(np.int8)
+        inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(channels, 0.002, np.float32), "ws"),
+                  numpy_helper.from_array(np.zeros(channels, np.int8), "wz"),
+                  numpy_helper.from_array(rng.integers(-500, 500, channels).astype(np.int32), "b"),
+                  numpy_helper.from_array(np.full(channels, scale * 0.002, np.float32), "bs"),
+                  numpy_helper.from_array(np.zeros(channels, np.int32), "bz")]
         nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
                   helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
                   helper.make_node("Conv", ["xd", "wd", "bd"], ["c"]),
@@ -283,7 +288,8 @@ def _hard_swish_qdq(out: Path, conv: bool) -> tuple[Path, float, int, float]:
               helper.make_node("DequantizeLinear", ["mq", "os", "oz"], ["y"])]
     shape = [1, 8, 8, 4]
     graph = helper.make_graph(nodes, "hard_swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels if conv else 8, 8, 4])],
+                              inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(out))
     return out, scale, zero, out_scale
 

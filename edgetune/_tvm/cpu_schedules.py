@@ -216,17 +216,33 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         loops = sch.get_loops(block)
         if len(loops) > 1:
             sch.unroll(loops[-2])
-        cuts = _pad_edges(sch, block, _extent(sch, loops[-1])) if block == writer else []
+        cuts = _lane_cuts(sch, block, loops[-1], cpu) if block == writer else []
         if cuts:
             # A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
             # if_then_else on the vector lane, which TVM cannot vectorize: it left the whole
             # epilogue scalar (BlazeFace int8: 0.36 → 0.2 ms per layer, partitioned, measured).
-            # Cut the loop where the condition flips: each part vectorizes with it constant.
+            # Cut the loop where the condition flips, and after the whole registers of a piece
+            # (120 channels: 112 + 8): each part vectorizes with the condition constant.
             sizes = [b - a for a, b in zip([0, *cuts], cuts)]
             for part in sch.loop_partition(loops[-1], [*sizes, None]):
-                sch.vectorize(part)
+                _vector_registers(sch, part, cpu)
             continue
         _vector_registers(sch, loops[-1], cpu)
+
+
+def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
+    """Where to cut ``block``'s vector ``loop``: at a pad's edges, and in each piece longer
+    than a register but not a multiple of one, after its whole registers. Ascending; none
+    when the loop vectorizes as it is."""
+    extent = _extent(sch, loop)
+    edges = _pad_edges(sch, block, extent)
+    if not edges and extent % cpu.lanes == 0:
+        return []
+    cuts = set(edges)
+    for a, b in zip([0, *edges], [*edges, extent]):
+        if b - a > cpu.lanes and (b - a) % cpu.lanes:
+            cuts.add(a + (b - a) // cpu.lanes * cpu.lanes)
+    return sorted(cuts)
 
 
 def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
@@ -299,11 +315,15 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
         if _name(sch, stage) == "pad":
             schedule_elementwise(sch, stage, cpu, cores)
     family = str(sch.get(main).annotations["edgetune.dot"])
-    # Padded channels cropped (28 of 32) or not, the requantize epilogue runs from the registers
-    # per block (under a bounds predicate when cropped): as a pass of its own (the fp32 kernels'
-    # choice) it cost 3× the convolution (BlazeFace); once per row of pixels after all blocks,
-    # over the 28 real channels, TVM left it scalar (3× slower again) — measured.
-    epi, _cropped = _fold_epilogue(sch, main)
+    # The requantize epilogue runs in this kernel: as a pass of its own (the fp32 kernels'
+    # choice when padded channels are cropped) it cost 3× the convolution (BlazeFace). Per
+    # tile of blocks, from the registers — unless the output is cropped (120 channels computed
+    # as 128) or a residual's channel pad is read: per tile, their bounds flip at a lane that
+    # depends on the tile, so TVM leaves the epilogue scalar (120 channels: 0.116 ms, 0.068
+    # once per row of pixels after all tiles, its channel loop cut into whole registers —
+    # measured). Then it runs once per row of pixels, from the accumulators in L1.
+    epi, cropped = _fold_epilogue(sch, main)
+    ragged = cropped or (epi is not None and "if_then_else" in str(sch.get(epi).body))
     b, y, x, o, ry, rx, rc = sch.get_loops(main)
     weights = sch.get(main).reads[1].source
     block, depth = int(weights.shape[-2]), int(weights.shape[-1])
@@ -321,7 +341,7 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
     rco, rci = sch.split(rc, [None, depth])
     if order == 0:
         sch.reorder(b, y, xo, oo, ry, rx, rco, xi, ob, oi, rci)
-        at, par = oo, [b, y, xo]
+        at, par = (xo if ragged else oo), [b, y, xo]
     else:
         sch.reorder(b, y, oo, xo, ry, rx, rco, xi, ob, oi, rci)
         at, par = xo, [b, y, oo]
