@@ -327,16 +327,18 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
     b, y, x, o, ry, rx, rc = sch.get_loops(main)
     weights = sch.get(main).reads[1].source
     block, depth = int(weights.shape[-2]), int(weights.shape[-1])
-    # x86: a zmm accumulator per pixel and block, two blocks (each broadcast input quad feeds
-    # two vpdpbusd: 2× faster than one block on a 56×56×64 3×3 layer, measured), rows of 8;
-    # Arm: four q registers per pixel and block (and the intrinsic's temporaries), rows of 4
-    rows, per_tile = (8, 2) if family == "vnni" else (4, 1)
+    # x86: a zmm accumulator per pixel and block, two or three blocks (dot.blocks_per_tile),
+    # rows of 8; Arm: four q registers per pixel and block (and the intrinsic's temporaries),
+    # rows of 4
+    from . import dot as dots
+
+    rows = 8 if family == "vnni" else 4
     ow = _extent(sch, x)
     default = max(d for d in _divisors(ow) if d <= rows)
     xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
     oo, oi = sch.split(o, [None, block])
     nob = _extent(sch, oo)
-    per = max(d for d in _divisors(nob) if d <= per_tile)
+    per = dots.blocks_per_tile(family, nob)
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
     if order == 0:

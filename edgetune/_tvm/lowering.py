@@ -560,7 +560,7 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
             sig = conv_signature(_ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
             bb = self.builder_
             if int(a.groups) == 1 and family is not None:
-                padded = pad_axis(pad_axis(weights, 0, dot.BLOCK), 3, dot.DEPTH)
+                padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
                 packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
                           .transpose(0, 2, 3, 4, 1, 5).copy())
                 extra = []
