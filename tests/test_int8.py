@@ -11,6 +11,7 @@ quantization step of LiteRT / onnxruntime."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import models
@@ -38,6 +39,9 @@ def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp
     v = result.verification
     assert v["status"] == "passed" and v["reference"].startswith("onnxruntime"), v
     assert v["max_abs_error"] <= 1 / 255  # the softmax output is QDQ'd in 1/255 steps: within one
+    # the Fire modules' branches are joined as int8, not as float32 then quantized
+    assert json.loads(str(import_model(qdq).mod.attrs[_tvm.quantized.SCHEME_ATTR]))["concats"] == 8
+    assert not [k for k in result.manifest["kernels"] if re.search(r"concatenate\d*_quantize", k)], result.manifest["kernels"]
     shown = run_edgetune("inspect", str(qdq))
     assert "quantized: weights int8 per-channel symmetric; activations int8 asymmetric; layers 26 conv2d" in shown.stdout
     assert "exact integer sums: 26 of 26 layers (requantized as onnxruntime's QLinearConv / MLAS does" in shown.stdout, shown.stdout
