@@ -40,8 +40,9 @@ def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp
     assert v["status"] == "passed" and v["reference"].startswith("onnxruntime"), v
     assert v["max_abs_error"] <= 1 / 255  # the softmax output is QDQ'd in 1/255 steps: within one
     # the Fire modules' branches are joined as int8, not as float32 then quantized
-    assert json.loads(str(import_model(qdq).mod.attrs[_tvm.quantized.SCHEME_ATTR]))["concats"] == 8
-    assert not [k for k in result.manifest["kernels"] if re.search(r"concatenate\d*_quantize", k)], result.manifest["kernels"]
+    scheme = json.loads(str(import_model(qdq).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
+    assert (scheme["concats"], scheme["rescales"], scheme["tables"]) == (8, 8, 0), scheme  # branches rescaled by a multiply
+    assert not [k for k in result.manifest["kernels"] if re.search(r"concatenate\d*_quantize|take|lookup", k)], result.manifest["kernels"]
     shown = run_edgetune("inspect", str(qdq))
     assert "quantized: weights int8 per-channel symmetric; activations int8 asymmetric; layers 26 conv2d" in shown.stdout
     assert "exact integer sums: 26 of 26 layers (requantized as onnxruntime's QLinearConv / MLAS does" in shown.stdout, shown.stdout
@@ -324,3 +325,53 @@ def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(
     theirs = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     steps = np.rint(np.abs(ours - theirs) / out_scale)
     assert steps.max() <= 1 and (steps == 0).mean() > 0.98, (steps.max(), (steps == 0).mean())
+
+
+def _rescale_scales(exact: bool) -> tuple[float, int, float, int]:
+    """Scales and zero points ``(s1, z1, s2, z2)`` of a rescale whose multiply-by-``s1/s2``
+    spelling gives (``exact``) or does not give the float path's ``round(x / s2)`` on some of the
+    256 int8 inputs — the first such ``s2`` on a fine grid."""
+    s1, z1, z2 = np.float32(0.125), 3, -5  # (mismatches are rare: none for s1 = 0.05 on this grid)
+    v = np.arange(-128, 128) - z1
+    x = v.astype(np.float32) * s1
+    for i in range(3000):
+        s2 = np.float32(0.0371 * (1 + i * 1e-3))
+        divided = np.clip(np.round(x / s2) + z2, -128, 127)
+        multiplied = np.clip(np.round(v.astype(np.float32) * np.float32(s1 / s2)) + z2, -128, 127)
+        if np.array_equal(divided, multiplied) == exact:
+            return float(s1), z1, float(s2), z2
+    raise AssertionError("no such scale on the grid")
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["multiply", "lookup"])
+def test_int8_rescales_are_a_multiply_where_exact_else_a_lookup(tmp_path, exact):
+    """quantize(dequantize(x)) from one scale to another (how QDQ puts SqueezeNet's branches on
+    their concatenation's scale) becomes ``round((x − z1) · s1/s2) + z2`` in the kernel where
+    that equals the float path's division on all 256 inputs, and a lookup where it does not;
+    either way onnxruntime's int8 result on every one of the 256 inputs."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import edgetune_runtime
+
+    s1, z1, s2, z2 = _rescale_scales(exact)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s1", s1, np.float32), ("z1", z1, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8))]
+    # an int8 input: with a float one, onnxruntime drops the Q → DQ before the rescale (and
+    # quantizes the float input straight to s2: another result)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s1", "z1"], ["xd"]),
+             helper.make_node("QuantizeLinear", ["xd", "s2", "z2"], ["y"])]
+    shape = [1, 16, 4, 4]
+    graph = helper.make_graph(nodes, "rescale", [helper.make_tensor_value_info("x", TensorProto.INT8, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, shape)], inits)
+    model = tmp_path / "rescale.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed", result.verification
+    lookups = [k for k in result.manifest["kernels"] if "take" in k or "lookup" in k]
+    assert bool(lookups) != exact, result.manifest["kernels"]
+    x = np.arange(-128, 128).astype(np.int8).reshape(shape)
+    ours = edgetune_runtime.load(result.path).run(x)["y"]
+    theirs = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ours, theirs)

@@ -263,20 +263,21 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     XNNPACK computes them — the quantization scheme kept on the module. A float model as is."""
     import json
 
-    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_concats, int8_relus, int8_tables, xnnpack_int8_adds
+    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_concats, int8_relus, int8_rescales, int8_tables, xnnpack_int8_adds
 
     scheme = quantization_scheme(mod)
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
-        return int8_tables(int8_concats(mod)[0])[0]
+        return int8_tables(int8_rescales(int8_concats(mod)[0])[0])[0]
     mod, exact = exact_int8_layers(mod)
     adds = relus = 0
     if tflite:
         mod, adds = xnnpack_int8_adds(mod)
         mod, relus = int8_relus(mod)
     mod, concats = int8_concats(mod)
+    mod, rescales = int8_rescales(mod)
     mod, tables = int8_tables(mod)
     scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
-                  concats=concats, tables=tables,
+                  concats=concats, rescales=rescales, tables=tables,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
                   runs_as="full convolutions and dense layers (as 1×1 convolutions) on the CPU's int8 dot-product "
                           "instruction (AVX-512 VNNI, Arm sdot, NEON smull), depthwise layers (and CPUs without one) as "
