@@ -375,3 +375,53 @@ def test_int8_rescales_are_a_multiply_where_exact_else_a_lookup(tmp_path, exact)
     ours = edgetune_runtime.load(result.path).run(x)["y"]
     theirs = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(ours, theirs)
+
+
+def _cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_lookups_in_vector_epilogues_are_byte_permutes_or_gathers(tmp_path):
+    """A lookup in a vectorized epilogue (TVM scalarizes a load at a vector index: a load and an
+    insert per lane) is built as ``vpermi2b`` byte permutes where the CPU has AVX-512 VBMI and
+    the value is narrowed to int8, else as ``vpgatherdd`` (AVX-512: zmm, AVX2: ymm) — 40 output
+    channels, so 16-lane chunks of a 32-lane loop and one padded 8-lane tail. Each gives, on
+    every one of the 256 int8 inputs, what the scalar loads of an x86 CPU with neither give
+    (exact integer sums either way), on each of these CPUs this host can run."""
+    import subprocess
+
+    import edgetune_runtime
+
+    model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    host = (EXAMPLES.parent / "targets" / "host.toml").read_text()
+    cpus = {"x86-nehalem": ("nehalem", None, "sse4_2"),  # no gather: the scalar loads
+            "x86-icelake": ("icelake-server", r"vpermi2b", "avx512vbmi"),
+            "x86-skylake": ("skylake-avx512", r"vpgatherdd \(%[a-z0-9]+,%zmm", "avx512f"),
+            "x86-haswell": ("haswell", r"vpgatherdd %ymm", "avx2")}
+    x = ((np.arange(-128, 128) - zero) * np.float32(scale)).astype(np.float32).reshape(1, 8, 8, 4)
+    flags = _cpu_flags()
+    outputs = {}
+    for name, (mcpu, instruction, flag) in cpus.items():
+        (targets / f"{name}.toml").write_text(host.replace('mcpu = "native"', f'mcpu = "{mcpu}"'))
+        out = tmp_path / name
+        proc = run_edgetune("package", str(model), "--device", name, "-o", str(out), "--no-verify",
+                            env={"EDGETUNE_TARGETS_DIR": str(targets)})
+        assert proc.returncode == 0, proc.stderr
+        asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(out / "model.so")],
+                             capture_output=True, text=True, check=True).stdout
+        asm = re.sub(r"[ \t]+", " ", asm)
+        if instruction is None:
+            assert not re.search(r"vpermi2b|vpgather", asm), name
+        else:
+            assert re.search(instruction, asm), (name, instruction)
+        if flag in flags:
+            outputs[name] = edgetune_runtime.load(out).run(x)["y"]
+    reference = outputs.pop("x86-nehalem")
+    assert outputs, "this host runs none of the x86 CPUs with gathers"
+    for name, ours in outputs.items():
+        np.testing.assert_array_equal(ours, reference, err_msg=name)

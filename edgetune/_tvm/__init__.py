@@ -465,8 +465,12 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
                for name, kind in kinds.items()}
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
+    from . import lookups
+
+    lookups.register()
     rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
-    return tvm().compile(fused, target, relax_pipeline=rest), BuildInfo(lw.key, kernels)
+    return (tvm().compile(fused, target, relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
+            BuildInfo(lw.key, kernels))
 
 
 class CudaToolchain:

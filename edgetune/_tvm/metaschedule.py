@@ -476,8 +476,11 @@ def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> An
     if cuda is not None:
         with _cuda_compile_env(cuda), target:
             built = tvm_build(mod, target=target)
-    else:
-        built = tvm_build(mod, target=target)
+    else:  # a CPU: table lookups as vector code (:mod:`.lookups`), as the package is built
+        from . import lookups
+
+        lookups.register()
+        built = tvm_build(mod, target=target, pipeline=lookups.PIPELINE)
     _BUILD_SECS[:] = [time.perf_counter() - start]
     return built
 

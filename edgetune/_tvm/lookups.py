@@ -1,0 +1,252 @@
+"""Table lookups in vector code: the ``edgetune`` TIR pipeline.
+
+An int8 → int8 chain that edgetune runs as a lookup in a 256-entry table
+(:func:`.quantized.int8_tables`: MobileNetV3's QDQ hard-swish) sits in the epilogue of the
+convolution before it, a vectorized loop. TVM's LLVM code generator has no vector gather: a
+load whose index is a vector that is not a ramp becomes one scalar load and one insert per lane
+(16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.
+
+This pipeline is TVM's own (``s_tir``) with one pass added before the host code is finalized.
+It rewrites each such load of a clamped index (``take(table, i, mode="clip")``: the index is
+``min(max(i, 0), n − 1)``, so every lane is in the table) on x86:
+
+* with AVX-512 VBMI (Ice Lake and later, Zen 4), where the loaded int32 is narrowed to 8 bits
+  (the lookup feeds an int8 result): as byte permutes. The table's 256 entries narrowed to bytes
+  fill four 64-byte registers, loaded once per kernel — LLVM hoists them out of the loops —
+  and each 16 lanes are two ``vpermi2b`` (the low and the high 128 entries) and a blend;
+* otherwise as hardware gathers: ``vpgatherdd`` / ``vgatherdps`` (AVX-512: 16 lanes a call,
+  AVX2: 8).
+
+Results are the same loads' values, bit for bit. Arm (NEON ``tbl``) is not done yet: there the
+lookups stay scalar loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PIPELINE = "edgetune"
+_REGISTERED: list[bool] = []
+
+
+def register() -> None:
+    """Register the ``edgetune`` TIR pipeline with TVM (once per process)."""
+    from tvm import tirx
+
+    if _REGISTERED:
+        return
+
+    def factory() -> tuple[Any, Any, Any]:
+        from tvm import transform
+
+        base, host, device = tirx.get_tir_pipeline("s_tir")
+        return base, (lambda: transform.Sequential([vector_lookups(), host()])), device
+
+    tirx.register_tir_pipeline(PIPELINE, factory)
+    _REGISTERED.append(True)
+
+
+def vector_lookups() -> Any:
+    """The pass: each PrimFunc's clamped vector-index loads as byte permutes or gathers, by the
+    features of the function's target (a function without one, or not x86, as it is)."""
+    import tvm_ffi
+    from tvm import ir, tirx
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.VectorLookups")
+    def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
+        target = func.attrs.get("target") if func.attrs is not None else None
+        how = _method(target) if target is not None else None
+        if how is None:
+            return func
+        permutes, gather_lanes = how
+
+        def on_cast(cast: Any) -> Any:
+            replaced = _permute(cast) if permutes else None
+            return cast if replaced is None else replaced
+
+        def on_load(load: Any) -> Any:
+            replaced = _gather(load, gather_lanes)
+            return load if replaced is None else replaced
+
+        # before children: a narrowing cast sees its lookup before the lookup is made a gather
+        return tvm_ffi.structural_map(func, [(tirx.Cast, on_cast), (ir.TensorLoad, on_load)], order="pre")
+
+    return rewrite
+
+
+def _method(target: Any) -> tuple[bool, int] | None:
+    """(byte permutes available, gather width) for ``target``, or None (leave lookups scalar)."""
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm" or not str(target.attrs.get("mtriple", "")).startswith("x86_64"):
+        return None
+
+    def has(feature: str) -> bool:
+        return bool(codegen.target_has_features(feature, target))
+
+    if has("avx512f"):
+        return has("avx512vbmi") and has("avx512bw"), 16
+    return (False, 8) if has("avx2") else None
+
+
+def _dtype(expr: Any) -> Any:
+    from tvm import DataType
+
+    return DataType(str(expr.ty.dtype))
+
+
+def _lookup(load: Any) -> tuple[Any, int] | None:
+    """(index, table entries) of a load from a 1-D buffer at a vector index clamped into it
+    (min/max with constants), else None."""
+    from tvm import ir, tirx
+
+    if not isinstance(load, ir.TensorLoad) or len(load.indices) != 1:
+        return None
+    index, buf = load.indices[0], load.source.ty
+    lanes = _dtype(load).lanes
+    if lanes < 2 or _dtype(index).lanes != lanes or isinstance(index, (tirx.Ramp, tirx.Broadcast)):
+        return None
+    if len(buf.shape) != 1 or not isinstance(buf.shape[0], tirx.IntImm) or not _is_zero(buf.elem_offset):
+        return None
+    bounds = _bounds(index)
+    size = int(buf.shape[0].value)
+    if bounds is None or bounds[0] < 0 or bounds[1] >= size:
+        return None
+    return index, size
+
+
+def _is_zero(expr: Any) -> bool:
+    from tvm import tirx
+
+    return isinstance(expr, tirx.IntImm) and expr.value == 0
+
+
+def _bounds(index: Any) -> tuple[int, int] | None:
+    """(lo, hi) that ``index`` is clamped to by min / max with broadcast constants, else None."""
+    from tvm import tirx
+
+    lo = hi = None
+    e = index
+    while isinstance(e, (tirx.Min, tirx.Max)):
+        const, rest = (e.a, e.b) if _broadcast_int(e.a) is not None else (e.b, e.a)
+        c = _broadcast_int(const)
+        if c is None:
+            break
+        if isinstance(e, tirx.Min):
+            hi = c if hi is None else min(hi, c)
+        else:
+            lo = c if lo is None else max(lo, c)
+        e = rest
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _broadcast_int(expr: Any) -> int | None:
+    from tvm import tirx
+
+    if isinstance(expr, tirx.Broadcast) and isinstance(expr.value, tirx.IntImm):
+        return int(expr.value.value)
+    return None
+
+
+def _lanes(vec: Any, start: int, count: int, width: int) -> Any:
+    """Lanes ``start … start+count`` of ``vec`` as a ``width``-lane vector (the last repeated)."""
+    from tvm import tirx
+
+    if start == 0 and count == width == _dtype(vec).lanes:
+        return vec
+    picks = [start + min(i, count - 1) for i in range(width)]
+    copies = -(-width // _dtype(vec).lanes)  # a shuffle gives at most the lanes it is given
+    return tirx.Shuffle([vec] * copies, [tirx.const(i, "int32") for i in picks])
+
+
+def _concat(parts: list[Any], counts: list[int]) -> Any:
+    """The first ``counts[k]`` lanes of each ``parts[k]``, in order, as one vector."""
+    from tvm import tirx
+
+    if len(parts) == 1 and counts[0] == _dtype(parts[0]).lanes:
+        return parts[0]
+    picks, offset = [], 0
+    for part, count in zip(parts, counts, strict=True):
+        picks += [offset + i for i in range(count)]
+        offset += _dtype(part).lanes
+    return tirx.Shuffle(parts, [tirx.const(i, "int32") for i in picks])
+
+
+def _chunks(index: Any, width: int, body: Any) -> Any:
+    """``body(chunk_index, count)`` for each ``width`` lanes of ``index`` (bound once), joined."""
+    from tvm import tirx
+
+    lanes = _dtype(index).lanes
+    var = tirx.Var("lookup_index", str(index.ty.dtype))
+    parts, counts = [], []
+    for start in range(0, lanes, width):
+        count = min(width, lanes - start)
+        parts.append(body(_lanes(var, start, count, width), count))
+        counts.append(count)
+    return tirx.Let(var, index, _concat(parts, counts))
+
+
+def _permute(cast: Any) -> Any | None:
+    """``cast`` = an 8-bit narrowing of an int32 lookup in a table of ≤ 256 entries, as
+    ``vpermi2b`` byte permutes over the table narrowed to bytes; else None."""
+    from tvm import tirx
+
+    out = _dtype(cast)
+    load = cast.value
+    found = _lookup(load)
+    if found is None or out.bits != 8 or _dtype(load).bits != 32 or str(_dtype(load)).startswith("float"):
+        return None
+    index, size = found
+    if size > 256:
+        return None
+    scalar = str(index.ty.dtype).split("x")[0]
+
+    def table_bytes(first: int) -> Any:  # entries first … first+63 as 64 bytes (past the end: entry 0)
+        parts = [tirx.Cast("int8x16", tirx.BufferLoad(load.source, [
+            tirx.Ramp(tirx.const(first + 16 * k, scalar), tirx.const(1, scalar), 16)]))
+            if first + 16 * k + 16 <= size else tirx.Broadcast(tirx.const(0, "int8"), 16) for k in range(4)]
+        return tirx.Shuffle(parts, [tirx.const(i, "int32") for i in range(64)])
+
+    quarters = [table_bytes(64 * q) for q in range(4)]
+    permute = "llvm.x86.avx512.vpermi2var.qi.512"
+
+    def sixteen(chunk: Any, _count: int) -> Any:
+        wide = tirx.Cast("int32x16", chunk)
+        picks = tirx.reinterpret("int8x64", wide)  # byte 4·i of the 64 is lane i's index (< 256)
+        low = tirx.call_llvm_pure_intrin("int8x64", permute, quarters[0], picks, quarters[1])
+        high = tirx.call_llvm_pure_intrin("int8x64", permute, quarters[2], picks, quarters[3])
+
+        def lane_bytes(v: Any) -> Any:  # byte 4·i of each lane
+            return tirx.Cast("int8x16", tirx.reinterpret("int32x16", v))
+
+        upper = wide >= tirx.Broadcast(tirx.const(128, "int32"), 16)
+        return tirx.Select(upper, lane_bytes(high), lane_bytes(low))
+
+    joined = _chunks(index, 16, sixteen)
+    return joined if str(out).startswith("int8") else tirx.reinterpret(str(out), joined)
+
+
+def _gather(load: Any, width: int) -> Any | None:
+    """An int32 / float32 lookup as hardware gathers of ``width`` lanes; else None."""
+    from tvm import tirx
+
+    found = _lookup(load)
+    dtype = _dtype(load)
+    if found is None or dtype.bits != 32:
+        return None
+    index, _size = found
+    scalar = "float32" if str(dtype).startswith("float") else "int32"
+
+    def gathered(chunk: Any, _count: int) -> Any:
+        wide = tirx.Cast(f"int32x{width}", chunk)
+        zeros = tirx.Broadcast(tirx.const(0, scalar), width)
+        if width == 16:
+            name = "llvm.x86.avx512.mask.gather.dps.512" if scalar == "float32" else "llvm.x86.avx512.mask.gather.dpi.512"
+            every = tirx.Broadcast(tirx.const(True, "bool"), 16)
+            return tirx.call_llvm_pure_intrin(f"{scalar}x16", name, zeros, load.source, wide, every, tirx.const(4, "int32"))
+        name = "llvm.x86.avx2.gather.d.ps.256" if scalar == "float32" else "llvm.x86.avx2.gather.d.d.256"
+        every = tirx.Broadcast(tirx.const(-1, "int32"), 8)
+        mask = tirx.reinterpret("float32x8", every) if scalar == "float32" else every
+        return tirx.call_llvm_pure_intrin(f"{scalar}x8", name, zeros, load.source, wide, mask, tirx.const(4, "int8"))
+
+    return _chunks(index, width, gathered)
