@@ -425,3 +425,33 @@ def test_lookups_in_vector_epilogues_are_byte_permutes_or_gathers(tmp_path):
     assert outputs, "this host runs none of the x86 CPUs with gathers"
     for name, ours in outputs.items():
         np.testing.assert_array_equal(ours, reference, err_msg=name)
+
+
+def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
+    """On the Pi 4 a lookup narrowed to int8 is a NEON ``tbl`` over the table's first 64 bytes
+    and three ``tbx`` over the rest, per 16 lanes; every one of the 256 int8 inputs gives what
+    the x86 build gives (exact integer sums on both). 8×8 pixels on 4 cores: the ragged
+    epilogue's pixel tiles are fused into the parallel loop (it had left the kernel unscheduled)."""
+    import hashlib
+    import subprocess
+
+    import edgetune_runtime
+    from edgetune import emulation
+    from edgetune.profiles import get_profile
+
+    model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
+    x = ((np.arange(-128, 128) - zero) * np.float32(scale)).astype(np.float32).reshape(1, 8, 8, 4)
+    host = package(PackageOptions(model=model, device="host", output=tmp_path / "host", verify=False))
+    expected = edgetune_runtime.load(host.path).run(x)["y"]
+    pi = package(PackageOptions(model=model, device="pi4", output=tmp_path / "pi4"))
+    assert pi.verification["status"] == "passed" and "qemu" in pi.verification["executed_on"], pi.verification
+    assert not pi.manifest["schedules"]["naive"], pi.manifest["schedules"]
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\stbl\s", asm) and re.search(r"\stbx\s", asm)
+    np.savez(pi.path / "reference.npz", **{"input:x": x, "output:y": expected})  # the 256 values, x86's results
+    manifest = json.loads((pi.path / "manifest.json").read_text())
+    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
+    (pi.path / "manifest.json").write_text(json.dumps(manifest))
+    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    assert checked["outputs"]["y"]["max_abs_error"] == 0, checked

@@ -348,8 +348,19 @@ def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Dec
         sch.reorder(b, y, oo, xo, ry, rx, rco, xi, ob, oi, rci)
         at, par = xo, [b, y, oo]
     sch.unroll(ob)
-    _parallel_outer(sch, par, cpu, cores)
+    fused = _parallel_outer(sch, par, cpu, cores)
+    if at.same_as(xo) and order == 0 and not _exists(sch, at):
+        at = fused  # a small output's pixel tiles fused into the parallel loop (8×8 on 4 cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, dot=family)
+
+
+def _exists(sch: Any, loop: Any) -> bool:
+    """Whether ``loop`` is still in the schedule (fusing removes the loops it fuses)."""
+    try:
+        sch.get(loop)
+    except Exception:  # noqa: BLE001 — TVM raises a plain error for a removed loop
+        return False
+    return True
 
 
 def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:

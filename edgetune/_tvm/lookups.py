@@ -17,8 +17,9 @@ It rewrites each such load of a clamped index (``take(table, i, mode="clip")``: 
 * otherwise as hardware gathers: ``vpgatherdd`` / ``vgatherdps`` (AVX-512: 16 lanes a call,
   AVX2: 8).
 
-Results are the same loads' values, bit for bit. Arm (NEON ``tbl``) is not done yet: there the
-lookups stay scalar loads.
+and on Arm (NEON), where the loaded int32 is narrowed to 8 bits, as table lookups: the table's
+256 bytes fill 16 registers, and each 16 lanes are a ``tbl`` over the first 64 bytes and three
+``tbx`` over the others. Results are the same loads' values, bit for bit.
 """
 
 from __future__ import annotations
@@ -61,11 +62,11 @@ def vector_lookups() -> Any:
         permutes, gather_lanes = how
 
         def on_cast(cast: Any) -> Any:
-            replaced = _permute(cast) if permutes else None
+            replaced = _permute(cast, permutes) if permutes else None
             return cast if replaced is None else replaced
 
         def on_load(load: Any) -> Any:
-            replaced = _gather(load, gather_lanes)
+            replaced = _gather(load, gather_lanes) if gather_lanes else None
             return load if replaced is None else replaced
 
         # before children: a narrowing cast sees its lookup before the lookup is made a gather
@@ -74,19 +75,25 @@ def vector_lookups() -> Any:
     return rewrite
 
 
-def _method(target: Any) -> tuple[bool, int] | None:
-    """(byte permutes available, gather width) for ``target``, or None (leave lookups scalar)."""
+def _method(target: Any) -> tuple[str | None, int] | None:
+    """(byte permute: ``"vbmi"``, ``"tbl"`` or None; gather width, 0 for none) for ``target``,
+    or None (leave lookups scalar)."""
     from tvm.target import codegen
 
-    if target.kind.name != "llvm" or not str(target.attrs.get("mtriple", "")).startswith("x86_64"):
+    if target.kind.name != "llvm":
         return None
+    triple = str(target.attrs.get("mtriple", ""))
 
     def has(feature: str) -> bool:
         return bool(codegen.target_has_features(feature, target))
 
+    if triple.startswith("aarch64"):
+        return ("tbl", 0) if has("neon") else None
+    if not triple.startswith("x86_64"):
+        return None
     if has("avx512f"):
-        return has("avx512vbmi") and has("avx512bw"), 16
-    return (False, 8) if has("avx2") else None
+        return ("vbmi" if has("avx512vbmi") and has("avx512bw") else None), 16
+    return (None, 8) if has("avx2") else None
 
 
 def _dtype(expr: Any) -> Any:
@@ -186,9 +193,11 @@ def _chunks(index: Any, width: int, body: Any) -> Any:
     return tirx.Let(var, index, _concat(parts, counts))
 
 
-def _permute(cast: Any) -> Any | None:
-    """``cast`` = an 8-bit narrowing of an int32 lookup in a table of ≤ 256 entries, as
-    ``vpermi2b`` byte permutes over the table narrowed to bytes; else None."""
+def _permute(cast: Any, kind: str) -> Any | None:
+    """``cast`` = an 8-bit narrowing of an int32 lookup in a table of ≤ 256 entries, as byte
+    permutes over the table narrowed to bytes (``kind``: ``"vbmi"`` — two ``vpermi2b`` over
+    128 bytes each and a blend per 16 lanes; ``"tbl"`` — NEON ``tbl`` over the first 64 bytes,
+    three ``tbx`` over the others); else None."""
     from tvm import tirx
 
     out = _dtype(cast)
@@ -201,18 +210,20 @@ def _permute(cast: Any) -> Any | None:
         return None
     scalar = str(index.ty.dtype).split("x")[0]
 
-    def table_bytes(first: int) -> Any:  # entries first … first+63 as 64 bytes (past the end: entry 0)
-        parts = [tirx.Cast("int8x16", tirx.BufferLoad(load.source, [
-            tirx.Ramp(tirx.const(first + 16 * k, scalar), tirx.const(1, scalar), 16)]))
-            if first + 16 * k + 16 <= size else tirx.Broadcast(tirx.const(0, "int8"), 16) for k in range(4)]
-        return tirx.Shuffle(parts, [tirx.const(i, "int32") for i in range(64)])
+    def table_bytes(first: int) -> Any:  # entries first … first+15 as 16 bytes (past the end: 0)
+        if first + 16 > size:
+            return tirx.Broadcast(tirx.const(0, "int8"), 16)
+        ramp = tirx.Ramp(tirx.const(first, scalar), tirx.const(1, scalar), 16)
+        return tirx.Cast("int8x16", tirx.BufferLoad(load.source, [ramp]))
 
-    quarters = [table_bytes(64 * q) for q in range(4)]
-    permute = "llvm.x86.avx512.vpermi2var.qi.512"
+    sixteens = [table_bytes(16 * k) for k in range(16)]
 
-    def sixteen(chunk: Any, _count: int) -> Any:
+    def vbmi(chunk: Any, _count: int) -> Any:
+        quarters = [tirx.Shuffle(sixteens[4 * q:4 * q + 4], [tirx.const(i, "int32") for i in range(64)])
+                    for q in range(4)]
         wide = tirx.Cast("int32x16", chunk)
         picks = tirx.reinterpret("int8x64", wide)  # byte 4·i of the 64 is lane i's index (< 256)
+        permute = "llvm.x86.avx512.vpermi2var.qi.512"
         low = tirx.call_llvm_pure_intrin("int8x64", permute, quarters[0], picks, quarters[1])
         high = tirx.call_llvm_pure_intrin("int8x64", permute, quarters[2], picks, quarters[3])
 
@@ -222,7 +233,17 @@ def _permute(cast: Any) -> Any | None:
         upper = wide >= tirx.Broadcast(tirx.const(128, "int32"), 16)
         return tirx.Select(upper, lane_bytes(high), lane_bytes(low))
 
-    joined = _chunks(index, 16, sixteen)
+    def tbl(chunk: Any, _count: int) -> Any:
+        wide = tirx.Cast("int32x16", chunk)
+        # the index less 64·q as a byte: out of 0…63 (tbl: 0; tbx: kept) outside quarter q
+        picks = [tirx.Cast("int8x16", wide - tirx.Broadcast(tirx.const(64 * q, "int32"), 16)) for q in range(4)]
+        got = tirx.call_llvm_pure_intrin("int8x16", "llvm.aarch64.neon.tbl4", *sixteens[0:4], picks[0])
+        for q in range(1, 4):
+            got = tirx.call_llvm_pure_intrin("int8x16", "llvm.aarch64.neon.tbx4", got,
+                                             *sixteens[4 * q:4 * q + 4], picks[q])
+        return got
+
+    joined = _chunks(index, 16, vbmi if kind == "vbmi" else tbl)
     return joined if str(out).startswith("int8") else tirx.reinterpret(str(out), joined)
 
 
