@@ -211,7 +211,9 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         if _extent(sch, vec) != step:
             outer, vec = sch.split(vec, [None, step])
             sch.unroll(outer)
-        sch.tensorize(vec, dots.intrinsic(dot))
+        # the data: the 4-D 8-bit buffer read (the accumulator is int32, the packed weights 6-D)
+        data = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and "8" in str(r.source.dtype))
+        sch.tensorize(vec, dots.intrinsic(dot, str(data.dtype)))
     for block in (init, writer):
         loops = sch.get_loops(block)
         if len(loops) > 1:

@@ -25,6 +25,9 @@ DEPTH = 4  # input channels per dot-product step
 
 SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarch64.neon.sdot.v4i32.v16i8"}
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
+# vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
+# convolution with no padding to apply needs no converted copy of its input
+FLIPPED = "edgetune_dot_16x4_vnni_flip"
 DESCRIPTIONS = {
     "vnni": "x86 AVX-512 VNNI (vpdpbusd, u8×s8)",
     "sdot": "Arm dot product (sdot, s8×s8)",
@@ -78,10 +81,19 @@ def lanes(family: str) -> int:
     return 16 if family == "vnni" else 4
 
 
-def intrinsic(family: str) -> str:
-    """The registered tensor intrinsic of ``family``."""
+def intrinsic(family: str, data_dtype: str) -> str:
+    """The registered tensor intrinsic of ``family`` for data of ``data_dtype`` (int8 data for an
+    unsigned family: flipped to uint8 in the register, :func:`flip_sign`)."""
     register()
-    return INTRINSICS[family]
+    return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
+
+
+def flip_sign(value: Any) -> Any:
+    """An int8 value as the uint8 ``value + 128`` (its sign bit flipped), as the kernels of an
+    unsigned family read their data."""
+    from tvm import tirx
+
+    return tirx.reinterpret("uint8", value ^ tirx.const(-128, "int8"))
 
 
 _REGISTERED: list[bool] = []
@@ -93,18 +105,35 @@ def register() -> None:
 
     if _REGISTERED:
         return
-    for family, name in INTRINSICS.items():
+    for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED)]:
         if TensorIntrin.get(name, allow_missing=True) is None:
-            TensorIntrin.register(name, *_intrinsic(family))
+            TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED))
     _REGISTERED.append(True)
 
 
-def _intrinsic(family: str) -> tuple[Any, Any]:
-    """(description, implementation) of ``family``'s dot product into a local accumulator."""
+def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
+    """(description, implementation) of ``family``'s dot product into a local accumulator; with
+    ``flip``, of int8 data with its sign bit flipped on the way (one xor per input quad, shared
+    by every block of output channels it feeds)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
     n = lanes(family)
-    a_dtype = "uint8" if unsigned_data(family) else "int8"
+    a_dtype = "uint8" if unsigned_data(family) and not flip else "int8"
+    mask = -0x7F7F7F80  # 0x80808080: each byte's sign bit
+
+    @T.prim_func(s_tir=True)
+    def desc_flip(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (n, 4), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:n], A[0:4], B[0:n, 0:4])
+            T.writes(C[0:n])
+            for i in T.serial(0, n):
+                for k in T.serial(0, 4):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(T.reinterpret("uint8", A[vk] ^ T.int8(-128)), "int32") * T.cast(B[vi, vk], "int32")
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -122,8 +151,10 @@ def _intrinsic(family: str) -> tuple[Any, Any]:
 
     if family in SINGLE_INSTRUCTION:
         # one LLVM intrinsic: accumulators, the input quad broadcast to every lane group, weights
-        quad_t, wide, lanes_in, weights_t = f"{a_dtype}x4", f"int32x{n}", f"{a_dtype}x{4 * n}", f"int8x{4 * n}"
+        quad_t, wide, weights_t = f"{a_dtype}x4", f"int32x{n}", f"int8x{4 * n}"
+        lanes_in = f"{'uint8' if unsigned_data(family) else 'int8'}x{4 * n}"
         instruction = SINGLE_INSTRUCTION[family]
+        flipped = mask if flip else 0
 
         @T.prim_func(s_tir=True)
         def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -133,7 +164,7 @@ def _intrinsic(family: str) -> tuple[Any, Any]:
             with T.sblock("root"):
                 T.reads(C[0:n], A[0:4], B[0:n, 0:4])
                 T.writes(C[0:n])
-                quad = T.reinterpret(A.vload([0], quad_t), dtype="int32")
+                quad = T.reinterpret(A.vload([0], quad_t), dtype="int32") ^ T.int32(flipped)
                 C[T.ramp(T.int32(0), 1, n)] = T.call_llvm_pure_intrin(
                     T.llvm_lookup_intrinsic_id(instruction),
                     C.vload([0], dtype=wide),
@@ -167,4 +198,4 @@ def _intrinsic(family: str) -> tuple[Any, Any]:
                 C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + T.call_llvm_pure_intrin(
                     T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), low, high, dtype="int32x4")
 
-    return desc, impl
+    return (desc_flip if flip else desc), impl
