@@ -523,13 +523,19 @@ def _rewrite_affine(mod: Any, gv: Any, chains: dict[Any, tuple[Any, Any, Any]]) 
 def int8_convolutions(mod: Any, target: Any) -> Any:
     """int8 × int8 → int32 convolutions (exact int8 layers, :mod:`.quantized`) as edgetune's
     kernels, a zero-point pad in front of one absorbed into it (a pad of its own would be a
-    separate pass over the input: FuseOps does not fuse producers into a convolution):
+    separate pass over the input: FuseOps does not fuse producers into a convolution), and the
+    per-channel constant added after it (``bias − zx·Σw``) taken in:
 
     * full convolutions: the integer micro-kernel tensorized with the target's dot-product
-      instruction (:mod:`.dot`), or the fp32 packed kernel over the same small integers on a CPU
-      without one (exact: the sums stay below 2²⁴, checked at import);
+      instruction (:mod:`.dot`; the constant joins the ``128·Σw`` an unsigned one takes off: one
+      add per vector), or the fp32 packed kernel over the same small integers on a CPU without
+      one (exact: the sums stay below 2²⁴, checked at import);
     * depthwise ones: the fp32 depthwise kernel reading the int8 input directly (no integer
       instruction helps a 9-tap sum per channel).
+
+    An fp32 kernel adds the constant in float where the sum stays exact, and hands the float on:
+    the requantize after it converts to float anyway (an int32 round trip and an integer add per
+    vector less, in epilogues as long as the 9-tap sums of a depthwise layer).
 
     Done before LegalizeOps because TVM's conv2d carries no pad value."""
     import numpy as np
@@ -537,54 +543,137 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
 
     family, cpu = dot.dot_family(target), CpuFacts.of(target)
 
+    def kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool] | None:
+        """The call_te of an exact int8 convolution ``conv`` plus ``bias`` (int32 per output
+        channel, or None), and whether it returns the sums in float32; None: not one."""
+        weights = _integer_conv_weights(conv)
+        a = conv.attrs
+        if (weights is None or str(conv.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
+                or a.out_layout != "NHWC" or sorted(str(a.kernel_layout)) != sorted("OHWI")):
+            return None
+        weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
+        x, padding, fill = conv.args[0], _ints(a.padding), 0
+        src = mutator.lookup_binding(x) if isinstance(x, relax.Var) else None
+        if _op_name(src) == "relax.nn.pad" and not any(padding) and str(src.attrs.pad_mode) == "constant":
+            widths = _ints(src.attrs.pad_width)
+            if not any(widths[:2] + widths[6:]):
+                x, fill = src.args[0], int(src.attrs.pad_value)
+                padding = [widths[2], widths[4], widths[3], widths[5]]
+        geometry = dict(strides=_ints(a.strides), padding=padding, dilation=_ints(a.dilation), fill=fill)
+        oc, kh, kw, ic_g = weights.shape
+        ic = int(x.ty.shape.values[3])
+        sig = conv_signature(_ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
+        # float32 holds the sum plus the constant exactly while |x| ≤ 128 keeps them below 2²⁴
+        exact = bias is None or (kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
+                                 + int(np.abs(bias.astype(np.int64)).max(initial=0)) < 2**24)
+        fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
+        if int(a.groups) == 1 and family is not None:
+            padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
+            packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
+                      .transpose(0, 2, 3, 4, 1, 5).copy())
+            offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
+            if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
+                offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
+            extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
+            return mutator.builder_.call_te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc,
+                              family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8"), False
+        if int(a.groups) == 1 and exact:
+            oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
+            padded = pad_axis(weights.astype(np.float32), 0, oci)
+            packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+            return mutator.builder_.call_te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc,
+                              signature=sig, out_dtype="float32", primfunc_name_hint="conv2d_nhwc"), True
+        if int(a.groups) == ic == oc and ic_g == 1 and exact:
+            packed = weights.astype(np.float32).reshape(oc, kh, kw).transpose(1, 2, 0).copy()
+            return mutator.builder_.call_te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
+                              primfunc_name_hint="depthwise_conv2d_nhwc"), True
+        return None
+
+    def channel_constant(expr: Any, channels: int) -> Any | None:
+        """An int32 constant of one value per channel along the last axis, flattened; else None."""
+        value = _const_array(expr)
+        if value is None or value.dtype != np.int32 or value.size != channels or value.shape[-1:] != (channels,):
+            return None
+        return value.reshape(-1)
+
+    def biased(func: Any) -> set[Any]:
+        """The convolutions whose only user adds an int32 constant per output channel to them."""
+        users: dict[Any, list[Any]] = {}
+        convs = []
+        for block in func.body.blocks:
+            for b in block.bindings:
+                relax.analysis.post_order_visit(b.value, lambda e, b=b: _note_reads(e, b.value, users))
+                if _op_name(b.value) == "relax.nn.conv2d":
+                    convs.append(b.var)
+        _note_reads(func.body.body, func.body.body, users)
+        out = set()
+        for var in convs:
+            (user, *more) = users.get(var, [None])
+            if (not more and _op_name(user) == "relax.add" and user.args[0].same_as(var)
+                    and channel_constant(user.args[1], int(var.ty.shape.values[-1])) is not None):
+                out.add(var)
+        return out
+
+    def channel_constant(expr: Any, channels: int) -> Any | None:
+        """An int32 constant of one value per channel along the last axis, flattened; else None."""
+        value = _const_array(expr)
+        if value is None or value.dtype != np.int32 or value.size != channels or value.shape[-1:] != (channels,):
+            return None
+        return value.reshape(-1)
+
     @relax.expr_functor.mutator
     class _Int8(relax.PyExprMutator):
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            weights = _integer_conv_weights(new)
-            a = new.attrs
-            if (weights is None or str(new.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
-                    or a.out_layout != "NHWC" or sorted(str(a.kernel_layout)) != sorted("OHWI")):
-                return new
-            weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
-            x, padding, fill = new.args[0], _ints(a.padding), 0
-            src = self.lookup_binding(x) if isinstance(x, relax.Var) else None
-            if _op_name(src) == "relax.nn.pad" and not any(padding) and str(src.attrs.pad_mode) == "constant":
-                widths = _ints(src.attrs.pad_width)
-                if not any(widths[:2] + widths[6:]):
-                    x, fill = src.args[0], int(src.attrs.pad_value)
-                    padding = [widths[2], widths[4], widths[3], widths[5]]
-            geometry = dict(strides=_ints(a.strides), padding=padding, dilation=_ints(a.dilation), fill=fill)
-            oc, kh, kw, ic_g = weights.shape
-            ic = int(x.ty.shape.values[3])
-            sig = conv_signature(_ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
-            bb = self.builder_
-            if int(a.groups) == 1 and family is not None:
-                padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
-                packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
-                          .transpose(0, 2, 3, 4, 1, 5).copy())
-                extra = []
-                if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
-                    extra = [relax.const((128 * weights.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32))]
-                return bb.call_te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc,
-                                  family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
-            if int(a.groups) == 1:
-                oci, _rw = register_tile(oc, int(op.ty.shape.values[2]), cpu)
-                padded = pad_axis(weights.astype(np.float32), 0, oci)
-                packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-                return bb.call_te(conv2d_nhwc_packed, x, relax.const(packed), **geometry, out_channels=oc,
-                                  signature=sig, out_dtype="int32", primfunc_name_hint="conv2d_nhwc")
-            if int(a.groups) == ic == oc and ic_g == 1:
-                packed = weights.astype(np.float32).reshape(oc, kh, kw).transpose(1, 2, 0).copy()
-                return bb.call_te(depthwise_conv2d_nhwc, x, relax.const(packed), **geometry, out_dtype="int32",
-                                  primfunc_name_hint="depthwise_conv2d_nhwc")
-            return new
+        """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
+        sums are cast to int32 for their users and the casts back to float32 dropped."""
 
-    mutator = _Int8(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+        def __init__(self, module: Any, deferred: set[Any]):
+            super().__init__(module)
+            self.deferred = deferred  # convolutions made kernels at their bias add
+            self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
+
+        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+            value = self.visit_expr(binding.value)
+            emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
+            new = None if binding.var in self.deferred else self._rewrite(value)
+            if new is None:
+                self.set_var_remap(binding.var, emit(value))
+                return
+            call, is_float = new
+            out = emit(call)
+            if is_float:
+                out = emit(relax.op.astype(out, "int32"))
+                self.floats.add(out)
+            self.set_var_remap(binding.var, out)
+
+        def _rewrite(self, value: Any) -> tuple[Any, bool] | None:
+            name = _op_name(value)
+            if name == "relax.astype" and str(value.attrs.dtype) == "float32" and value.args[0] in self.floats:
+                return self.lookup_binding(value.args[0]).args[0], False  # the float sums themselves
+            if name == "relax.nn.conv2d":
+                return kernel(self, value, None)
+            if name == "relax.add" and isinstance(value.args[0], relax.Var):
+                conv = self.lookup_binding(value.args[0])
+                if _op_name(conv) == "relax.nn.conv2d" and _is_tensor(value):
+                    return kernel(self, conv, channel_constant(value.args[1], int(value.ty.shape.values[-1])))
+            return None
+
+    functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
+    mutator = _Int8(mod, set().union(*(biased(func) for _gv, func in functions)))
+    for gv, func in functions:
+        mutator.builder_.update_func(gv, mutator.visit_expr(func))
     return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+
+
+def _note_reads(expr: Any, user: Any, users: dict[Any, list[Any]]) -> None:
+    """Record ``user`` as a reader of each variable ``expr`` reads directly (a post-order
+    visit's callback: a tuple of arguments is visited on its own)."""
+    from tvm import relax
+
+    read = (expr.args if isinstance(expr, relax.Call) else expr.fields if isinstance(expr, relax.Tuple)
+            else [expr] if isinstance(expr, relax.Var) and expr is user else [])
+    for var in read:
+        if isinstance(var, relax.Var):
+            users.setdefault(var, []).append(user)
 
 
 def _integer_conv_weights(call: Any) -> Any | None:
@@ -893,13 +982,13 @@ def _crop(out: Any, channels: int) -> Any:
     return te.compute((*out.shape[:-1], channels), lambda *idx: out[idx], name="crop")
 
 
-def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
+def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
                        out_dtype: str = "float32") -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
-    output channels padded with zero filters to a multiple of OCi; the padding is cropped). An
-    int8 input (an exact int8 layer on a CPU without an integer dot product) is read as float32,
-    padded with ``fill``, and the sums returned as ``out_dtype``."""
+    output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
+    ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
+    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``."""
     from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -916,7 +1005,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, strides: Sequence[int], padding:
 
     out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
                      attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
-    return _cast(_crop(out, out_channels), out_dtype)
+    return _cast(_plus_channels(_crop(out, out_channels), bias), out_dtype)
 
 
 def _cast(out: Any, dtype: str) -> Any:
@@ -928,13 +1017,14 @@ def _cast(out: Any, dtype: str) -> Any:
     return te.compute(out.shape, lambda *idx: out[idx].astype(dtype), name="cast")
 
 
-def conv2d_nhwc_int8(data: Any, weights: Any, shift: Any = None, *, strides: Sequence[int], padding: Sequence[int],
+def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
                      signature: str = "") -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
     dot-product instructions' operand order; OCp, ICp: zero filters / channels appended), the
-    input padded with ``fill``. For an unsigned-data family (:mod:`.dot`) the input is shifted
-    to uint8 and ``shift`` (128·Σw per output channel) taken off the sums."""
+    input padded with ``fill``, plus ``offset`` per output channel (int32). For an unsigned-data
+    family (:mod:`.dot`) the input is shifted to uint8, and ``offset`` includes the −128·Σw that
+    takes the shift off."""
     from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -959,15 +1049,23 @@ def conv2d_nhwc_int8(data: Any, weights: Any, shift: Any = None, *, strides: Seq
     out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
                      attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family})
     out = _crop(out, out_channels)
-    if shift is not None:
-        out = te.compute(out.shape, lambda b, y, x, o: out[b, y, x, o] - shift[o], name="unshift")
-    return out
+    return _plus_channels(out, offset)
 
 
-def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], padding: Sequence[int],
+def _plus_channels(out: Any, per_channel: Any) -> Any:
+    """``out`` plus a constant per channel (its last axis), or ``out`` itself for None."""
+    from tvm import te
+
+    if per_channel is None:
+        return out
+    return te.compute(out.shape, lambda *idx: out[idx] + per_channel[idx[-1]], name="bias")
+
+
+def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                           dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32") -> Any:
-    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C]; an int8 input read as
-    float32 and padded with ``fill``, the sums returned as ``out_dtype`` (as the packed kernel)."""
+    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C], plus ``bias`` per channel;
+    an int8 input read as float32 and padded with ``fill``, the sums returned as ``out_dtype``
+    (as the packed kernel)."""
     from tvm import te
 
     n, h, w, c = (int(x) for x in data.shape)
@@ -983,7 +1081,7 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, strides: Sequence[int], paddi
 
     out = te.compute((n, oh, ow, c), value, name="depthwise_conv2d_nhwc",
                      attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
-    return _cast(out, out_dtype)
+    return _cast(_plus_channels(out, bias), out_dtype)
 
 
 def dense_packed(data: Any, weights: Any, features: int) -> Any:
