@@ -40,8 +40,10 @@ def register() -> None:
     def factory() -> tuple[Any, Any, Any]:
         from tvm import transform
 
+        from .rounding import rounded_conversions
+
         base, host, device = tirx.get_tir_pipeline("s_tir")
-        return base, (lambda: transform.Sequential([vector_lookups(), host()])), device
+        return base, (lambda: transform.Sequential([vector_lookups(), rounded_conversions(), host()])), device
 
     tirx.register_tir_pipeline(PIPELINE, factory)
     _REGISTERED.append(True)

@@ -1,0 +1,128 @@
+"""Requantization as one rounding conversion: a pass of the ``edgetune`` TIR pipeline
+(:mod:`.lookups`).
+
+Every int8 layer ends in ``cast(clip(round(v) + z, lo, hi))``: TVM's ``round`` is LLVM's
+``nearbyint`` (``vrndscaleps`` on x86, ``frinti`` on Arm), then the clipped float is converted
+by truncation (``vcvttps2dq``). The conversion that rounds by itself (``vcvtps2dq``; Arm
+``frintx`` + ``fcvtzs``) gives the same integers — both round to nearest, ties to even, in the
+current rounding mode — and the zero point is then an integer add. So each such cast becomes
+
+    cast(lrint(clip(v, lo − z, hi − z)) + z)
+
+— the same value for every ``v``: with integer ``lo``, ``hi``, ``z``, clipping before or after
+rounding is the same, and ``round(v) + z`` is exact in float32 wherever the clip does not decide
+the result. One instruction less per requantize; an epilogue of a residual block has two or
+three (an 8-bit output on x86 then needs only the narrowing ``vpmovdb``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ROUNDS = ("tirx.round", "tirx.nearbyint")
+_LIMIT = 2.0**22  # |bounds| and |zero point| below this: every integer sum of them is exact
+
+
+def rounded_conversions() -> Any:
+    """The pass: each float32 → integer cast of a clipped, rounded value as ``llvm.lrint``."""
+    import tvm_ffi
+    from tvm import tirx
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.RoundedConversions")
+    def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
+        def on_cast(cast: Any) -> Any:
+            replaced = _rounded(cast)
+            return cast if replaced is None else replaced
+
+        return tvm_ffi.structural_map(func, [(tirx.Cast, on_cast)], order="post")
+
+    return rewrite
+
+
+def _rounded(cast: Any) -> Any | None:
+    """``cast`` = int(clip(round(v) + z, lo, hi)) as int(lrint(clip(v, lo − z, hi − z)) + z); None
+    when it is anything else."""
+    import numpy as np
+    from tvm import DataType, tirx
+
+    target = DataType(str(cast.ty.dtype))
+    clipped = _clip(cast.value)
+    if clipped is None or not str(target).startswith("int") or target.bits > 32:
+        return None
+    inner, lo, hi = clipped
+    rounded = _round_plus(inner)
+    if rounded is None:
+        return None
+    v, z = rounded
+    source = DataType(str(v.ty.dtype))
+    info = np.iinfo(f"int{target.bits}")
+    if (not str(source).startswith("float32") or not info.min <= lo <= hi <= info.max
+            or any(c != int(c) or abs(c) >= _LIMIT for c in (lo, hi, z))):
+        return None
+    lanes = source.lanes
+    low, high = _like(v, lo - z), _like(v, hi - z)
+    wide = f"int32x{lanes}" if lanes > 1 else "int32"
+    out = tirx.call_llvm_pure_intrin(wide, "llvm.lrint", tirx.Max(tirx.Min(v, high), low))
+    if z:
+        out = out + _like(out, int(z))
+    return out if str(cast.ty.dtype) == wide else tirx.Cast(str(cast.ty.dtype), out)
+
+
+def _clip(expr: Any) -> tuple[Any, float, float] | None:
+    """(x, lo, hi) for ``expr`` = max(min(x, hi), lo) or min(max(x, lo), hi), constant bounds."""
+    from tvm import tirx
+
+    if not isinstance(expr, (tirx.Max, tirx.Min)):
+        return None
+    inner, outer_bound = _with_constant(expr)
+    if inner is None or type(inner) is type(expr) or not isinstance(inner, (tirx.Max, tirx.Min)):
+        return None
+    x, inner_bound = _with_constant(inner)
+    if x is None:
+        return None
+    lo, hi = (outer_bound, inner_bound) if isinstance(expr, tirx.Max) else (inner_bound, outer_bound)
+    return (x, lo, hi) if lo <= hi else None
+
+
+def _round_plus(expr: Any) -> tuple[Any, float] | None:
+    """(v, z) for ``expr`` = round(v) + z, round(v) − z or round(v); else None."""
+    from tvm import ir, tirx
+
+    z = 0.0
+    if isinstance(expr, (tirx.Add, tirx.Sub)):
+        rest, c = _with_constant(expr)
+        if rest is None or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a)):
+            return None
+        expr, z = rest, (-c if isinstance(expr, tirx.Sub) else c)
+    if isinstance(expr, ir.Call) and getattr(expr.op, "name", "") in _ROUNDS:
+        return expr.args[0], z
+    return None
+
+
+def _with_constant(expr: Any) -> tuple[Any | None, float]:
+    """(the other operand, the constant) of a binary ``expr`` with one constant operand."""
+    for const, rest in ((expr.b, expr.a), (expr.a, expr.b)):
+        value = _constant(const)
+        if value is not None:
+            return rest, value
+    return None, 0.0
+
+
+def _constant(expr: Any) -> float | None:
+    """The value of a float/int immediate, or of a broadcast of one; else None."""
+    from tvm import tirx
+
+    if isinstance(expr, tirx.Broadcast):
+        expr = expr.value
+    if isinstance(expr, (tirx.FloatImm, tirx.IntImm)):
+        return float(expr.value)
+    return None
+
+
+def _like(expr: Any, value: float) -> Any:
+    """``value`` as a constant of ``expr``'s type (broadcast to its lanes)."""
+    from tvm import DataType, tirx
+
+    lanes = DataType(str(expr.ty.dtype)).lanes
+    scalar = tirx.const(value, str(expr.ty.dtype).split("x")[0])
+    return tirx.Broadcast(scalar, lanes) if lanes > 1 else scalar
