@@ -233,18 +233,31 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
 
 
 def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
-    """Where to cut ``block``'s vector ``loop``: at a pad's edges, and in each piece longer
-    than a register but not a multiple of one, after its whole registers. Ascending; none
-    when the loop vectorizes as it is."""
+    """Where to cut ``block``'s vector ``loop``: at a pad's edges, and each piece between them
+    into :func:`register_pieces`. Ascending; none when the loop vectorizes as it is."""
     extent = _extent(sch, loop)
     edges = _pad_edges(sch, block, extent)
     if not edges and extent % cpu.lanes == 0:
         return []
     cuts = set(edges)
     for a, b in zip([0, *edges], [*edges, extent]):
-        if b - a > cpu.lanes and (b - a) % cpu.lanes:
-            cuts.add(a + (b - a) // cpu.lanes * cpu.lanes)
+        for width in register_pieces(b - a, cpu.lanes)[:-1]:
+            a += width
+            cuts.add(a)
     return sorted(cuts)
+
+
+def register_pieces(extent: int, lanes: int) -> list[int]:
+    """``extent`` lanes as pieces LLVM keeps in whole registers: the native registers, then the
+    rest in halves, quarters, … (42 on AVX-512: 32 + 8 + 2), a last single lane as is."""
+    pieces = [extent // lanes * lanes] if extent >= lanes else []
+    rest, width = extent - sum(pieces), lanes // 2
+    while rest and width:
+        if rest >= width:
+            pieces.append(width)
+            rest -= width
+        width //= 2
+    return pieces
 
 
 def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
@@ -380,14 +393,20 @@ def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide
     default = max(d for d in _divisors(ow) if d <= rows)
     xo, xi = sch.split(x, decide.tile(x, [ow // default, default], rows))
     co, ci = sch.split(c, [None, cv])
+    # Channels rounded up to whole registers (lowering.depthwise_weights) are cropped by the
+    # epilogue: once per row of pixels, after every channel block, its loop cut into register
+    # pieces (as a pass of its own it cost a parallel region per layer). An epilogue that writes
+    # beyond the sums (a channel pad) stays a pass of its own.
+    per_row = separate and order == 0 and epi is not None and all(
+        e <= m for e, m in zip(_out_shape(sch, epi), _out_shape(sch, main)))
     if order == 0:
         sch.reorder(b, y, xo, co, ry, rx, xi, ci)
-        at, par = co, [b, y, xo]
+        at, par = (xo if per_row else co), [b, y, xo]
     else:
         sch.reorder(b, y, co, xo, ry, rx, xi, ci)
         at, par = xo, [b, y, co]
     _parallel_outer(sch, par, cpu, cores)
-    _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate)
+    _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
 
 
 def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
