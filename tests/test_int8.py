@@ -455,3 +455,79 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
     (pi.path / "manifest.json").write_text(json.dumps(manifest))
     checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
+
+
+def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """``func`` (a PrimFunc) with its default schedule built for this host as packages are,
+    run on ``args`` (the last one written); (the arrays after the run, the assembly)."""
+    import tvm
+    from tvm.driver import build as tvm_build
+
+    from edgetune._tvm import cpu_schedules, lookups
+    from edgetune.profiles import get_profile
+
+    target = _tvm.make_target(get_profile("host").target_spec())
+    sch, kind = cpu_schedules.default_schedule(func, target)
+    assert sch is not None, kind
+    lookups.register()
+    lib = tvm_build(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target=target,
+                    pipeline=lookups.PIPELINE)
+    tensors = [tvm.runtime.tensor(a) for a in args]
+    lib["main"](*tensors)
+    return [t.numpy() for t in tensors], lib.inspect_source("asm")
+
+
+@pytest.mark.parametrize(("dtype", "zero", "lo", "hi"), [("int8", -3, -128, 127), ("int32", 5, -128, 127),
+                                                         ("int8", -128, -128, 5)], ids=["int8", "widened", "relu6"])
+def test_requantize_rounds_in_the_conversion(dtype, zero, lo, hi):
+    """``cast(clip(round(v) + z, lo, hi))`` — how every int8 layer ends — is built as one
+    rounding conversion (x86: ``vcvtps2dq``, no ``vrndscaleps`` before a truncating one) of the
+    value clipped to ``[lo − z, hi − z]``, then ``+ z``: the same integers for ties (to even),
+    both sides of the clip and far beyond it."""
+    from tvm import te, tirx
+
+    v = te.placeholder((256,), "float32", name="v")
+    out = te.compute((256,), lambda i: tirx.max(tirx.min(tirx.round(v[i]) + float(zero), float(hi)), float(lo)).astype(dtype),
+                     name="requantize")
+    x = np.concatenate([np.arange(-150, 150, 2.5, dtype=np.float32)[:120] + 0.5,  # ties and others
+                        np.float32([1e9, -1e9, 1e30, -1e30, 2.0**31, -(2.0**31), 127.5, -128.5]),
+                        np.linspace(-300, 300, 128, dtype=np.float32)])
+    (_, ours), asm = _host_kernel(te.create_prim_func([v, out]), [x, np.zeros(256, dtype)])
+    expected = np.clip(np.round(x.astype(np.float64)) + zero, lo, hi).astype(dtype)
+    np.testing.assert_array_equal(ours, expected)
+    if "avx512f" in _cpu_flags():
+        assert "vcvtps2dq" in asm and "vrndscaleps" not in asm, asm[:3000]
+
+
+@pytest.mark.parametrize("padding", [0, 1], ids=["1x1", "3x3-padded"])
+def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
+    """On AVX-512 VNNI (``vpdpbusd``: unsigned data) an int8 convolution with nothing to pad
+    reads its input as it is and flips each quad's sign bit in the register (x + 128 as uint8):
+    no pass of its own over the input. One with spatial padding keeps its pad stage. Both equal
+    numpy's integer sums plus the per-channel offset, and the offset's ``−128·Σw``."""
+    from tvm import te
+
+    from edgetune._tvm import dot, lowering
+    from edgetune.profiles import get_profile
+
+    if dot.dot_family(_tvm.make_target(get_profile("host").target_spec())) != "vnni":
+        pytest.skip("this host has no AVX-512 VNNI")
+    rng = np.random.default_rng(3)
+    k, ic, oc, size = 1 + 2 * padding, 24, 40, 10
+    x = rng.integers(-128, 128, (1, size, size, ic)).astype(np.int8)
+    w = rng.integers(-127, 128, (oc, k, k, ic)).astype(np.int8)
+    offset = rng.integers(-5000, 5000, oc).astype(np.int32)
+    blocks = dot.padded_blocks("vnni", oc)
+    packed = lowering.pad_axis(w, 0, 16 * blocks).reshape(blocks, 16, k, k, ic // 4, 4).transpose(0, 2, 3, 4, 1, 5).copy()
+    shift = (offset - 128 * w.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32)
+    data, weights, off = (te.placeholder(a.shape, str(a.dtype), name=n) for a, n in ((x, "x"), (packed, "w"), (shift, "o")))
+    out = lowering.conv2d_nhwc_int8(data, weights, off, strides=[1, 1], padding=[padding] * 4, dilation=[1, 1],
+                                    out_channels=oc, family="vnni")
+    func = te.create_prim_func([data, weights, off, out])
+    assert ("pad" in func.script()) == bool(padding)
+    (*_, ours), asm = _host_kernel(func, [x, packed, shift, np.zeros((1, size, size, oc), np.int32)])
+    xp = np.pad(x.astype(np.int64), [(0, 0), (padding, padding), (padding, padding), (0, 0)])
+    expected = sum(np.einsum("nhwc,oc->nhwo", xp[:, i:i + size, j:j + size], w[:, i, j].astype(np.int64))
+                   for i in range(k) for j in range(k)) + offset
+    np.testing.assert_array_equal(ours, expected)
+    assert "vpdpbusd" in asm

@@ -120,3 +120,31 @@ def test_existing_output_needs_force(tmp_path, exporter_onnx):
     with pytest.raises(PackageError, match="not an edgetune package"):
         _package(exporter_onnx, other, verify=False, force=True)
     assert (other / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize(("channels", "stride"), [(42, 2), (28, 1), (6, 1)])
+def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_path, channels, stride):
+    """A depthwise layer whose channels are not whole vector registers (BlazeFace's 28, 36, 42)
+    computes them rounded up (zero weights after the last; 42 had run as one 42-lane vector, 14
+    GFLOP/s) and crops them in its epilogue, once per row of pixels: the same outputs as
+    onnxruntime, from a depthwise kernel (not plain loops)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune._tvm import lowering
+
+    rng = np.random.default_rng(channels)
+    inits = [numpy_helper.from_array(rng.standard_normal((channels, 1, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=channels, pads=[1, 1, 1, 1], strides=[stride] * 2),
+             helper.make_node("Relu", ["c"], ["y"])]
+    out = 20 // stride
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, out, out])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "dw.onnx"))
+    result = _package(tmp_path / "dw.onnx", tmp_path / "pkg")
+    assert result.verification["status"] == "passed", result.verification
+    kernels = result.manifest["schedules"]
+    assert kernels["kinds"].get("depthwise") == 1 and not kernels["naive"], kernels
+    cpu = lowering.CpuFacts(lanes=16, registers=32, fma_latency=4)
+    assert lowering.depthwise_weights(np.ones((channels, 3, 3, 1)), cpu).shape[-1] == {42: 48, 28: 32, 6: 8}[channels]

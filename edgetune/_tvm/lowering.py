@@ -543,9 +543,10 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
 
     family, cpu = dot.dot_family(target), CpuFacts.of(target)
 
-    def kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool] | None:
-        """The call_te of an exact int8 convolution ``conv`` plus ``bias`` (int32 per output
-        channel, or None), and whether it returns the sums in float32; None: not one."""
+    def kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | None:
+        """(the call_te of an exact int8 convolution ``conv`` plus ``bias`` — int32 per output
+        channel, or None —, whether it returns the sums in float32, the part of ``bias`` left to
+        add in int32 after it: None, or all of it where float32 would round); None: not one."""
         weights = _integer_conv_weights(conv)
         a = conv.attrs
         if (weights is None or str(conv.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
@@ -567,6 +568,8 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
         exact = bias is None or (kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
                                  + int(np.abs(bias.astype(np.int64)).max(initial=0)) < 2**24)
         fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
+        rest = None if exact else bias
+        te = mutator.builder_.call_te
         if int(a.groups) == 1 and family is not None:
             padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
             packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
@@ -575,18 +578,21 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
             if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
                 offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
             extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
-            return mutator.builder_.call_te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc,
-                              family=family, signature=sig, primfunc_name_hint="conv2d_nhwc_int8"), False
-        if int(a.groups) == 1 and exact:
+            call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
+                      signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+            return call, False, None
+        if int(a.groups) == 1:
             oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
             padded = pad_axis(weights.astype(np.float32), 0, oci)
             packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-            return mutator.builder_.call_te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc,
-                              signature=sig, out_dtype="float32", primfunc_name_hint="conv2d_nhwc"), True
-        if int(a.groups) == ic == oc and ic_g == 1 and exact:
+            call = te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc, signature=sig,
+                      out_dtype="float32", primfunc_name_hint="conv2d_nhwc")
+            return call, True, rest
+        if int(a.groups) == ic == oc and ic_g == 1:
             packed = depthwise_weights(weights.astype(np.float32), cpu)
-            return mutator.builder_.call_te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
-                              primfunc_name_hint="depthwise_conv2d_nhwc"), True
+            call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
+                      primfunc_name_hint="depthwise_conv2d_nhwc")
+            return call, True, rest
         return None
 
     def channel_constant(expr: Any, channels: int) -> Any | None:
@@ -614,13 +620,6 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
                 out.add(var)
         return out
 
-    def channel_constant(expr: Any, channels: int) -> Any | None:
-        """An int32 constant of one value per channel along the last axis, flattened; else None."""
-        value = _const_array(expr)
-        if value is None or value.dtype != np.int32 or value.size != channels or value.shape[-1:] != (channels,):
-            return None
-        return value.reshape(-1)
-
     @relax.expr_functor.mutator
     class _Int8(relax.PyExprMutator):
         """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
@@ -638,17 +637,19 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
             if new is None:
                 self.set_var_remap(binding.var, emit(value))
                 return
-            call, is_float = new
+            call, is_float, rest = new
             out = emit(call)
             if is_float:
                 out = emit(relax.op.astype(out, "int32"))
                 self.floats.add(out)
+            if rest is not None:
+                out = emit(relax.op.add(out, relax.const(rest.astype(np.int32))))
             self.set_var_remap(binding.var, out)
 
-        def _rewrite(self, value: Any) -> tuple[Any, bool] | None:
+        def _rewrite(self, value: Any) -> tuple[Any, bool, Any] | None:
             name = _op_name(value)
             if name == "relax.astype" and str(value.attrs.dtype) == "float32" and value.args[0] in self.floats:
-                return self.lookup_binding(value.args[0]).args[0], False  # the float sums themselves
+                return self.lookup_binding(value.args[0]).args[0], False, None  # the float sums themselves
             if name == "relax.nn.conv2d":
                 return kernel(self, value, None)
             if name == "relax.add" and isinstance(value.args[0], relax.Var):
@@ -806,9 +807,11 @@ def tile_rate(rows: int, vectors: int, cpu: CpuFacts) -> float:
 
 def depthwise_weights(weights_ohwi: Any, cpu: CpuFacts) -> Any:
     """Depthwise weights ``[C, KH, KW, 1]`` as ``[KH, KW, C']``: ``C'`` the channels rounded up
-    to whole vector registers (zero weights after ``C``). The kernel computes ``C'`` channels and
-    keeps ``C``: 24, 28, 36 and 42 channels had run in 8-, 4-, 4- and 42-lane vectors (a 42-lane
-    one legalizes badly), 14–60 GFLOP/s on BlazeFace; as 32, 32, 48, 48 they are whole zmm."""
+    to a multiple of 8 (4 and 8 for fewer; zero weights after ``C``). The kernel computes ``C'``
+    channels and keeps ``C``: BlazeFace's 28, 36 and 42 channels had run in 4-, 4- and 42-lane
+    vectors (one that wide legalizes badly: 14 GFLOP/s); as 32, 40 and 48 they are whole ymm /
+    zmm registers (1.3–3.2× per layer, measured). Rounding 24 → 32 for whole zmm measured
+    slower (0.82×) than 24 as three ymm."""
     c, kh, kw, _one = weights_ohwi.shape
     packed = weights_ohwi.reshape(c, kh, kw).transpose(1, 2, 0)
     multiple = min(8, cpu.lanes) if c > 8 else min(w for w in (4, 8) if w >= c) if c > 1 else 1
