@@ -121,19 +121,8 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
     a_dtype = "uint8" if unsigned_data(family) and not flip else "int8"
     mask = -0x7F7F7F80  # 0x80808080: each byte's sign bit
 
-    @T.prim_func(s_tir=True)
-    def desc_flip(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (n, 4), "int8", offset_factor=1)  # noqa: N806
-        C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
-        with T.sblock("root"):
-            T.reads(C[0:n], A[0:4], B[0:n, 0:4])
-            T.writes(C[0:n])
-            for i in T.serial(0, n):
-                for k in T.serial(0, 4):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(T.reinterpret("uint8", A[vk] ^ T.int8(-128)), "int32") * T.cast(B[vi, vk], "int32")
+    def data(value: Any) -> Any:
+        return T.cast(flip_sign(value) if flip else value, "int32")
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -147,14 +136,17 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                 for k in T.serial(0, 4):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+                        C[vi] = C[vi] + data(A[vk]) * T.cast(B[vi, vk], "int32")
 
     if family in SINGLE_INSTRUCTION:
         # one LLVM intrinsic: accumulators, the input quad broadcast to every lane group, weights
         quad_t, wide, weights_t = f"{a_dtype}x4", f"int32x{n}", f"int8x{4 * n}"
         lanes_in = f"{'uint8' if unsigned_data(family) else 'int8'}x{4 * n}"
         instruction = SINGLE_INSTRUCTION[family]
-        flipped = mask if flip else 0
+
+        def quad_of(buffer: Any) -> Any:
+            quad = T.reinterpret(buffer.vload([0], quad_t), dtype="int32")
+            return quad ^ T.int32(mask) if flip else quad
 
         @T.prim_func(s_tir=True)
         def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -164,7 +156,7 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
             with T.sblock("root"):
                 T.reads(C[0:n], A[0:4], B[0:n, 0:4])
                 T.writes(C[0:n])
-                quad = T.reinterpret(A.vload([0], quad_t), dtype="int32") ^ T.int32(flipped)
+                quad = quad_of(A)
                 C[T.ramp(T.int32(0), 1, n)] = T.call_llvm_pure_intrin(
                     T.llvm_lookup_intrinsic_id(instruction),
                     C.vload([0], dtype=wide),
@@ -198,4 +190,4 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                 C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + T.call_llvm_pure_intrin(
                     T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), low, high, dtype="int32x4")
 
-    return (desc_flip if flip else desc), impl
+    return desc, impl

@@ -631,12 +631,12 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
             self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
 
         def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            value = self.visit_expr(binding.value)
-            emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
-            new = None if binding.var in self.deferred else self._rewrite(value)
+            new = None if binding.var in self.deferred else self._rewrite(self.visit_expr(binding.value))
             if new is None:
-                self.set_var_remap(binding.var, emit(value))
+                super().visit_var_binding_(binding)
                 return
+            output = self.builder_.current_block_is_dataflow() and not isinstance(binding.var, relax.DataflowVar)
+            emit = self.builder_.emit_output if output else self.builder_.emit
             call, is_float, rest = new
             out = emit(call)
             if is_float:
