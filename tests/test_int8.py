@@ -531,3 +531,41 @@ def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
                    for i in range(k) for j in range(k)) + offset
     np.testing.assert_array_equal(ours, expected)
     assert "vpdpbusd" in asm
+
+
+def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path):
+    """A quantized layer edgetune cannot compute as the runtime's integer kernel — here a QDQ
+    convolution whose bias is on another scale than ``sx·sw`` — keeps TVM's float path; the
+    package still passes its check against onnxruntime, the layer next to it runs on integer
+    kernels, and the import note (package summary, ``inspect``) names the layer that does not."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    s, z = 0.05, 3
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (("s", s, np.float32), ("z", z, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["d0"])]
+    for n, (cin, cout, bias_scale) in enumerate([(4, 8, s * 0.004), (8, 16, s * 0.004 * 3)]):  # the second: another scale
+        inits += [numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 1, 1)).astype(np.int8), f"w{n}"),
+                  numpy_helper.from_array(np.full(cout, 0.004, np.float32), f"ws{n}"),
+                  numpy_helper.from_array(np.zeros(cout, np.int8), f"wz{n}"),
+                  numpy_helper.from_array(rng.integers(-300, 300, cout).astype(np.int32), f"b{n}"),
+                  numpy_helper.from_array(np.full(cout, bias_scale, np.float32), f"bs{n}"),
+                  numpy_helper.from_array(np.zeros(cout, np.int32), f"bz{n}")]
+        nodes += [helper.make_node("DequantizeLinear", [f"w{n}", f"ws{n}", f"wz{n}"], [f"wd{n}"], axis=0),
+                  helper.make_node("DequantizeLinear", [f"b{n}", f"bs{n}", f"bz{n}"], [f"bd{n}"], axis=0),
+                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"]),
+                  helper.make_node("QuantizeLinear", [f"c{n}", "s", "z"], [f"q{n}"]),
+                  helper.make_node("DequantizeLinear", [f"q{n}", "s", "z"], [f"d{n + 1}"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("d2", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed", result.verification
+    scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
+    assert scheme["exact"] == scheme["integer"] == 1 and scheme["float_layers"] == ["conv2d 1×8×8×8 → 1×16×8×8"], scheme
+    [note] = [n for n in result.manifest["model"]["notes"] if n.startswith("int8:")]
+    assert "1 quantized layer(s) keep TVM's float path" in note and "conv2d 1×8×8×8 → 1×16×8×8" in note, note
+    proc = run_edgetune("inspect", str(tmp_path / "m.onnx"))
+    assert proc.returncode == 0 and "conv2d 1×8×8×8 → 1×16×8×8" in proc.stdout, proc.stdout

@@ -262,13 +262,25 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     (:func:`.quantized.exact_int8_layers`) — and for TFLite, int8 ADDs and ReLUs as LiteRT's
     XNNPACK computes them — the quantization scheme kept on the module. A float model as is."""
     import json
+    from collections import Counter
 
-    from .quantized import SCHEME_ATTR, exact_int8_layers, int8_concats, int8_relus, int8_rescales, int8_tables, xnnpack_int8_adds
+    from .quantized import (
+        SCHEME_ATTR,
+        exact_int8_layers,
+        int8_concats,
+        int8_relus,
+        int8_rescales,
+        int8_tables,
+        quantized_layers,
+        xnnpack_int8_adds,
+    )
 
     scheme = quantization_scheme(mod)
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
         return int8_tables(int8_rescales(int8_concats(mod)[0])[0])[0]
+    layers = quantized_layers(mod)
     mod, exact = exact_int8_layers(mod)
+    float_layers = list((Counter(layers) - Counter(exact["rewritten"])).elements())
     adds = relus = 0
     if tflite:
         mod, adds = xnnpack_int8_adds(mod)
@@ -276,7 +288,8 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
     mod, concats = int8_concats(mod)
     mod, rescales = int8_rescales(mod)
     mod, tables = int8_tables(mod)
-    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], fixed_point_adds=adds, relus=relus,
+    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], float_layers=float_layers,
+                  fixed_point_adds=adds, relus=relus,
                   concats=concats, rescales=rescales, tables=tables,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
                   runs_as="full convolutions and dense layers (as 1×1 convolutions) on the CPU's int8 dot-product "
@@ -353,6 +366,20 @@ def estimate_flops(mod: Any) -> float:
             except Exception:  # noqa: BLE001 — ops with data-dependent loops have no estimate
                 log.debug("no FLOP estimate for %s", gv.name_hint)
     return total
+
+
+def quantization_notes(mod: Any) -> list[str]:
+    """The import note of an int8 model whose quantized layers are not all computed as the
+    runtime's integer kernels do: those layers, named, stay on TVM's float path."""
+    from .quantized import WEIGHT_ONLY
+
+    scheme = quantization_scheme(mod)
+    float_layers = (scheme or {}).get("float_layers", [])
+    if not float_layers or scheme["activations"] == [WEIGHT_ONLY]:
+        return []
+    shown = "; ".join(float_layers[:8]) + (f"; and {len(float_layers) - 8} more" if len(float_layers) > 8 else "")
+    return [f"int8: {len(float_layers)} quantized layer(s) keep TVM's float path (dequantize → fp32 kernel → "
+            f"quantize; checked against the runtime like the rest, not integer kernels): {shown}"]
 
 
 def quantization_scheme(mod: Any) -> dict[str, Any] | None:

@@ -126,13 +126,7 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
     layers: dict[str, int] = {}
     weights: set[str] = set()
     activations: set[str] = set()
-    for value in bound.values():
-        if _op_name(value) not in QUANTIZED_COMPUTE:
-            continue
-        w = dequantized(value.args[1])
-        data = const(w.args[0]) if w is not None else None
-        if data is None:
-            continue
+    for value, w, data in _quantized_computes(bound):
         scale, zero = const(w.args[1]), const(w.args[2])
         per_channel = scale is not None and scale.size > 1
         symmetric = zero is None or not np.any(zero)
@@ -145,9 +139,41 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
         layers[kind] = layers.get(kind, 0) + 1
     if not layers:
         return None
-    return {"weights": sorted(weights), "activations": sorted(activations) or ["float (weight-only quantization)"],
+    return {"weights": sorted(weights), "activations": sorted(activations) or [WEIGHT_ONLY],
             "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
             "runs_as": "dequantize → fp32 kernels → quantize"}
+
+
+WEIGHT_ONLY = "float (weight-only quantization)"
+
+
+def _quantized_computes(bound: dict[Any, Any]) -> Any:
+    """(compute op, its weights' dequantize, the weights' stored values) for each convolution /
+    matmul of ``bound`` (var → value) whose weights are a dequantized constant."""
+    for value in bound.values():
+        if _op_name(value) not in QUANTIZED_COMPUTE:
+            continue
+        w, _ = _transforms(bound, value.args[1])
+        data = _const_array(_transforms(bound, w.args[0])[0]) if _op_name(w) == "relax.dequantize" else None
+        if data is not None:
+            yield value, w, data
+
+
+def describe_layer(value: Any) -> str:
+    """A quantized layer as a user can find it in the model: op, input and output shapes."""
+
+    def shape(expr: Any) -> str:
+        dims = expr.ty.shape.values if expr.ty.shape is not None else None
+        return "×".join(str(int(d)) if hasattr(d, "value") else str(d) for d in dims) if dims is not None else "?"
+
+    return f"{_op_name(value).removeprefix('relax.').removeprefix('nn.')} {shape(value.args[0])} → {shape(value)}"
+
+
+def quantized_layers(mod: Any) -> list[str]:
+    """:func:`describe_layer` of each quantized layer of ``mod`` (as :func:`quantization_scheme`
+    counts them), before the int8 rewrites."""
+    bound = {b.var: b.value for block in mod["main"].body.blocks for b in block.bindings}
+    return [describe_layer(value) for value, _w, _data in _quantized_computes(bound)]
 
 
 def _per_channel(values: np.ndarray, axis: int) -> np.ndarray | None:
@@ -156,13 +182,13 @@ def _per_channel(values: np.ndarray, axis: int) -> np.ndarray | None:
     return moved[:, 0] if np.all(moved == moved[:, :1]) else None
 
 
-def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
+def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, Any]]:
     """``mod`` with its quantized convolution / dense chains computed exactly (module
-    docstring), and counts: ``layers`` rewritten, ``bounded`` of them with every sum provably
-    below 2²⁴."""
+    docstring), and counts: ``layers`` rewritten (``rewritten``: :func:`describe_layer` of each),
+    ``bounded`` of them with every sum provably below 2²⁴."""
     from tvm import relax
 
-    counts = {"layers": 0, "bounded": 0, "integer": 0}
+    counts: dict[str, Any] = {"layers": 0, "bounded": 0, "integer": 0, "rewritten": []}
 
     @relax.expr_functor.mutator
     class _Exact(relax.PyExprMutator):
@@ -215,6 +241,7 @@ def exact_int8_layers(mod: Any) -> tuple[Any, dict[str, int]]:
             k = int(np.prod([w.shape[a] for a in reduce_axes]))
             wmax = np.abs(w.astype(np.int64)).max(axis=tuple(reduce_axes)) if k else 0
             counts["layers"] += 1
+            counts["rewritten"].append(describe_layer(value))
             counts["bounded"] += int(np.all(k * 255 * wmax + (np.abs(sum_b.astype(np.int64)).max() if sum_b is not None else 0)
                                             < EXACT_LIMIT))
             emit = self.builder_.emit

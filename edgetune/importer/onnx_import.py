@@ -257,4 +257,5 @@ def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound) 
     outputs = tuple(
         TensorSpec(mapping.get(n, n), n, shape, dtype) for n, (shape, dtype) in zip(out_names, sig_out)
     )
+    notes = [*notes, *_tvm.quantization_notes(mod)]
     return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound)

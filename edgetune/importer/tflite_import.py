@@ -154,5 +154,5 @@ def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> Imported
         tensor_spec(sub.Tensors(sub.Outputs(i)), shape)
         for i, (shape, _dtype) in zip(range(sub.OutputsLength()), sig_out)
     )
-    notes = rewrites + (("input shapes overridden",) if overrides else ())
+    notes = rewrites + (("input shapes overridden",) if overrides else ()) + tuple(_tvm.quantization_notes(mod))
     return ImportedModel(path, "tflite", sha256_file(path), inputs, outputs, mod, data, notes)
