@@ -211,6 +211,24 @@ def _map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
     return out
 
 
+def _readers(func: Any) -> dict[Any, list[Any]]:
+    """Each variable of ``func``'s body → the values of the bindings that read it (a call's
+    arguments, call_tir's tuple of them included); ``None`` for the function's result."""
+    from tvm import relax
+
+    readers: dict[Any, list[Any]] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            for arg in getattr(b.value, "args", []):
+                for var in arg.fields if isinstance(arg, relax.Tuple) else [arg]:
+                    if isinstance(var, relax.Var):
+                        readers.setdefault(var, []).append(b.value)
+    result = func.body.body
+    for var in result.fields if isinstance(result, relax.Tuple) else [result]:
+        readers.setdefault(var, []).append(None)
+    return readers
+
+
 def _op_name(expr: Any) -> str:
     from tvm import relax
 
@@ -604,20 +622,15 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
 
     def biased(func: Any) -> set[Any]:
         """The convolutions whose only user adds an int32 constant per output channel to them."""
-        users: dict[Any, list[Any]] = {}
-        convs = []
+        readers = _readers(func)
+        out = set()
         for block in func.body.blocks:
             for b in block.bindings:
-                relax.analysis.post_order_visit(b.value, lambda e, b=b: _note_reads(e, b.value, users))
-                if _op_name(b.value) == "relax.nn.conv2d":
-                    convs.append(b.var)
-        _note_reads(func.body.body, func.body.body, users)
-        out = set()
-        for var in convs:
-            (user, *more) = users.get(var, [None])
-            if (not more and _op_name(user) == "relax.add" and user.args[0].same_as(var)
-                    and channel_constant(user.args[1], int(var.ty.shape.values[-1])) is not None):
-                out.add(var)
+                (user, *more) = readers.get(b.var, [None])
+                if (_op_name(b.value) == "relax.nn.conv2d" and not more and _op_name(user) == "relax.add"
+                        and user.args[0].same_as(b.var)
+                        and channel_constant(user.args[1], int(b.var.ty.shape.values[-1])) is not None):
+                    out.add(b.var)
         return out
 
     @relax.expr_functor.mutator
@@ -663,18 +676,6 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
     for gv, func in functions:
         mutator.builder_.update_func(gv, mutator.visit_expr(func))
     return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
-
-
-def _note_reads(expr: Any, user: Any, users: dict[Any, list[Any]]) -> None:
-    """Record ``user`` as a reader of each variable ``expr`` reads directly (a post-order
-    visit's callback: a tuple of arguments is visited on its own)."""
-    from tvm import relax
-
-    read = (expr.args if isinstance(expr, relax.Call) else expr.fields if isinstance(expr, relax.Tuple)
-            else [expr] if isinstance(expr, relax.Var) and expr is user else [])
-    for var in read:
-        if isinstance(var, relax.Var):
-            users.setdefault(var, []).append(user)
 
 
 def _integer_conv_weights(call: Any) -> Any | None:
@@ -1421,18 +1422,9 @@ def narrowing_round_trips_dropped(mod: Any) -> Any:
 
     def dropped(func: Any) -> dict[Any, Any]:
         """var → the clipped float var its widening cast reads instead."""
-        values: dict[Any, Any] = {}
-        users: dict[Any, list[str]] = {}
-        for block in func.body.blocks:
-            for b in block.bindings:
-                values[b.var] = b.value
-                for arg in getattr(b.value, "args", []):
-                    for var in arg.fields if isinstance(arg, relax.Tuple) else [arg]:  # call_tir's arguments
-                        if isinstance(var, relax.Var):
-                            users.setdefault(var, []).append(_op_name(b.value))
-        result = func.body.body
-        for var in result.fields if isinstance(result, relax.Tuple) else [result]:
-            users.setdefault(var, []).append("return")
+        values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+        users = {var: [_op_name(v) if v is not None else "return" for v in readers]
+                 for var, readers in _readers(func).items()}
         out = {}
         for var, value in values.items():
             narrow = values.get(value.args[0]) if _op_name(value) == "relax.astype" else None
