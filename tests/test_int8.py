@@ -458,20 +458,19 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
 
 
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
-    """``func`` (a PrimFunc) with its default schedule built for this host as packages are,
-    run on ``args`` (the last one written); (the arrays after the run, the assembly)."""
+    """``func`` (a PrimFunc) with its default schedule built for this host as tuning candidates
+    are (edgetune's TIR pipeline), run on ``args`` (the last one written); (the arrays after the
+    run, the assembly)."""
     import tvm
-    from tvm.driver import build as tvm_build
 
-    from edgetune._tvm import cpu_schedules, lookups
+    from edgetune._tvm import cpu_schedules
+    from edgetune._tvm.metaschedule import build_candidate
     from edgetune.profiles import get_profile
 
     target = _tvm.make_target(get_profile("host").target_spec())
     sch, kind = cpu_schedules.default_schedule(func, target)
     assert sch is not None, kind
-    lookups.register()
-    lib = tvm_build(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target=target,
-                    pipeline=lookups.PIPELINE)
+    lib = build_candidate(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target, None)
     tensors = [tvm.runtime.tensor(a) for a in args]
     lib["main"](*tensors)
     return [t.numpy() for t in tensors], lib.inspect_source("asm")
