@@ -14,7 +14,9 @@ class TensorSpec:
 
     ``name`` is what TVM sees (sanitized); ``original_name`` is the model file's name, which
     users and the runtime loader accept. ``quantization`` is (scale, zero_point) for
-    per-tensor quantized TFLite tensors.
+    per-tensor quantized TFLite tensors. ``value_range`` is [low, high) of an integer input whose
+    values index a table (token ids into an embedding) or are a 0/1 mask: what the reference
+    check and benchmarks feed it.
     """
 
     name: str
@@ -22,21 +24,24 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str
     quantization: tuple[float, int] | None = None
+    value_range: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form used in manifests."""
         data = asdict(self)
         data["shape"] = list(self.shape)
         data["quantization"] = list(self.quantization) if self.quantization else None
+        data["value_range"] = list(self.value_range) if self.value_range else None
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorSpec":
         """Inverse of :meth:`to_json`."""
-        quant = data.get("quantization")
+        quant, span = data.get("quantization"), data.get("value_range")
         return cls(
             data["name"], data["original_name"], tuple(data["shape"]), data["dtype"],
             (float(quant[0]), int(quant[1])) if quant else None,
+            (int(span[0]), int(span[1])) if span else None,
         )
 
 

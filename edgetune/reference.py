@@ -11,12 +11,15 @@ from .model import ImportedModel, TensorSpec
 
 
 def make_inputs(specs: tuple[TensorSpec, ...], seed: int = 0) -> list[np.ndarray]:
-    """Deterministic inputs: floats ~U(-1, 1), 8-bit integers over their full range, small ints else."""
+    """Deterministic inputs: floats ~U(-1, 1); integers in their ``value_range`` (token ids, masks),
+    8-bit integers over their full range, small ints else."""
     rng = np.random.default_rng(seed)
     arrays = []
     for spec in specs:
         dtype = np.dtype(spec.dtype)
-        if dtype.kind == "f":
+        if spec.value_range and dtype.kind in "iu":
+            arrays.append(rng.integers(spec.value_range[0], spec.value_range[1], spec.shape).astype(dtype))
+        elif dtype.kind == "f":
             arrays.append(rng.uniform(-1.0, 1.0, spec.shape).astype(dtype))
         elif dtype.kind in "iu" and dtype.itemsize == 1:
             info = np.iinfo(dtype)

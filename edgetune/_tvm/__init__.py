@@ -118,12 +118,20 @@ def peak_gflops(profile: Any, target: Any) -> float | None:
 
 @contextlib.contextmanager
 def _quiet_frontend() -> Iterator[None]:
-    """TVM frontends warn per initializer; keep that out of the user's terminal."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        log.debug("tvm frontend: %s", w.message)
+    """TVM frontends warn per initializer and print a failing node's inputs (whole IR
+    snippets) to stdout; keep both out of the user's terminal (debug log)."""
+    import io
+
+    printed = io.StringIO()
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(printed):
+            warnings.simplefilter("always")
+            yield
+    finally:
+        for w in caught:
+            log.debug("tvm frontend: %s", w.message)
+        if printed.getvalue():
+            log.debug("tvm frontend printed: %s", printed.getvalue()[:2000])
 
 
 # Converted while TVM's frontend walks the graph, not through its converter map (DESIGN §3).
@@ -132,21 +140,24 @@ _ONNX_DIRECT = frozenset({"If", "Constant"})
 
 def onnx_supported_ops() -> frozenset[str]:
     """ONNX op types (default domain) that convert: TVM's converter map, ``If`` (which TVM's
-    frontend handles while walking the graph) and edgetune's recurrent layers."""
+    frontend handles while walking the graph), edgetune's recurrent layers and its own
+    converters (:mod:`.onnx_ops`)."""
     tvm()
     from tvm.relax.frontend.onnx import onnx_frontend
 
+    from .onnx_ops import CONVERTERS
     from .recurrent import GATES
 
-    return frozenset(onnx_frontend._get_convert_map()) | _ONNX_DIRECT | frozenset(GATES)
+    return frozenset(onnx_frontend._get_convert_map()) | _ONNX_DIRECT | frozenset(GATES) | frozenset(CONVERTERS)
 
 
 def _onnx_importer() -> Any:
-    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters in front of its map
-    (sequences up to ``recurrent.UNROLL_MAX_STEPS`` steps unrolled, as read at conversion)."""
+    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters (sequences up to
+    ``recurrent.UNROLL_MAX_STEPS`` steps unrolled, as read at conversion) and :mod:`.onnx_ops`
+    in front of its map; a node that fails to convert is named in the error."""
     from tvm.relax.frontend.onnx import onnx_frontend as fe
 
-    from . import recurrent
+    from . import onnx_ops, recurrent
 
     class Importer(fe.ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph: Any) -> None:
@@ -156,12 +167,35 @@ def _onnx_importer() -> Any:
                 raise tvm().error.OpNotImplemented(f"not supported: {', '.join(missing)}")
 
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
-            if op_name in recurrent.GATES:
-                return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs,
-                                                           recurrent.UNROLL_MAX_STEPS))
-            return super()._convert_operator(op_name, inputs, attrs, opset)
+            try:
+                if op_name in recurrent.GATES:
+                    return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs,
+                                                               recurrent.UNROLL_MAX_STEPS))
+                if op_name in onnx_ops.CONVERTERS:
+                    return self.bb.normalize(onnx_ops.CONVERTERS[op_name](self.bb, list(inputs), attrs))
+                return super()._convert_operator(op_name, inputs, attrs, opset)
+            except NodeConversionError:
+                raise
+            except Exception as err:  # TVM's converters raise many types; each means "this node"
+                name = attrs.get("tvm_custom", {}).get("name") or "?"
+                raise NodeConversionError(f"{op_name} node '{name}': {reason(err)}") from err
 
     return Importer
+
+
+class NodeConversionError(Exception):
+    """TVM's frontend failed on one node (the message names it)."""
+
+
+def reason(err: BaseException) -> str:
+    """The line of a TVM error that says what went wrong: not its traceback, not the "Metadata
+    omitted" footer TVM prints after an IR snippet."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    noise = ("Metadata omitted", "File \"", "Traceback", "^", "~~~")
+    useful = [ln for ln in lines if not ln.startswith(noise) and not ln.startswith(("#", "@", "R.", "def ", "return "))]
+    checks = [ln for ln in useful if "Check failed" in ln or "Error" in ln.split(":")[0]]
+    text = (checks or useful or [type(err).__name__])[-1]
+    return text[:300] + ("…" if len(text) > 300 else "")
 
 
 def _onnx_opset(model: Any) -> int:
@@ -187,9 +221,9 @@ def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Map
                 mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
     except Exception as err:  # TVM raises many types; all mean "could not convert"
         raise ModelError(
-            f"TVM's ONNX frontend failed: {_last_line(err)}",
-            "the model may need constant folding or fixed shapes (--input-shape); "
-            "EDGETUNE_DEBUG=1 shows TVM's traceback",
+            f"TVM's ONNX frontend failed on {err}" if isinstance(err, NodeConversionError)
+            else f"TVM's ONNX frontend failed: {reason(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
         ) from err
     return _integer_layers(mod, tflite=False)
 

@@ -155,6 +155,8 @@ def fold_constants_numpy(mod: Any) -> Any:
 
     def fold(call: Any) -> Any | None:
         name = _op_name(call)
+        if not _is_tensor(call):  # shape- or tuple-valued calls (``shape_of``, ``split``) stay
+            return None
         args = [_const_array(a) for a in call.args if _is_tensor(a)]
         if not args or any(a is None for a in args) or len(args) != sum(1 for a in call.args if _is_tensor(a)):
             return None

@@ -570,29 +570,54 @@ def int8_tables(mod: Any) -> tuple[Any, int]:
 
 def _chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> np.ndarray | None:
     """The value of ``expr`` for each of the 256 values of the one 8-bit tensor it is an
-    elementwise function of (set as ``source[0]``), in that tensor's order (−128…127 or
-    0…255); None when ``expr`` is anything else. An 8-bit variable is seen through when its own
-    value is such a function (an earlier table), else it is the source."""
+    elementwise function of (set as ``source[0]``; a preset ``source`` must be that tensor), in
+    that tensor's order (−128…127 or 0…255); None when ``expr`` is anything else. An 8-bit
+    variable is seen through when its own value is such a function (an earlier table), else it
+    is the source. Each expression is evaluated once per function (:func:`_chain`): shared
+    sub-graphs are not walked again, so the analysis is linear in the function's size."""
+    values, found = _chain(mutator, expr, depth)
+    if values is not None and (found is None or not source or source[0].same_as(found)):
+        if found is not None and not source:
+            source[:] = [found]
+        return values
+    if source and source[0].same_as(expr) and _int8_var(expr):
+        return _all_values(expr)
+    return None
+
+
+def _chain(mutator: Any, expr: Any, depth: int) -> tuple[np.ndarray | None, Any]:
+    """(values, source) of ``expr`` found with no source preset, memoised on ``mutator``."""
     from tvm import relax
 
-    if depth > 64:
-        return None
     if type(expr).__name__ in ("FloatImm", "IntImm"):  # clip's bounds
-        return np.asarray(expr.value)
+        return np.asarray(expr.value), None
     constant = _const_array(expr)
     if constant is not None:
-        return constant.reshape(()) if constant.size == 1 else None
+        return (constant.reshape(()) if constant.size == 1 else None), None
+    memo = mutator.__dict__.setdefault("_edgetune_chain_memo", {})
+    if expr in memo:
+        return memo[expr]
+    result: tuple[np.ndarray | None, Any] = (None, None)
     call = _bound_value(mutator, expr)
-    if isinstance(call, relax.Call):
-        trial = list(source)
-        value = _call_values(mutator, call, trial, depth + 1)
-        if value is not None:
-            source[:] = trial
-            return value
-    dtype = str(getattr(expr.ty, "dtype", "")) if isinstance(expr, relax.Var) else ""
-    if dtype not in _INT_RANGE or (source and not source[0].same_as(expr)):
-        return None
-    source[:] = [expr]
+    if isinstance(call, relax.Call) and depth < 256:
+        source: list[Any] = []
+        values = _call_values(mutator, call, source, depth + 1)
+        if values is not None:
+            result = (values, source[0] if source else None)
+    if result[0] is None and _int8_var(expr):
+        result = (_all_values(expr), expr)
+    memo[expr] = result
+    return result
+
+
+def _int8_var(expr: Any) -> bool:
+    from tvm import relax
+
+    return isinstance(expr, relax.Var) and str(getattr(expr.ty, "dtype", "")) in _INT_RANGE
+
+
+def _all_values(expr: Any) -> np.ndarray:
+    dtype = str(expr.ty.dtype)
     low, high = _INT_RANGE[dtype]
     return np.arange(low, high + 1, dtype=np.int32).astype(dtype)
 

@@ -20,6 +20,8 @@ import numpy as np
 
 from .._tvm import recurrent as converter  # its constants only: what converts, and how
 from ..errors import ModelError
+from .onnx_proto import attrs as node_attrs
+from .onnx_proto import constants, input_dims, np_dtype, outer_names, real_inputs, subgraphs, text
 
 RECURRENT = converter.GATES
 
@@ -34,10 +36,6 @@ _SHAPE_INPUTS = {("Reshape", 1), ("Expand", 1), ("ConstantOfShape", 0), ("Tile",
                  ("ReduceMean", 1), ("ReduceSum", 1), ("ReduceMax", 1), ("TopK", 1), ("OneHot", 1)}
 
 
-def _np_dtype(elem_type: int) -> np.dtype:
-    from onnx import helper
-
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
 
 
 def parse_value(text: str, dtype: np.dtype) -> np.ndarray:
@@ -59,24 +57,22 @@ def bind_inputs(model: Any, bindings: dict[str, str]) -> dict[str, Any]:
     """Make each named graph input a constant initializer; returns name → bound value (JSON)."""
     from onnx import numpy_helper
 
-    from .onnx_import import input_dims, real_inputs
-
     inputs = {vi.name: vi for vi in real_inputs(model)}
     unknown = sorted(set(bindings) - set(inputs))
     if unknown:
         raise ModelError(f"--bind names unknown input(s) {', '.join(unknown)}",
                          f"the model's inputs are: {', '.join(inputs)}")
     bound: dict[str, Any] = {}
-    for name, text in bindings.items():
+    for name, given in bindings.items():
         vi = inputs[name]
-        dtype = _np_dtype(vi.type.tensor_type.elem_type)
+        dtype = np_dtype(vi.type.tensor_type.elem_type)
         dims = input_dims(vi)
         try:
-            value = parse_value(text, dtype)
+            value = parse_value(given, dtype)
             if dims and all(isinstance(d, int) for d in dims):
                 value = value.reshape(dims)
         except (ValueError, KeyError, OverflowError) as err:
-            raise ModelError(f"--bind {name}={text}: not a value for input '{name}' "
+            raise ModelError(f"--bind {name}={given}: not a value for input '{name}' "
                              f"({dtype.name}, shape {dims}): {err}",
                              "give a number, true/false, or a comma-separated list") from None
         model.graph.input.remove(vi)
@@ -90,40 +86,18 @@ def _consumers(graph: Any) -> dict[str, list[tuple[Any, int]]]:
     for node in graph.node:
         for i, name in enumerate(node.input):
             uses.setdefault(name, []).append((node, i))
-        for sub in _subgraphs(node):
-            for name in _outer_names(sub):
+        for sub in subgraphs(node):
+            for name in outer_names(sub):
                 uses.setdefault(name, []).append((node, -1))  # read inside a branch: data
     return uses
 
 
-def _subgraphs(node: Any) -> list[Any]:
-    from onnx import AttributeProto
-
-    out = []
-    for attr in node.attribute:
-        if attr.type == AttributeProto.GRAPH:
-            out.append(attr.g)
-        elif attr.type == AttributeProto.GRAPHS:
-            out.extend(attr.graphs)
-    return out
 
 
-def _outer_names(graph: Any) -> set[str]:
-    """Names a (branch) graph reads that it does not define itself."""
-    defined = {i.name for i in graph.initializer} | {i.name for i in graph.input}
-    read: set[str] = set()
-    for node in graph.node:
-        read |= {n for n in node.input if n and n not in defined}
-        for sub in _subgraphs(node):
-            read |= _outer_names(sub) - defined
-        defined |= set(node.output)
-    return read
 
 
 def bindable_inputs(model: Any) -> list[str]:
     """Graph inputs that are small and feed only ``If`` conditions or shape arguments."""
-    from .onnx_import import input_dims, real_inputs
-
     uses = _consumers(model.graph)
     outputs = {o.name for o in model.graph.output}
 
@@ -150,14 +124,8 @@ def bindable_inputs(model: Any) -> list[str]:
 # ---------------------------------------------------------------- recurrent layers
 
 
-def _attrs(node: Any) -> dict[str, Any]:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _shapes(model: Any) -> dict[str, list[int | None]]:
@@ -174,14 +142,6 @@ def _shapes(model: Any) -> dict[str, list[int | None]]:
     return out
 
 
-def _constants(graph: Any) -> dict[str, Any]:
-    """Constant tensors (initializers, ``Constant`` nodes) by name, as TensorProtos: converting
-    every weight to numpy would cost seconds on a big CNN when one value is wanted."""
-    consts = {i.name: i for i in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            consts[node.output[0]] = node.attribute[0].t
-    return consts
 
 
 def _refuse(node: Any, what: str, hint: str | None = None) -> None:
@@ -200,16 +160,16 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
     depends_on = input_dependencies(model, shapes)
     out = []
     for node in nodes:
-        attrs = _attrs(node)
+        at = node_attrs(node)
         x = shapes.get(node.input[0]) or [None, None, None]
-        layout = int(attrs.get("layout", 0))
+        layout = int(at.get("layout", 0))
         steps, batch = (x[1], x[0]) if layout else (x[0], x[1])
         states = [n for n in node.input[5:7] if n]
         out.append({
             "node": node.name or node.output[0],
             "op": node.op_type,
-            "direction": _text(attrs.get("direction", b"forward")),
-            "hidden": int(attrs.get("hidden_size", 0)),
+            "direction": text(at.get("direction", b"forward")),
+            "hidden": int(at.get("hidden_size", 0)),
             "steps": steps,
             "batch": batch,
             "runs_as": None if steps is None else ("unrolled" if steps <= converter.UNROLL_MAX_STEPS else "loop"),
@@ -223,14 +183,14 @@ def check_recurrent(model: Any) -> None:
     if not any(n.op_type in RECURRENT for n in model.graph.node):
         return  # shape inference costs seconds on big CNNs
     shapes = _shapes(model)
-    consts = _constants(model.graph)
+    consts = constants(model.graph)
     for node in (n for n in model.graph.node if n.op_type in RECURRENT):
-        attrs = _attrs(node)
-        direction = _text(attrs.get("direction", b"forward"))
+        at = node_attrs(node)
+        direction = text(at.get("direction", b"forward"))
         if direction not in ("forward", "reverse", "bidirectional"):
             _refuse(node, f"direction '{direction}' is not an ONNX direction")
         ndir = 2 if direction == "bidirectional" else 1
-        names = [_text(a) for a in attrs.get("activations", [])]
+        names = [text(a) for a in at.get("activations", [])]
         odd = sorted(set(names) - set(converter.ACTIVATIONS))
         if odd:
             _refuse(node, f"activation(s) {', '.join(odd)} are not supported")
@@ -243,7 +203,7 @@ def check_recurrent(model: Any) -> None:
                 _refuse(node, f"its {what} weights are computed at run time, not constants",
                         "export the model with its weights as initializers")
         x = shapes.get(node.input[0])
-        layout = int(attrs.get("layout", 0))
+        layout = int(at.get("layout", 0))
         if not x or len(x) != 3 or None in x:
             _refuse(node, "the sequence length is not fixed", "fix the input's shape with --input-shape")
         steps = x[1] if layout else x[0]
@@ -270,8 +230,8 @@ def time_major(model: Any) -> int:
     rewritten = 0
     new_nodes = []
     for node in graph.node:
-        attrs = _attrs(node)
-        if node.op_type not in RECURRENT or int(attrs.get("layout", 0)) == 0:
+        at = node_attrs(node)
+        if node.op_type not in RECURRENT or int(at.get("layout", 0)) == 0:
             new_nodes.append(node)
             continue
         rewritten += 1
@@ -308,7 +268,7 @@ def input_dependencies(model: Any, shapes: dict[str, list[int | None]] | None = 
     :func:`_shapes` returns, when the caller has it already."""
     inputs = {vi.name for vi in model.graph.input}
     producers = {o: n for n in model.graph.node for o in n.output}
-    consts = set(_constants(model.graph))
+    consts = set(constants(model.graph))
     shapes = _shapes(model) if shapes is None else shapes
 
     def depends_on(name: str, seen: set[str] | None = None) -> set[str]:
@@ -337,6 +297,51 @@ def control_flow(model: Any) -> list[dict[str, Any]]:
     for node in nodes:
         reads = sorted(depends_on(node.input[0])) if node.input else []
         out.append({"node": node.name or node.output[0], "op": node.op_type, "condition_reads": reads,
-                    "branches": [g.name for g in _subgraphs(node)]})
+                    "branches": [g.name for g in subgraphs(node)]})
     return out
 
+
+
+# ---------------------------------------------------------------- integer inputs
+
+# Ops an index passes through unchanged in value.
+_INDEX_PASS = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"}
+# (op, input index) → (input index of the table, its axis attribute or fixed axis)
+_INDEXED = {("Gather", 1): (0, None), ("EmbedLayerNormalization", 0): (2, 0), ("EmbedLayerNormalization", 1): (4, 0),
+            ("EmbedLayerNormalization", 8): (3, 0)}
+
+
+def value_ranges(model: Any) -> dict[str, tuple[int, int]]:
+    """Integer graph inputs whose values a model expects in a range: indices into a constant
+    table (token ids into an embedding: [0, rows)), and 0/1 masks (inputs named ``*mask*``).
+    Random values outside make the runtime reject the input, so the reference check and the
+    benchmarks feed these ranges."""
+    consts = constants(model.graph)
+    uses = _consumers(model.graph)
+    out: dict[str, tuple[int, int]] = {}
+    for vi in real_inputs(model):
+        if np_dtype(vi.type.tensor_type.elem_type).kind not in "iu":
+            continue
+        rows = _table_rows(vi.name, uses, consts, set())
+        if rows:
+            out[vi.name] = (0, min(rows))
+        elif "mask" in vi.name.lower():
+            out[vi.name] = (0, 2)
+    return out
+
+
+def _table_rows(name: str, uses: dict[str, list[tuple[Any, int]]], consts: dict[str, Any], seen: set[str]) -> list[int]:
+    if name in seen:
+        return []
+    seen.add(name)
+    rows = []
+    for node, index in uses.get(name, []):
+        if node.op_type in _INDEX_PASS and index == 0:
+            rows += [r for out in node.output for r in _table_rows(out, uses, consts, seen)]
+        elif (node.op_type, index) in _INDEXED:
+            table, fixed = _INDEXED[(node.op_type, index)]
+            source = node.input[table] if len(node.input) > table else ""
+            if source in consts:
+                axis = fixed if fixed is not None else int(node_attrs(node).get("axis", 0))
+                rows.append(int(list(consts[source].dims)[axis]))
+    return rows

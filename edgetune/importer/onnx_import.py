@@ -20,7 +20,11 @@ from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
-from .onnx_graph import bind_inputs, check_recurrent, time_major
+from . import onnx_contrib
+from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
+from .onnx_normalize import read
+from .onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
+from .onnx_proto import value_dtype as onnx_dtype
 from .onnx_qlinear import expand_qlinear_ops, qlinear_hint
 
 log = logging.getLogger(__name__)
@@ -30,27 +34,9 @@ _SHAPE_OPS = {"Shape", "Size"}
 
 
 def load_onnx(path: Path) -> Any:
-    """Parse and check an ONNX file; ModelFormatError for anything unreadable."""
-    import onnx
-    from google.protobuf.message import DecodeError
-
-    try:
-        model = onnx.load(str(path))
-        onnx.checker.check_model(model)
-    except (DecodeError, onnx.checker.ValidationError, ValueError, OSError) as err:
-        raise ModelFormatError(
-            f"'{path.name}' is not a valid ONNX model: {str(err).strip().splitlines()[0][:200]}",
-            "the file may be truncated or corrupt; export it again",
-        ) from err
-    if not model.graph.node:
-        raise ModelFormatError(f"'{path.name}' has an empty graph", "export the model again")
-    return model
-
-
-def real_inputs(model: Any) -> list[Any]:
-    """Graph inputs that are not initializers (old exporters list weights as inputs too)."""
-    inits = {i.name for i in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in inits]
+    """Parse an ONNX file as onnxruntime would take it (:func:`.onnx_normalize.read`: external
+    weights read, nodes sorted, unused opsets dropped); ModelFormatError for anything unreadable."""
+    return read(path)[0]
 
 
 def drop_initializer_inputs(model: Any) -> None:
@@ -60,36 +46,13 @@ def drop_initializer_inputs(model: Any) -> None:
     model.graph.input.extend(inputs)
 
 
-def input_dims(value_info: Any) -> list[int | str]:
-    """Dims of a graph input: ints, or the symbolic name (``?`` when unnamed)."""
-    dims: list[int | str] = []
-    for d in value_info.type.tensor_type.shape.dim:
-        dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?"))
-    return dims
-
-
-def onnx_dtype(value_info: Any) -> str:
-    """numpy dtype name of a graph input/output."""
-    from onnx import helper
-
-    return str(helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type))
-
-
 def op_histogram(model: Any) -> dict[str, int]:
     """Count of each op type, ``domain::Op`` for non-default domains; nodes inside ``If``
     branches count too."""
-    from .onnx_graph import _subgraphs
-
     counts: dict[str, int] = {}
-
-    def walk(graph: Any) -> None:
+    for graph in all_graphs(model.graph):
         for node in graph.node:
-            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            counts[key] = counts.get(key, 0) + 1
-            for sub in _subgraphs(node):
-                walk(sub)
-
-    walk(model.graph)
+            counts[op_key(node)] = counts.get(op_key(node), 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -107,10 +70,17 @@ def _with_qlinear_expanded(model: Any) -> Any:
 
 
 def unsupported_ops(model: Any) -> list[str]:
-    """Op types TVM's ONNX frontend has no converter for (QLinear ops edgetune expands count as
-    what they expand to)."""
+    """Op types neither TVM's ONNX frontend nor edgetune's rewrites convert (``domain::Op`` for
+    other domains; QLinear ops edgetune expands count as what they expand to)."""
     supported = _tvm.onnx_supported_ops()
-    return sorted({op for op in op_histogram(_with_qlinear_expanded(model)) if op not in supported})
+    probe = _with_qlinear_expanded(model)
+    version = opset(probe)
+    missing = set()
+    for graph in all_graphs(probe.graph):
+        for node in graph.node:
+            if op_key(node) not in supported and not onnx_contrib.convertible(node, version):
+                missing.add(op_key(node))
+    return sorted(missing)
 
 
 def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
@@ -202,41 +172,44 @@ def sanitize_names(model: Any) -> dict[str, str]:
             mapping[name] = clean
         return mapping[name]
 
-    graph = model.graph
-    for vi in [*graph.input, *graph.output, *graph.value_info]:
-        vi.name = fix(vi.name)
-    for init in graph.initializer:
-        init.name = fix(init.name)
-    for node in graph.node:
-        node.input[:] = [fix(n) for n in node.input]
-        node.output[:] = [fix(n) for n in node.output]
+    def rename(graph: Any) -> None:  # branches and loop bodies read outer names too
+        for vi in [*graph.input, *graph.output, *graph.value_info]:
+            vi.name = fix(vi.name)
+        for init in graph.initializer:
+            init.name = fix(init.name)
+        for node in graph.node:
+            node.input[:] = [fix(n) for n in node.input]
+            node.output[:] = [fix(n) for n in node.output]
+            for sub in subgraphs(node):
+                rename(sub)
+
+    rename(model.graph)
     return mapping
 
 
 def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
                 bindings: dict[str, str] | None = None) -> ImportedModel:
     """Convert an ONNX file; see the module docstring for the steps."""
-    model = load_onnx(path)
+    model, notes = read(path)
     drop_initializer_inputs(model)
     bound = bind_inputs(model, bindings) if bindings else {}
-    shapes, notes = _fix_shapes(model, overrides)
+    shapes, shape_notes = _fix_shapes(model, overrides)
+    notes += shape_notes
     missing = unsupported_ops(model)
     if missing:
         raise UnsupportedOpsError(missing, "ONNX", qlinear_hint(model, missing))
     if time_major(model):
         notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
     ops = {n.op_type for n in model.graph.node}
-    if ops & (_SHAPE_OPS | {"If"}) or notes or overrides or bound:
+    if ops & (_SHAPE_OPS | {"If"}) or shape_notes or overrides or bound:
         model = fold_shape_subgraphs(model)
         notes.append("shape subgraphs and constant If conditions folded with onnxruntime (basic graph optimisation)")
     check_recurrent(model)
     if bound:
         notes.append("bound at package time: " + ", ".join(f"{k}={v}" for k, v in bound.items()))
-    reference = model.SerializeToString()  # onnxruntime runs the QLinear ops themselves
-    expanded = expand_qlinear_ops(model)
-    if expanded:
-        kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))
-        notes.append(f"QOperator int8 ops spelled as DequantizeLinear → op → QuantizeLinear: {kinds}")
+    reference = model.SerializeToString()  # onnxruntime runs its own ops and the QLinear ops themselves
+    ranges = value_ranges(model)
+    model = _for_tvm(model, notes)
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
@@ -245,13 +218,28 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
         {mapping[k]: v for k, v in shapes.items()},
         {mapping[k]: v for k, v in originals.items()},
     )
-    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound)
+    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges)
 
 
-def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound) -> ImportedModel:
+def _for_tvm(model: Any, notes: list[str]) -> Any:
+    """The rewrites only TVM needs, after the reference copy is taken: onnxruntime's own ops as
+    standard ops (:mod:`.onnx_contrib`), QOperator int8 ops as QDQ (:mod:`.onnx_qlinear`)."""
+    contrib = onnx_contrib.standard_ops(model)
+    if contrib:
+        notes.append("onnxruntime ops as standard ops: " + ", ".join(f"{n} {k}" for k, n in sorted(contrib.items())))
+        if any(n.op_type in _SHAPE_OPS for n in model.graph.node):
+            model = fold_shape_subgraphs(model)
+    expanded = expand_qlinear_ops(model)
+    if expanded:
+        kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))
+        notes.append(f"QOperator int8 ops spelled as DequantizeLinear → op → QuantizeLinear: {kinds}")
+    return model
+
+
+def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges) -> ImportedModel:
     sig_in, sig_out = _tvm.relax_signature(mod)
     by_name = {name: (shape, dtype) for name, shape, dtype in sig_in}
-    inputs = tuple(TensorSpec(mapping[n], n, *by_name[mapping[n]]) for n in in_names)
+    inputs = tuple(TensorSpec(mapping[n], n, *by_name[mapping[n]], value_range=ranges.get(n)) for n in in_names)
     if len(sig_in) != len(inputs):
         raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(inputs)}")
     outputs = tuple(
