@@ -46,12 +46,29 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class StateSpec:
+    """State a model carries from one call to the next as an input and an output (a TFLite
+    resource variable): feed ``output``'s value back as ``input`` on the next call, ``initial``
+    on the first."""
+
+    input: str  # original names
+    output: str
+    initial: Any = field(compare=False)  # numpy array
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form used in manifests (the initial value is stored beside it, ``state.npz``)."""
+        return {"input": self.input, "output": self.output, "shape": list(self.initial.shape),
+                "dtype": str(self.initial.dtype)}
+
+
+@dataclass(frozen=True)
 class ImportedModel:
     """A model converted to Relax: the IRModule (weights embedded as constants) and its I/O.
 
     ``source_bytes`` is the model as the reference runtime should run it (the original file,
     or for ONNX the shape-fixed version), so the reference check needs nothing else.
-    ``bound`` holds the inputs made constants with ``--bind`` (no longer inputs of the model).
+    ``bound`` holds the inputs made constants with ``--bind`` (no longer inputs of the model);
+    ``state`` the input/output pairs that carry state between calls.
     """
 
     source: Path
@@ -63,6 +80,7 @@ class ImportedModel:
     source_bytes: bytes = field(repr=False, compare=False, default=b"")
     notes: tuple[str, ...] = ()
     bound: dict[str, Any] = field(default_factory=dict, compare=False)  # --bind: input → value
+    state: tuple[StateSpec, ...] = field(default=(), compare=False)
 
     def meta(self) -> dict[str, Any]:
         """Everything but the IRModule, as JSON data."""
@@ -74,6 +92,7 @@ class ImportedModel:
             "outputs": [t.to_json() for t in self.outputs],
             "notes": list(self.notes),
             "bound": dict(self.bound),
+            "state": [s.to_json() for s in self.state],
         }
 
     def save(self, directory: Path) -> Path:
@@ -84,6 +103,8 @@ class ImportedModel:
         _tvm.save_ir(self.mod, directory / "module.json")
         (directory / f"reference.{self.format}").write_bytes(self.source_bytes)
         (directory / "imported.json").write_text(json.dumps(self.meta(), indent=2))
+        if self.state:
+            save_state(directory / STATE_FILE, self.state)
         return directory
 
     @classmethod
@@ -100,4 +121,25 @@ class ImportedModel:
             (directory / f"reference.{meta['format']}").read_bytes(),
             tuple(meta.get("notes", ())),
             dict(meta.get("bound", {})),
+            load_state(directory / STATE_FILE, meta.get("state", [])),
         )
+
+
+STATE_FILE = "state.npz"
+
+
+def save_state(path: Path, state: tuple[StateSpec, ...]) -> None:
+    """Initial state values, keyed by state input name."""
+    import numpy as np
+
+    np.savez(path, **{s.input: s.initial for s in state})
+
+
+def load_state(path: Path, specs: list[dict[str, Any]]) -> tuple[StateSpec, ...]:
+    """What :func:`save_state` wrote, with the pairs from ``specs`` (manifest form)."""
+    if not specs:
+        return ()
+    import numpy as np
+
+    with np.load(path) as arrays:
+        return tuple(StateSpec(s["input"], s["output"], np.array(arrays[s["input"]])) for s in specs)

@@ -30,7 +30,7 @@ from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
 from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
-from .model import ImportedModel
+from .model import STATE_FILE, ImportedModel, save_state
 from .profiles import Profile
 from .util import process_alive, sha256_file
 
@@ -107,6 +107,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "inputs": [t.to_json() for t in model.inputs],
         "bound_inputs": dict(model.bound),
         "outputs": [t.to_json() for t in model.outputs],
+        "state": [s.to_json() for s in model.state],
         "files": {},
         "verification": {"status": "pending"},
         "tuning": None,
@@ -124,8 +125,11 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
 
 
 def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
-    """Store deterministic inputs and the reference runtime's outputs in reference.npz."""
-    inputs = reference.make_inputs(model.inputs, seed)
+    """Store deterministic inputs and the reference runtime's outputs in reference.npz (state
+    inputs hold the model's initial state, also stored as state.npz)."""
+    inputs = reference.make_inputs(model.inputs, seed, {s.input: s.initial for s in model.state})
+    if model.state:
+        save_state(root / STATE_FILE, model.state)
     outputs = reference.run_reference(model, inputs)
     arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
     arrays.update({f"output:{s.name}": a for s, a in zip(model.outputs, outputs)})

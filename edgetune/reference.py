@@ -10,14 +10,18 @@ from .errors import ModelError
 from .model import ImportedModel, TensorSpec
 
 
-def make_inputs(specs: tuple[TensorSpec, ...], seed: int = 0) -> list[np.ndarray]:
-    """Deterministic inputs: floats ~U(-1, 1); integers in their ``value_range`` (token ids, masks),
-    8-bit integers over their full range, small ints else."""
+def make_inputs(specs: tuple[TensorSpec, ...], seed: int = 0, fixed: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """Deterministic inputs: ``fixed`` values by original name (a model's initial state); floats
+    ~U(-1, 1); integers in their ``value_range`` (token ids, masks), 8-bit integers over their
+    full range, small ints else."""
     rng = np.random.default_rng(seed)
     arrays = []
+    fixed = fixed or {}
     for spec in specs:
         dtype = np.dtype(spec.dtype)
-        if spec.value_range and dtype.kind in "iu":
+        if spec.original_name in fixed:
+            arrays.append(np.asarray(fixed[spec.original_name], dtype).reshape(spec.shape))
+        elif spec.value_range and dtype.kind in "iu":
             arrays.append(rng.integers(spec.value_range[0], spec.value_range[1], spec.shape).astype(dtype))
         elif dtype.kind == "f":
             arrays.append(rng.uniform(-1.0, 1.0, spec.shape).astype(dtype))

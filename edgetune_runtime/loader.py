@@ -16,6 +16,7 @@ from .errors import InputError, LoaderError, PackageMismatchError
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REFERENCE = "reference.npz"
+STATE = "state.npz"
 
 
 def read_manifest(package: str | Path) -> dict[str, Any]:
@@ -230,6 +231,16 @@ class Model:
             ranked["hook_overhead_us"] = raw["hook_overhead_us"]
             result["profile"] = ranked
         return result
+
+    def initial_state(self) -> dict[str, np.ndarray]:
+        """A stateful model's state before its first call (TFLite resource variables), by state
+        input name: pass it with the first call, then each state output as its input on the next
+        (``manifest["state"]`` pairs them). Empty for a model without such state."""
+        pairs = self.manifest.get("state") or []
+        if not pairs:
+            return {}
+        with np.load(self.root / STATE) as data:
+            return {p["input"]: np.array(data[p["input"]]) for p in pairs}
 
     def reference_inputs(self) -> list[np.ndarray]:
         """The deterministic inputs stored at package time."""

@@ -190,7 +190,10 @@ class NodeConversionError(Exception):
 def reason(err: BaseException) -> str:
     """The line of a TVM error that says what went wrong: not its traceback, not the "Metadata
     omitted" footer TVM prints after an IR snippet."""
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    import re
+
+    text = re.sub(r"In ir\.Op\(.*?support_level=\d+\),\s*", "", str(err))  # an operator's whole description
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     noise = ("Metadata omitted", "File \"", "Traceback", "^", "~~~")
     useful = [ln for ln in lines if not ln.startswith(noise) and not ln.startswith(("#", "@", "R.", "def ", "return "))]
     checks = [ln for ln in useful if "Check failed" in ln or "Error" in ln.split(":")[0]]
@@ -229,32 +232,19 @@ def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Map
 
 
 def tflite_supported_ops() -> frozenset[str]:
-    """TFLite builtin operator names TVM's Relax frontend converts."""
+    """TFLite builtin operator names edgetune's converter (TVM's, :mod:`.tflite_ops`) converts."""
     tvm()
-    from tvm.relax.frontend.tflite import tflite_frontend
+    from .tflite_ops import converter_class
 
-    conv = tflite_frontend.OperatorConverter(None, None, None, None)
-    return frozenset(conv.convert_map)
-
-
-def _tflite_frontend() -> Any:
-    """TVM's TFLite frontend module, with quantized PAD / PADV2 allowed: its ``convert_pad``
-    handles them (pads with the input's zero point, asserts equal input and output
-    quantization), but the list of quantized ops it checks first leaves them out, which refused
-    every int8 model with explicit padding (ai-edge-quantizer's output of MediaPipe models)."""
-    tvm()
-    from tvm.relax.frontend.tflite import tflite_frontend
-
-    conv = tflite_frontend.OperatorConverter
-    if "PAD" not in conv._SUPPORTED_QUANTIZED_OPS:
-        conv._SUPPORTED_QUANTIZED_OPS = frozenset(conv._SUPPORTED_QUANTIZED_OPS | {"PAD", "PADV2"})
-    return tflite_frontend
+    return frozenset(converter_class()(None, None, None, None).convert_map)
 
 
 def tflite_unsupported(model: Any) -> list[str]:
-    """Everything in subgraph 0 TVM's TFLite frontend rejects up front (all at once)."""
-    tflite_frontend = _tflite_frontend()
-    conv = tflite_frontend.OperatorConverter(model, model.Subgraphs(0), None, None)
+    """Everything in subgraph 0 the TFLite converter rejects up front (all at once)."""
+    tvm()
+    from .tflite_ops import converter_class
+
+    conv = converter_class()(model, model.Subgraphs(0), None, None)
     try:
         conv.check_unsupported_ops()
     except Exception as err:  # noqa: BLE001 — tvm.error.OpNotImplemented, or quantization errors
@@ -279,14 +269,20 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
     """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 layers
     computed as LiteRT computes them (:mod:`.quantized`), the quantization scheme kept on the
     module (:func:`quantization_scheme`)."""
-    from_tflite = _tflite_frontend().from_tflite
+    tvm()
+    from tvm.relax.frontend.tflite import tflite_frontend
+
+    from .tflite_ops import converter_class
+
     try:
         with _quiet_frontend():
-            mod = from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes))
+            mod = tflite_frontend.from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes),
+                                              op_converter=converter_class())
     except Exception as err:
         raise ModelError(
-            f"TVM's TFLite frontend failed: {_last_line(err)}",
-            "EDGETUNE_DEBUG=1 shows TVM's traceback; sparse and stateful models are not supported",
+            f"TVM's TFLite frontend failed on {err}" if isinstance(err, NodeConversionError)
+            else f"TVM's TFLite frontend failed: {reason(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
         ) from err
     return _integer_layers(mod, tflite=True)
 
@@ -333,7 +329,10 @@ def _integer_layers(mod: Any, tflite: bool) -> Any:
 
 
 def _last_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    import re
+
+    text = re.sub(r"In ir\.Op\(.*?support_level=\d+\),\s*", "", str(err))  # an operator's whole description
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else type(err).__name__
 
 

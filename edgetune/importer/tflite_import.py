@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
-from ..model import ImportedModel, TensorSpec
+from ..model import ImportedModel, StateSpec, TensorSpec
 from ..util import sha256_file
+from .tflite_state import StateVariable
 
 # tflite.TensorType enum → numpy dtype name
 _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 10: "float64"}
@@ -40,22 +42,52 @@ def load_tflite(path: Path) -> tuple[bytes, Any]:
     return data, model
 
 
-def prepare_tflite(path: Path) -> tuple[Any, tuple[str, ...], bytes]:
-    """``load_tflite``, then the rewrites TVM needs (sparse weights densified, MediaPipe's
-    transposed convolution as a builtin: :mod:`.tflite_rewrite`): the model TVM converts, a
-    note per rewrite, and the bytes LiteRT computes the reference from — the original file,
-    unless it holds a custom op LiteRT cannot run (then the rewritten one; the tests check that
-    rewrite against MediaPipe's own loop)."""
+@dataclass(frozen=True)
+class Prepared:
+    """A TFLite file made ready for TVM: ``data``/``model`` what TVM converts, ``reference``
+    the bytes LiteRT computes the reference from, ``shapes`` the input shapes, ``state`` the
+    variables turned into state inputs/outputs, a note per rewrite."""
+
+    data: bytes
+    model: Any
+    reference: bytes
+    shapes: dict[str, tuple[int, ...]]
+    state: tuple[StateVariable, ...]
+    notes: tuple[str, ...]
+
+
+def prepare_tflite(path: Path, overrides: dict[str, tuple[int, ...]] | None = None) -> Prepared:
+    """``load_tflite``, then the rewrites TVM needs, in order: sparse weights densified and
+    MediaPipe's transposed convolution as a builtin (:mod:`.tflite_rewrite`); resource variables
+    as state inputs and outputs (:mod:`.tflite_state`); shapes fixed and shape computations
+    folded (:mod:`.tflite_shapes`). LiteRT computes the reference from the original file — or
+    from the rewritten one where the original has a custom op LiteRT cannot run, or variables
+    (whose state the original keeps to itself)."""
     import tflite
 
-    from . import tflite_rewrite
+    from . import tflite_rewrite, tflite_shapes, tflite_state
 
     data, model = load_tflite(path)
-    if not tflite_rewrite.needs_rewrite(model):
-        return model, (), data
-    new, notes = tflite_rewrite.rewrite(data)
-    custom = any(tflite_rewrite.MEDIAPIPE_DECONV in n for n in notes)
-    return tflite.Model.GetRootAsModel(new, 0), notes, new if custom else data
+    reference, notes, state = data, [], ()
+    if tflite_rewrite.needs_rewrite(model):
+        data, rewrites = tflite_rewrite.rewrite(data)
+        notes += rewrites
+        if any(tflite_rewrite.MEDIAPIPE_DECONV in n for n in rewrites):
+            reference = data
+        model = tflite.Model.GetRootAsModel(data, 0)
+    if tflite_state.has_variables(model):
+        data, state = tflite_state.variables_as_state(data)
+        reference = data
+        model = tflite.Model.GetRootAsModel(data, 0)
+        notes.append("resource variables as state inputs/outputs (feed each output back as its input on the next "
+                      "call): " + ", ".join(f"{v.input} → {v.output}" for v in state))
+    shapes, shape_notes = tflite_shapes.choose_shapes(model, dict(overrides or {}))
+    notes += shape_notes
+    if tflite_shapes.needs_freezing(model, shapes):
+        data, frozen = tflite_shapes.freeze(data, shapes)
+        notes += frozen
+        model = tflite.Model.GetRootAsModel(data, 0)
+    return Prepared(data, model, reference, shapes, state, tuple(notes))
 
 
 def op_name(model: Any, op: Any) -> str:
@@ -112,41 +144,19 @@ def sanitize(name: str) -> str:
     return clean if clean and not clean[0].isdigit() else f"t_{clean}"
 
 
-def _input_shapes(sub: Any, overrides: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    names = [sub.Tensors(sub.Inputs(i)).Name().decode() for i in range(sub.InputsLength())]
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        raise InputShapeError(
-            f"--input-shape names unknown input(s) {', '.join(unknown)}",
-            f"the model's inputs are: {', '.join(names)}",
-        )
-    shapes = {}
-    for i, name in enumerate(names):
-        tensor = sub.Tensors(sub.Inputs(i))
-        shape = tuple(int(d) for d in tensor.ShapeAsNumpy())
-        if name in overrides:
-            if len(overrides[name]) != len(shape):
-                raise InputShapeError(
-                    f"--input-shape for '{name}' has {len(overrides[name])} dimensions, the model's input has {len(shape)}"
-                )
-            shape = overrides[name]
-        shapes[name] = shape
-    return shapes
-
-
 def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedModel:
     """Convert a .tflite file; UnsupportedOpsError lists every operator TVM lacks at once."""
-    model, rewrites, data = prepare_tflite(path)
+    _check_input_names(path, overrides)
+    prepared = prepare_tflite(path, overrides)
+    model = prepared.model
     if model.SubgraphsLength() < 1:
         raise ModelFormatError(f"'{path.name}' has no subgraph")
     missing = unsupported_ops(model)
     if missing:
         raise UnsupportedOpsError(missing, "TFLite")
     sub = model.Subgraphs(0)
-    shapes = _input_shapes(sub, overrides)
-    inputs = tuple(
-        tensor_spec(sub.Tensors(sub.Inputs(i)), shape) for i, shape in enumerate(shapes.values())
-    )
+    shapes = prepared.shapes
+    inputs = tuple(tensor_spec(sub.Tensors(sub.Inputs(i)), shape) for i, shape in enumerate(shapes.values()))
     mod = _tvm.tflite_to_relax(model, shapes, {t.original_name: t.dtype for t in inputs})
     mod = _tvm.rename_inputs(mod, {t.original_name: t.name for t in inputs})
     _, sig_out = _tvm.relax_signature(mod)
@@ -154,5 +164,18 @@ def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> Imported
         tensor_spec(sub.Tensors(sub.Outputs(i)), shape)
         for i, (shape, _dtype) in zip(range(sub.OutputsLength()), sig_out)
     )
-    notes = rewrites + (("input shapes overridden",) if overrides else ()) + tuple(_tvm.quantization_notes(mod))
-    return ImportedModel(path, "tflite", sha256_file(path), inputs, outputs, mod, data, notes)
+    notes = prepared.notes + (("input shapes overridden",) if overrides else ()) + tuple(_tvm.quantization_notes(mod))
+    state = tuple(StateSpec(v.input, v.output, v.initial) for v in prepared.state)
+    return ImportedModel(path, "tflite", sha256_file(path), inputs, outputs, mod, prepared.reference, notes, state=state)
+
+
+def _check_input_names(path: Path, overrides: dict[str, tuple[int, ...]]) -> None:
+    _, model = load_tflite(path)
+    sub = model.Subgraphs(0)
+    names = [sub.Tensors(sub.Inputs(i)).Name().decode() for i in range(sub.InputsLength())]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise InputShapeError(
+            f"--input-shape names unknown input(s) {', '.join(unknown)}",
+            f"the model's inputs are: {', '.join(names)}",
+        )

@@ -212,7 +212,8 @@ def measure_baseline(model: ImportedModel, device: str, runs: int = 30, max_warm
         runnable = _baseline_model(source, work)
         if runnable.parent != work:
             runnable = Path(shutil.copy(runnable, work / runnable.name))
-        inputs = {s.original_name: a for s, a in zip(model.inputs, make_inputs(model.inputs, 0))}
+        state = {v.input: v.initial for v in model.state}
+        inputs = {s.original_name: a for s, a in zip(model.inputs, make_inputs(model.inputs, 0, state))}
         inputs.update({k: np.asarray(v) for k, v in model.bound.items()})
         np.savez(work / "inputs.npz", **inputs)
         copy_loader(work)  # this edgetune's loader, whatever the board's bundle holds

@@ -1,0 +1,138 @@
+"""edgetune's TFLite operator converter: TVM 0.27's, subclassed (no TVM state is patched), with
+
+* quantized data-movement operators allowed — ``PAD``/``PADV2`` (TVM's converter pads with the
+  zero point but its allow-list leaves them out), ``STRIDED_SLICE``, ``SPLIT``, ``SPLIT_V``,
+  ``SLICE``, ``TRANSPOSE``, ``SQUEEZE``, ``EXPAND_DIMS``, ``PACK``, ``UNPACK``, ``GATHER``,
+  ``TILE``, ``RESIZE_NEAREST_NEIGHBOR``, ``DEPTH_TO_SPACE``, ``SPACE_TO_DEPTH``: they move int8
+  values without touching them (the importer checks that input and output share their
+  quantization, as LiteRT requires of them);
+* ``EXPAND_DIMS`` converted (TVM's calls ``relax.op.expand_dims`` with an argument too many);
+* ``BATCH_MATMUL`` with a constant operand (TVM's looked it up as a computed tensor);
+* ``SPLIT_V`` with a size of −1 (the rest of the axis; TVM's took −1 as a split point);
+* ``RFFT2D`` for any ``fft_length`` (TVM's only when it equals the input's size; audio front ends
+  zero-pad frames to a power of two): the input cropped or zero-padded to ``fft_length``, then a
+  real DFT along the last axis and a complex one along the other, each a product with a
+  constant cos/sin matrix (the dense kernels run them), in TVM's complex layout (a trailing
+  axis of 2: real, imaginary).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+QUANTIZED_DATA_MOVEMENT = frozenset({
+    "PAD", "PADV2", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "SLICE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS", "PACK",
+    "UNPACK", "GATHER", "TILE", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
+})
+
+
+@functools.cache
+def converter_class() -> Any:
+    """The OperatorConverter subclass (built on first use: TVM is imported lazily)."""
+    from tvm import relax
+    from tvm.relax.frontend.tflite import tflite_frontend as fe
+
+    class Converter(fe.OperatorConverter):
+        _SUPPORTED_QUANTIZED_OPS = fe.OperatorConverter._SUPPORTED_QUANTIZED_OPS | QUANTIZED_DATA_MOVEMENT
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.convert_map = {name: self._named(name, fn) for name, fn in self.convert_map.items()}
+
+        def _named(self, name: str, fn: Any) -> Any:
+            """``fn`` with its failures naming the operator and its first output tensor."""
+            from . import NodeConversionError, reason
+
+            def convert(op: Any) -> Any:
+                try:
+                    out = fn(op=op)
+                    return self.bb.normalize(out) if isinstance(out, relax.Expr) else out
+                except NodeConversionError:
+                    raise
+                except Exception as err:  # TVM's converters raise many types; each means "this op"
+                    outputs = op.OutputsAsNumpy() if op.OutputsLength() else []
+                    tensor = self.subgraph.Tensors(int(outputs[0])).Name().decode() if len(outputs) else "?"
+                    raise NodeConversionError(f"{name} op (output '{tensor}'): {reason(err)}") from err
+
+            return convert
+
+        def convert_expand_dims(self, op: Any) -> Any:
+            data, axis_tensor = self.get_input_tensors(op)
+            axis = int(np.asarray(self.get_tensor_value(axis_tensor)).reshape(-1)[0])
+            rank = len(data.tensor.ShapeAsNumpy())
+            return relax.op.expand_dims(self.get_tensor_expr(data), axis if axis >= 0 else rank + 1 + axis)
+
+        def convert_batch_matmul(self, op: Any) -> Any:
+            """``adj_x``/``adj_y`` transposes, then a broadcasting matmul. TVM's converter looked a
+            constant operand (a mel matrix, weights) up as a computed tensor and read shapes off
+            expressions not yet normalised."""
+            from tflite.BatchMatMulOptions import BatchMatMulOptions
+
+            if self.is_quantized(op):
+                raise NotImplementedError("quantized BATCH_MATMUL is not supported")
+            options = BatchMatMulOptions()
+            raw = op.BuiltinOptions()
+            if raw is not None:
+                options.Init(raw.Bytes, raw.Pos)
+            flags = (options.AdjX(), options.AdjY()) if raw is not None else (False, False)
+            operands = []
+            for tensor, adjoint in zip(self.get_input_tensors(op), flags):
+                x = self.bb.normalize(self.get_tensor_expr(tensor))
+                if adjoint:
+                    rank = len(x.ty.shape.values)
+                    x = relax.op.permute_dims(x, [*range(rank - 2), rank - 1, rank - 2])
+                operands.append(x)
+            return relax.op.matmul(*operands)
+
+        def convert_split_v(self, op: Any) -> Any:
+            """SPLIT_V with its sizes resolved first: one size may be −1 (the rest of the axis),
+            which TVM's converter folded into its split points as −1."""
+            data, sizes_tensor, axis_tensor = self.get_input_tensors(op)
+            shape = [int(d) for d in data.tensor.ShapeAsNumpy()]
+            axis = int(np.asarray(self.get_tensor_value(axis_tensor)).reshape(-1)[0]) % len(shape)
+            sizes = [int(v) for v in np.asarray(self.get_tensor_value(sizes_tensor)).reshape(-1)]
+            if sizes.count(-1) == 1:
+                sizes[sizes.index(-1)] = shape[axis] - (sum(sizes) + 1)
+            points = [int(p) for p in np.cumsum(sizes)[:-1]]
+            parts = relax.op.split(self.get_tensor_expr(data), points, axis)
+            return relax.Tuple([relax.TupleGetItem(parts, i) for i in range(len(sizes))]) if len(sizes) > 1 else parts
+
+        def convert_rfft2d(self, op: Any) -> Any:
+            data, length = self.get_input_tensors(op)
+            fft = [int(v) for v in np.asarray(self.get_tensor_value(length)).reshape(-1)]
+            shape = [int(d) for d in data.tensor.ShapeAsNumpy()]
+            return rfft2d(self.bb, self.get_tensor_expr(data), shape, fft)
+
+    return Converter
+
+
+def rfft2d(bb: Any, x: Any, shape: list[int], fft: list[int]) -> Any:
+    """TFLite's RFFT2D of real ``x`` (``shape``) with ``fft`` = [rows, columns], as
+    ``[..., rows, columns // 2 + 1, 2]`` (real, imaginary)."""
+    from tvm import relax
+
+    rows, cols = fft
+    rank = len(shape)
+    for axis, want in ((rank - 2, rows), (rank - 1, cols)):
+        have = shape[axis]
+        if have > want:
+            x = bb.normalize(relax.op.strided_slice(x, axes=[axis], begin=[0], end=[want]))
+        elif have < want:
+            widths = [0] * (2 * rank)
+            widths[2 * axis + 1] = want - have
+            x = bb.normalize(relax.op.nn.pad(x, widths, pad_value=0.0))
+    bins = cols // 2 + 1
+    n, k = np.arange(cols)[:, None], np.arange(bins)[None, :]
+    angle = 2 * np.pi * n * k / cols
+    re = bb.normalize(relax.op.matmul(x, relax.const(np.cos(angle).astype(np.float32))))
+    im = bb.normalize(relax.op.matmul(x, relax.const((-np.sin(angle)).astype(np.float32))))
+    if rows > 1:  # a complex DFT over the rows: (C + iS)(re + i·im)
+        m = np.arange(rows)
+        turn = 2 * np.pi * m[:, None] * m[None, :] / rows
+        c, s = relax.const(np.cos(turn).astype(np.float32)), relax.const((-np.sin(turn)).astype(np.float32))
+        re, im = (bb.normalize(relax.op.subtract(relax.op.matmul(c, re), relax.op.matmul(s, im))),
+                  bb.normalize(relax.op.add(relax.op.matmul(c, im), relax.op.matmul(s, re))))
+    return relax.op.stack([re, im], axis=-1)

@@ -1,0 +1,271 @@
+"""TFLite files of the kinds audio and streaming models ship as, written with the TFLite schema's
+object API (``ai_edge_litert.schema_py_generated``), each as TensorFlow's converter lays it out:
+
+* ``rfft_frontend``: a log-magnitude spectrogram front end — frames reshaped to ``[…, 1, frame]``,
+  ``RFFT2D`` with ``fft_length [1, N]`` (N ≥ the frame: zero-padded, what ``tf.signal.stft``
+  converts to), ``COMPLEX_ABS``, a mel matrix, ``LOG``.
+* ``streaming_state``: a model keeping its state in a resource variable — ``CALL_ONCE`` of an
+  init subgraph that assigns the initial value, ``VAR_HANDLE`` / ``READ_VARIABLE`` /
+  ``ASSIGN_VARIABLE`` in the main one (TF's ``experimental_enable_resource_variables``).
+* ``int8_slicing``: int8 data movement — ``STRIDED_SLICE`` with masks and ``SPLIT_V`` with an
+  inferred (−1) size, between int8 layers.
+* ``fp16_weights``: weights stored as float16 behind ``DEQUANTIZE`` (TF's float16 quantization).
+* ``dynamic_signature``: an input whose shape signature is ``[-1, -1, F]`` and a reshape computed
+  at run time from ``SHAPE`` (``[1, 1, F]`` stored as its shape).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FLOAT32, FLOAT16, INT32, INT8, INT64, COMPLEX64, RESOURCE = 0, 1, 2, 9, 4, 8, 13
+
+
+def _schema() -> Any:
+    from ai_edge_litert import schema_py_generated as schema
+
+    return schema
+
+
+class Builder:
+    """A TFLite model under construction (object API): subgraphs, tensors, buffers, operators."""
+
+    def __init__(self) -> None:
+        s = _schema()
+        self.s = s
+        self.model = s.ModelT()
+        self.model.version = 3
+        self.model.description = "edgetune test model"
+        self.model.buffers = [s.BufferT()]
+        self.model.operatorCodes = []
+        self.model.subgraphs = []
+
+    def subgraph(self, name: str = "main") -> Any:
+        sub = self.s.SubGraphT()
+        sub.name, sub.tensors, sub.operators, sub.inputs, sub.outputs = name, [], [], [], []
+        self.model.subgraphs.append(sub)
+        return sub
+
+    def tensor(self, sub: Any, name: str, shape: list[int], dtype: int = FLOAT32, data: np.ndarray | None = None,
+               signature: list[int] | None = None, quant: tuple[list[float], list[int], int] | None = None) -> int:
+        t = self.s.TensorT()
+        t.name, t.shape, t.type = name, list(shape), dtype
+        if signature is not None:
+            t.shapeSignature = list(signature)
+        t.buffer = 0
+        if data is not None:
+            buf = self.s.BufferT()
+            buf.data = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)
+            self.model.buffers.append(buf)
+            t.buffer = len(self.model.buffers) - 1
+        if quant is not None:
+            q = self.s.QuantizationParametersT()
+            q.scale, q.zeroPoint, q.quantizedDimension = list(quant[0]), list(quant[1]), quant[2]
+            t.quantization = q
+        sub.tensors.append(t)
+        return len(sub.tensors) - 1
+
+    def const(self, sub: Any, name: str, value: np.ndarray, dtype: int | None = None) -> int:
+        value = np.asarray(value)
+        kinds = {np.dtype(np.float32): FLOAT32, np.dtype(np.float16): FLOAT16, np.dtype(np.int32): INT32,
+                 np.dtype(np.int8): INT8, np.dtype(np.int64): INT64}
+        return self.tensor(sub, name, list(value.shape), dtype if dtype is not None else kinds[value.dtype], value)
+
+    def op(self, sub: Any, code: int, inputs: list[int], outputs: list[int], options_type: int = 0,
+           options: Any = None) -> None:
+        codes = self.model.operatorCodes
+        index = next((i for i, c in enumerate(codes) if c.builtinCode == code), None)
+        if index is None:
+            c = self.s.OperatorCodeT()
+            c.builtinCode, c.deprecatedBuiltinCode, c.version = code, min(code, 127), 1
+            codes.append(c)
+            index = len(codes) - 1
+        o = self.s.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = index, list(inputs), list(outputs)
+        o.builtinOptionsType, o.builtinOptions = options_type, options
+        sub.operators.append(o)
+
+    def options(self, kind: str, **fields: Any) -> tuple[int, Any]:
+        """(BuiltinOptions enum value, the ``{kind}T`` object with ``fields`` set)."""
+        obj = getattr(self.s, f"{kind}T")()
+        for key, value in fields.items():
+            setattr(obj, key, value)
+        return getattr(self.s.BuiltinOptions, kind), obj
+
+    def save(self, out: Path) -> Path:
+        import flatbuffers
+
+        b = flatbuffers.Builder(1024)
+        b.Finish(self.model.Pack(b), file_identifier=b"TFL3")
+        out.write_bytes(bytes(b.Output()))
+        return out
+
+
+def _ops() -> Any:
+    return _schema().BuiltinOperator
+
+
+def _fc(bld: Builder, sub: Any, x: int, w: np.ndarray, name: str, out_shape: list[int], keep_dims: bool = True) -> int:
+    y = bld.tensor(sub, name, out_shape)
+    weights = bld.const(sub, f"{name}/w", w.astype(np.float32))
+    bias = bld.const(sub, f"{name}/b", np.zeros(w.shape[0], np.float32))
+    bld.op(sub, _ops().FULLY_CONNECTED, [x, weights, bias], [y], *bld.options("FullyConnectedOptions", keepNumDims=keep_dims))
+    return y
+
+
+def rfft_frontend(out: Path, frames: int = 12, frame: int = 400, fft: int = 512, mels: int = 16, seed: int = 0) -> Path:
+    """frames [1, frames, frame] → log(mel · |RFFT|) [1, frames, mels]."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_frames:0", [1, frames, frame])
+    shaped = bld.tensor(sub, "frames_4d", [1, frames, 1, frame])
+    bld.op(sub, ops.RESHAPE, [x, bld.const(sub, "shape4", np.array([1, frames, 1, frame], np.int32))], [shaped],
+           *bld.options("ReshapeOptions", newShape=[1, frames, 1, frame]))
+    bins = fft // 2 + 1
+    spectrum = bld.tensor(sub, "spectrum", [1, frames, 1, bins], COMPLEX64)
+    bld.op(sub, ops.RFFT2D, [shaped, bld.const(sub, "fft_length", np.array([1, fft], np.int32))], [spectrum],
+           *bld.options("Rfft2dOptions"))
+    magnitude = bld.tensor(sub, "magnitude", [1, frames, 1, bins])
+    bld.op(sub, ops.COMPLEX_ABS, [spectrum], [magnitude])
+    flat = bld.tensor(sub, "magnitude_3d", [1, frames, bins])
+    bld.op(sub, ops.RESHAPE, [magnitude, bld.const(sub, "shape3", np.array([1, frames, bins], np.int32))], [flat],
+           *bld.options("ReshapeOptions", newShape=[1, frames, bins]))
+    mel = _fc(bld, sub, flat, np.abs(rng.standard_normal((mels, bins))) * 0.05, "mel", [1, frames, mels])
+    shifted = bld.tensor(sub, "mel_eps", [1, frames, mels])
+    bld.op(sub, ops.ADD, [mel, bld.const(sub, "eps", np.array([1e-3], np.float32))], [shifted], *bld.options("AddOptions"))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, frames, mels])
+    bld.op(sub, ops.LOG, [shifted], [y])
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+def streaming_state(out: Path, features: int = 8, hidden: int = 16, seed: int = 0) -> Path:
+    """y, state' = f(x, state) with the state in a resource variable (initial value nonzero)."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    main = bld.subgraph("main")
+    init = bld.subgraph("init")
+    handle_opts = bld.options("VarHandleOptions", container="", sharedName="stream_state")
+    h0 = bld.tensor(init, "init/handle", [], RESOURCE)
+    bld.op(init, ops.VAR_HANDLE, [], [h0], *handle_opts)
+    value0 = bld.const(init, "init/value", (rng.standard_normal((1, hidden)) * 0.5).astype(np.float32))
+    bld.op(init, ops.ASSIGN_VARIABLE, [h0, value0], [], *bld.options("AssignVariableOptions"))
+
+    x = bld.tensor(main, "serving_default_x:0", [1, features])
+    bld.op(main, ops.CALL_ONCE, [], [], *bld.options("CallOnceOptions", initSubgraphIndex=1))
+    handle = bld.tensor(main, "handle", [], RESOURCE)
+    bld.op(main, ops.VAR_HANDLE, [], [handle], *handle_opts)
+    state = bld.tensor(main, "state", [1, hidden])
+    bld.op(main, ops.READ_VARIABLE, [handle], [state], *bld.options("ReadVariableOptions"))
+    proj = _fc(bld, main, x, rng.standard_normal((hidden, features)) / np.sqrt(features), "proj", [1, hidden])
+    decayed = bld.tensor(main, "decayed", [1, hidden])
+    bld.op(main, ops.MUL, [state, bld.const(main, "decay", np.array([0.5], np.float32))], [decayed],
+           *bld.options("MulOptions"))
+    total = bld.tensor(main, "total", [1, hidden])
+    bld.op(main, ops.ADD, [proj, decayed], [total], *bld.options("AddOptions"))
+    new_state = bld.tensor(main, "new_state", [1, hidden])
+    bld.op(main, ops.TANH, [total], [new_state])
+    bld.op(main, ops.ASSIGN_VARIABLE, [handle, new_state], [], *bld.options("AssignVariableOptions"))
+    y = _fc(bld, main, new_state, rng.standard_normal((2, hidden)) / np.sqrt(hidden), "StatefulPartitionedCall:0", [1, 2])
+    main.inputs, main.outputs = [x], [y]
+    return bld.save(out)
+
+
+def int8_slicing(out: Path, seed: int = 0) -> Path:
+    """int8 [1, 6, 8, 12] → STRIDED_SLICE (begin/end masks, stride 2 on W) → SPLIT_V [4, −1, 3]
+    on channels → ADD of two parts → CONCATENATION with the third: int8 throughout."""
+    ops = _ops()
+    bld = Builder()
+    sub = bld.subgraph()
+    q = ([0.05], [3], 0)
+    x = bld.tensor(sub, "serving_default_x:0", [1, 6, 8, 12], INT8, quant=q)
+    sliced = bld.tensor(sub, "sliced", [1, 5, 4, 12], INT8, quant=q)
+    bld.op(sub, ops.STRIDED_SLICE, [x, bld.const(sub, "begin", np.array([0, 1, 0, 0], np.int32)),
+                                    bld.const(sub, "end", np.array([1, 6, 8, 12], np.int32)),
+                                    bld.const(sub, "strides", np.array([1, 1, 2, 1], np.int32))], [sliced],
+           *bld.options("StridedSliceOptions", beginMask=0b1001, endMask=0b1001))
+    parts = [bld.tensor(sub, f"part{i}", [1, 5, 4, c], INT8, quant=q) for i, c in enumerate((4, 5, 3))]
+    bld.op(sub, ops.SPLIT_V, [sliced, bld.const(sub, "sizes", np.array([4, -1, 3], np.int32)),
+                              bld.const(sub, "axis", np.array(-1, np.int32))], parts,
+           *bld.options("SplitVOptions", numSplits=3))
+    first = bld.tensor(sub, "first3", [1, 5, 4, 3], INT8, quant=q)
+    bld.op(sub, ops.STRIDED_SLICE, [parts[0], bld.const(sub, "b2", np.array([0, 0, 0, 1], np.int32)),
+                                    bld.const(sub, "e2", np.array([0, 0, 0, 4], np.int32)),
+                                    bld.const(sub, "s2", np.array([1, 1, 1, 1], np.int32))], [first],
+           *bld.options("StridedSliceOptions", beginMask=0b0111, endMask=0b0111))
+    summed = bld.tensor(sub, "summed", [1, 5, 4, 3], INT8, quant=([0.07], [-2], 0))
+    bld.op(sub, ops.ADD, [first, parts[2]], [summed], *bld.options("AddOptions"))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 5, 4, 8], INT8, quant=([0.07], [-2], 0))
+    requant = bld.tensor(sub, "requant", [1, 5, 4, 5], INT8, quant=([0.07], [-2], 0))
+    bld.op(sub, ops.QUANTIZE, [parts[1]], [requant])
+    bld.op(sub, ops.CONCATENATION, [summed, requant], [y], *bld.options("ConcatenationOptions", axis=3))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+def fp16_weights(out: Path, seed: int = 0) -> Path:
+    """A 3×3 convolution and a dense layer whose weights and biases are float16 constants behind
+    DEQUANTIZE, as TensorFlow's float16 quantization writes them."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_x:0", [1, 8, 8, 4])
+
+    def half(name: str, value: np.ndarray) -> int:
+        stored = bld.const(sub, f"{name}_fp16", value.astype(np.float16))
+        full = bld.tensor(sub, name, list(value.shape))
+        bld.op(sub, ops.DEQUANTIZE, [stored], [full])
+        return full
+
+    conv = bld.tensor(sub, "conv", [1, 8, 8, 6])
+    bld.op(sub, ops.CONV_2D, [x, half("conv/w", rng.standard_normal((6, 3, 3, 4)) * 0.3), half("conv/b", rng.standard_normal(6) * 0.1)],
+           [conv], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1, fusedActivationFunction=1))
+    flat = bld.tensor(sub, "flat", [1, 384])
+    bld.op(sub, ops.RESHAPE, [conv, bld.const(sub, "flat_shape", np.array([1, 384], np.int32))], [flat],
+           *bld.options("ReshapeOptions", newShape=[1, 384]))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 5])
+    bld.op(sub, ops.FULLY_CONNECTED, [flat, half("fc/w", rng.standard_normal((5, 384)) * 0.05), half("fc/b", np.zeros(5))], [y],
+           *bld.options("FullyConnectedOptions"))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+def dynamic_signature(out: Path, features: int = 16, hidden: int = 8, seed: int = 0) -> Path:
+    """x [-1, -1, F] (stored [1, 1, F]) → dense per step → reshaped to [batch · steps, H] with a
+    shape computed from SHAPE at run time, then back."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_x:0", [1, 1, features], signature=[-1, -1, features])
+    dims = bld.tensor(sub, "dims", [3], INT32, signature=[3])
+    bld.op(sub, ops.SHAPE, [x], [dims], *bld.options("ShapeOptions", outType=INT32))
+    lead = bld.tensor(sub, "lead", [2], INT32, signature=[2])
+    bld.op(sub, ops.STRIDED_SLICE, [dims, bld.const(sub, "b", np.array([0], np.int32)), bld.const(sub, "e", np.array([2], np.int32)),
+                                    bld.const(sub, "s", np.array([1], np.int32))], [lead], *bld.options("StridedSliceOptions"))
+    rows = bld.tensor(sub, "rows", [1], INT32, signature=[1])
+    bld.op(sub, ops.REDUCE_PROD, [lead, bld.const(sub, "axis0", np.array([0], np.int32))], [rows],
+           *bld.options("ReducerOptions", keepDims=True))
+    flat_shape = bld.tensor(sub, "flat_shape", [2], INT32, signature=[2])
+    bld.op(sub, ops.CONCATENATION, [rows, bld.const(sub, "feat", np.array([features], np.int32))], [flat_shape],
+           *bld.options("ConcatenationOptions", axis=0))
+    flat = bld.tensor(sub, "flat", [1, features], signature=[-1, features])
+    bld.op(sub, ops.RESHAPE, [x, flat_shape], [flat], *bld.options("ReshapeOptions"))
+    dense = bld.tensor(sub, "dense", [1, hidden], signature=[-1, hidden])
+    weights = bld.const(sub, "w", (rng.standard_normal((hidden, features)) * 0.2).astype(np.float32))
+    bld.op(sub, ops.FULLY_CONNECTED, [flat, weights, bld.const(sub, "bias", np.zeros(hidden, np.float32))], [dense],
+           *bld.options("FullyConnectedOptions", fusedActivationFunction=1))
+    back = bld.tensor(sub, "back_shape", [3], INT32, signature=[3])
+    bld.op(sub, ops.CONCATENATION, [lead, bld.const(sub, "hid", np.array([hidden], np.int32))], [back],
+           *bld.options("ConcatenationOptions", axis=0))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 1, hidden], signature=[-1, -1, hidden])
+    bld.op(sub, ops.RESHAPE, [dense, back], [y], *bld.options("ReshapeOptions"))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+TFLITE = {"rfft_frontend": rfft_frontend, "streaming_state": streaming_state, "int8_slicing": int8_slicing,
+          "fp16_weights": fp16_weights, "dynamic_signature": dynamic_signature}
