@@ -106,6 +106,15 @@ def _verify_files(root: Path, manifest: dict[str, Any]) -> None:
             raise LoaderError(f"package file {name} does not match its checksum", "the copy is damaged: copy the package again")
 
 
+def _identifier(name: str) -> str:
+    """A tensor name as edgetune makes it a C identifier (``serving_default_x:0`` →
+    ``serving_default_x_0``), so either spelling finds the input."""
+    import re
+
+    clean = re.sub(r"\W", "_", name)
+    return clean if clean and not clean[0].isdigit() else f"t_{clean}"
+
+
 class Model:
     """A loaded package: ``run`` inputs by position or name; ``benchmark`` and ``check`` it."""
 
@@ -120,12 +129,13 @@ class Model:
         if kwargs:
             kwargs = self._drop_bound(kwargs)
             lookup = {}
-            for spec in self.inputs:
-                lookup[spec["original_name"]] = lookup[spec["name"]] = spec["name"]
-            unknown = sorted(set(kwargs) - set(lookup))
+            for spec in self.inputs:  # the file's name, the compiled one, and their C-identifier form
+                for key in (spec["original_name"], spec["name"], _identifier(spec["original_name"])):
+                    lookup.setdefault(key, spec["name"])
+            unknown = sorted(k for k in kwargs if k not in lookup and _identifier(k) not in lookup)
             if unknown:
                 raise InputError(f"unknown input(s) {unknown}", f"inputs are {[s['original_name'] for s in self.inputs]}")
-            by_name = {lookup[k]: v for k, v in kwargs.items()}
+            by_name = {lookup.get(k, lookup.get(_identifier(k))): v for k, v in kwargs.items()}
             missing = [s["original_name"] for s in self.inputs if s["name"] not in by_name]
             if missing:
                 raise InputError(f"missing input(s) {missing}")

@@ -40,172 +40,59 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import attrs, node_label, opset
+from .onnx_proto import attrs, node_label
+from .onnx_rewriter import Rewriter, Table, inp, out, rewrite_nodes
 
 MS = "com.microsoft"
-
-
-class _Rewriter:
-    """Emits replacement nodes and constants for one node at a time, with fresh names."""
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.opset = opset(model) or 13
-        self.out: list[Any] = []
-        self.count = 0
-        self.prefix = "et"
-        self._pending: list[Any] = []
-        self._shapes: dict[str, list[int | None]] | None = None
-
-    def fresh(self) -> str:
-        self.count += 1
-        return f"{self.prefix}__{self.count}"
-
-    def op(self, kind: str, inputs: list[str], output: str | None = None, **kw: Any) -> str:
-        from onnx import helper
-
-        name = output or self.fresh()
-        self.out.append(helper.make_node(kind, inputs, [name], name=f"{self.prefix}__{kind}_{self.count}", **kw))
-        return name
-
-    def const(self, value: Any, dtype: Any = np.float32) -> str:
-        from onnx import numpy_helper
-
-        name = self.fresh()
-        self.model.graph.initializer.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def ints(self, values: list[int]) -> str:
-        return self.const(np.array(values, np.int64), np.int64)
-
-    # ------------------------------------------------------------ shapes (standard ops only)
-
-    def shape(self, name: str) -> list[int | None] | None:
-        """Static shape of ``name`` as ONNX shape inference sees the graph rewritten so far
-        (every node before the current one is standard by now)."""
-        if self._shapes is None:
-            self._shapes = _infer(self.model, self.out + self._pending)
-        return self._shapes.get(name)
-
-    def rank(self, name: str, node: Any) -> int:
-        shape = self.shape(name)
-        if shape is None:
-            raise ModelError(f"{node_label(node)}: the rank of its input '{name}' is unknown",
-                             "fix the model's input shapes with --input-shape")
-        return len(shape)
-
-    # ------------------------------------------------------------ building blocks
-
-    def reduce_mean(self, x: str) -> str:
-        if self.opset >= 18:
-            return self.op("ReduceMean", [x, self.ints([-1])], keepdims=1)
-        return self.op("ReduceMean", [x], axes=[-1], keepdims=1)
-
-    def layer_norm(self, x: str, gamma: str, beta: str | None, eps: float, outputs: list[str]) -> None:
-        """``outputs``: Y, mean, inverse std (only those named)."""
-        y, mean_out, inv_out = (outputs + ["", "", ""])[:3]
-        mean = self.reduce_mean(x)
-        centred = self.op("Sub", [x, mean])
-        var = self.reduce_mean(self.op("Mul", [centred, centred]))
-        std = self.op("Sqrt", [self.op("Add", [var, self.const(eps)])])
-        scaled = self.op("Mul", [self.op("Div", [centred, std]), gamma])
-        self.op("Add", [scaled, beta], y) if beta else self.op("Identity", [scaled], y)
-        if mean_out:
-            self.op("Identity", [mean], mean_out)
-        if inv_out:
-            self.op("Reciprocal", [std], inv_out)
-
-    def rms_norm(self, x: str, gamma: str, eps: float, outputs: list[str]) -> None:
-        """``outputs``: Y, inverse std (only those named)."""
-        y, inv_out = (outputs + ["", ""])[:2]
-        std = self.op("Sqrt", [self.op("Add", [self.reduce_mean(self.op("Mul", [x, x])), self.const(eps)])])
-        self.op("Mul", [self.op("Div", [x, std]), gamma], y)
-        if inv_out:
-            self.op("Reciprocal", [std], inv_out)
-
-    def gelu(self, x: str, output: str) -> str:
-        erf = self.op("Erf", [self.op("Div", [x, self.const(np.sqrt(2.0))])])
-        return self.op("Mul", [self.op("Mul", [x, self.const(0.5)]), self.op("Add", [erf, self.const(1.0)])], output)
-
-    def matmul_integer_to_float(self, a: str, b: str, a_scale: str, b_scale: str, a_zero: str, b_zero: str,
-                                bias: str, output: str) -> str:
-        acc = self.op("Cast", [self.op("MatMulInteger", [a, b, a_zero, b_zero])], to=1)
-        y = self.op("Mul", [acc, self.op("Mul", [a_scale, b_scale])], None if bias else output)
-        return self.op("Add", [y, bias], output) if bias else y
-
-
-def _infer(model: Any, nodes: list[Any]) -> dict[str, list[int | None]]:
-    import onnx
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    del probe.graph.node[:]
-    probe.graph.node.extend(nodes)
-    inferred = onnx.shape_inference.infer_shapes(probe)
-    shapes: dict[str, list[int | None]] = {}
-    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        if vi.type.tensor_type.HasField("shape"):
-            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
-    for init in inferred.graph.initializer:
-        shapes[init.name] = list(init.dims)
-    return shapes
-
-
-def _inp(node: Any, i: int) -> str:
-    return node.input[i] if len(node.input) > i else ""
-
-
-def _out(node: Any, i: int) -> str:
-    return node.output[i] if len(node.output) > i else ""
 
 
 # ---------------------------------------------------------------- normalisations
 
 
-def _skip_sum(rw: _Rewriter, node: Any, bias_index: int) -> str:
+def _skip_sum(rw: Rewriter, node: Any, bias_index: int) -> str:
     total = rw.op("Add", [node.input[0], node.input[1]])
-    bias = _inp(node, bias_index)
+    bias = inp(node, bias_index)
     return rw.op("Add", [total, bias]) if bias else total
 
 
-def skip_layer_norm(rw: _Rewriter, node: Any) -> None:
+def skip_layer_norm(rw: Rewriter, node: Any) -> None:
     eps = float(attrs(node).get("epsilon", 1e-12))
     total = _skip_sum(rw, node, 4)
-    rw.layer_norm(total, node.input[2], _inp(node, 3), eps, [node.output[0], _out(node, 1), _out(node, 2)])
-    if _out(node, 3):
+    rw.layer_norm(total, node.input[2], inp(node, 3), eps, [node.output[0], out(node, 1), out(node, 2)])
+    if out(node, 3):
         rw.op("Identity", [total], node.output[3])
 
 
-def skip_simplified_layer_norm(rw: _Rewriter, node: Any) -> None:
+def skip_simplified_layer_norm(rw: Rewriter, node: Any) -> None:
     eps = float(attrs(node).get("epsilon", 1e-12))
     total = _skip_sum(rw, node, 3)
-    if _out(node, 1):
+    if out(node, 1):
         raise ModelError(f"{node_label(node)}: its 'mean' output (training only) is read", "export for inference")
-    rw.rms_norm(total, node.input[2], eps, [node.output[0], _out(node, 2)])
-    if _out(node, 3):
+    rw.rms_norm(total, node.input[2], eps, [node.output[0], out(node, 2)])
+    if out(node, 3):
         rw.op("Identity", [total], node.output[3])
 
 
-def _last_axis_only(rw: _Rewriter, node: Any) -> None:
+def _last_axis_only(rw: Rewriter, node: Any) -> None:
     axis = int(attrs(node).get("axis", -1))
     if axis != -1 and axis != rw.rank(node.input[0], node) - 1:
         raise ModelError(f"{node_label(node)}: normalisation over axis {axis}, not the last one, is not supported")
 
 
-def simplified_layer_norm(rw: _Rewriter, node: Any) -> None:
+def simplified_layer_norm(rw: Rewriter, node: Any) -> None:
     _last_axis_only(rw, node)
-    rw.rms_norm(node.input[0], node.input[1], float(attrs(node).get("epsilon", 1e-5)), [node.output[0], _out(node, 1)])
+    rw.rms_norm(node.input[0], node.input[1], float(attrs(node).get("epsilon", 1e-5)), [node.output[0], out(node, 1)])
 
 
-def layer_norm_below_17(rw: _Rewriter, node: Any) -> None:
+def layer_norm_below_17(rw: Rewriter, node: Any) -> None:
     _last_axis_only(rw, node)
-    rw.layer_norm(node.input[0], node.input[1], _inp(node, 2), float(attrs(node).get("epsilon", 1e-5)),
-                  [node.output[0], _out(node, 1), _out(node, 2)])
+    rw.layer_norm(node.input[0], node.input[1], inp(node, 2), float(attrs(node).get("epsilon", 1e-5)),
+                  [node.output[0], out(node, 1), out(node, 2)])
 
 
-def embed_layer_norm(rw: _Rewriter, node: Any) -> None:
+def embed_layer_norm(rw: Rewriter, node: Any) -> None:
     ids, segments, words, positions, segment_table, gamma, beta, mask, position_ids = (
-        _inp(node, i) for i in range(9))
+        inp(node, i) for i in range(9))
     total = rw.op("Gather", [words, ids])
     if position_ids:
         total = rw.op("Add", [total, rw.op("Gather", [positions, position_ids])])
@@ -216,14 +103,14 @@ def embed_layer_norm(rw: _Rewriter, node: Any) -> None:
     if segments and segment_table:
         total = rw.op("Add", [total, rw.op("Gather", [segment_table, segments])])
     rw.layer_norm(total, gamma, beta, float(attrs(node).get("epsilon", 1e-12)), [node.output[0]])
-    if _out(node, 1):
+    if out(node, 1):
         if mask:
             ones = rw.op("Cast", [rw.op("Equal", [mask, rw.const(1, np.int32)])], to=6)
             rw.op("ReduceSum", [ones, rw.ints([1])], node.output[1], keepdims=0)
         else:
             batch = rw.op("Slice", [rw.op("Shape", [ids]), rw.ints([0]), rw.ints([1])])
             rw.op("ConstantOfShape", [batch], node.output[1], value=_tensor(np.array([0], np.int32)))
-    if _out(node, 2):
+    if out(node, 2):
         rw.op("Identity", [total], node.output[2])
 
 
@@ -236,32 +123,32 @@ def _tensor(value: np.ndarray) -> Any:
 # ---------------------------------------------------------------- activations, matmuls
 
 
-def gelu(rw: _Rewriter, node: Any) -> None:
+def gelu(rw: Rewriter, node: Any) -> None:
     rw.gelu(node.input[0], node.output[0])
 
 
-def bias_gelu(rw: _Rewriter, node: Any) -> None:
+def bias_gelu(rw: Rewriter, node: Any) -> None:
     rw.gelu(rw.op("Add", [node.input[0], node.input[1]]), node.output[0])
 
 
-def fast_gelu(rw: _Rewriter, node: Any) -> None:
-    x = rw.op("Add", [node.input[0], node.input[1]]) if _inp(node, 1) else node.input[0]
+def fast_gelu(rw: Rewriter, node: Any) -> None:
+    x = rw.op("Add", [node.input[0], node.input[1]]) if inp(node, 1) else node.input[0]
     cube = rw.op("Mul", [rw.op("Mul", [x, x]), x])
     inner = rw.op("Mul", [rw.op("Add", [x, rw.op("Mul", [cube, rw.const(0.044715)])]), rw.const(np.sqrt(2 / np.pi))])
     rw.op("Mul", [rw.op("Mul", [x, rw.const(0.5)]), rw.op("Add", [rw.op("Tanh", [inner]), rw.const(1.0)])], node.output[0])
 
 
-def quick_gelu(rw: _Rewriter, node: Any) -> None:
+def quick_gelu(rw: Rewriter, node: Any) -> None:
     alpha = float(attrs(node).get("alpha", 1.702))
     x = node.input[0]
     rw.op("Mul", [x, rw.op("Sigmoid", [rw.op("Mul", [x, rw.const(alpha)])])], node.output[0])
 
 
-def bias_add(rw: _Rewriter, node: Any) -> None:
+def bias_add(rw: Rewriter, node: Any) -> None:
     rw.op("Add", [rw.op("Add", [node.input[0], node.input[1]]), node.input[2]], node.output[0])
 
 
-def fused_matmul(rw: _Rewriter, node: Any) -> None:
+def fused_matmul(rw: Rewriter, node: Any) -> None:
     at = attrs(node)
     if int(at.get("transBatchA", 0)) or int(at.get("transBatchB", 0)):
         raise ModelError(f"{node_label(node)}: transBatchA/transBatchB are not supported")
@@ -276,54 +163,54 @@ def fused_matmul(rw: _Rewriter, node: Any) -> None:
         rw.op("Mul", [y, rw.const(alpha)], node.output[0])
 
 
-def _swap_last(rw: _Rewriter, x: str, node: Any) -> str:
+def _swap_last(rw: Rewriter, x: str, node: Any) -> str:
     rank = rw.rank(x, node)
     perm = list(range(rank))
     perm[-2:] = [rank - 1, rank - 2]
     return rw.op("Transpose", [x], perm=perm)
 
 
-def dynamic_quantize_matmul(rw: _Rewriter, node: Any) -> None:
+def dynamic_quantize_matmul(rw: Rewriter, node: Any) -> None:
     q, scale, zero = (rw.fresh() for _ in range(3))
     from onnx import helper
 
     rw.out.append(helper.make_node("DynamicQuantizeLinear", [node.input[0]], [q, scale, zero], name=rw.fresh()))
-    rw.matmul_integer_to_float(q, node.input[1], scale, node.input[2], zero, _inp(node, 3), _inp(node, 4), node.output[0])
+    rw.matmul_integer_to_float(q, node.input[1], scale, node.input[2], zero, inp(node, 3), inp(node, 4), node.output[0])
 
 
-def matmul_integer_to_float(rw: _Rewriter, node: Any) -> None:
-    rw.matmul_integer_to_float(node.input[0], node.input[1], node.input[2], node.input[3], _inp(node, 4), _inp(node, 5),
-                               _inp(node, 6), node.output[0])
+def matmul_integer_to_float(rw: Rewriter, node: Any) -> None:
+    rw.matmul_integer_to_float(node.input[0], node.input[1], node.input[2], node.input[3], inp(node, 4), inp(node, 5),
+                               inp(node, 6), node.output[0])
 
 
 # ---------------------------------------------------------------- attention
 
 
-def attention(rw: _Rewriter, node: Any) -> None:
+def attention(rw: Rewriter, node: Any) -> None:
     _no_past(node, (4, 6), ("past", "past_sequence_length"))
     qkv = rw.op("MatMul", [node.input[0], node.input[1]])
-    if _inp(node, 2):
+    if inp(node, 2):
         qkv = rw.op("Add", [qkv, node.input[2]])
-    _attention_from_qkv(rw, node, qkv, _inp(node, 3), _inp(node, 5))
+    _attention_from_qkv(rw, node, qkv, inp(node, 3), inp(node, 5))
 
 
-def q_attention(rw: _Rewriter, node: Any) -> None:
+def q_attention(rw: Rewriter, node: Any) -> None:
     _no_past(node, (8,), ("past",))
-    qkv = rw.matmul_integer_to_float(node.input[0], node.input[1], node.input[3], node.input[4], _inp(node, 6),
-                                     _inp(node, 7), node.input[2], rw.fresh())
-    _attention_from_qkv(rw, node, qkv, _inp(node, 5), "")
+    qkv = rw.matmul_integer_to_float(node.input[0], node.input[1], node.input[3], node.input[4], inp(node, 6),
+                                     inp(node, 7), node.input[2], rw.fresh())
+    _attention_from_qkv(rw, node, qkv, inp(node, 5), "")
 
 
 def _no_past(node: Any, indices: tuple[int, ...], names: tuple[str, ...]) -> None:
     at = attrs(node)
-    used = [n for i, n in zip(indices, names) if _inp(node, i)]
-    if used or int(at.get("do_rotary", 0)) or int(at.get("past_present_share_buffer", 0)) or _out(node, 1):
+    used = [n for i, n in zip(indices, names) if inp(node, i)]
+    if used or int(at.get("do_rotary", 0)) or int(at.get("past_present_share_buffer", 0)) or out(node, 1):
         what = ", ".join(used) or "rotary embeddings or a key/value cache"
         raise ModelError(f"{node_label(node)}: attention with {what} is not supported",
                          "export the model without a key/value cache (a decoder without past)")
 
 
-def _attention_from_qkv(rw: _Rewriter, node: Any, qkv: str, mask: str, bias: str) -> None:
+def _attention_from_qkv(rw: Rewriter, node: Any, qkv: str, mask: str, bias: str) -> None:
     at = attrs(node)
     heads = int(at["num_heads"])
     weights = rw.shape(node.input[1]) or [None, None]
@@ -337,12 +224,12 @@ def _attention_from_qkv(rw: _Rewriter, node: Any, qkv: str, mask: str, bias: str
             bias, (node.input[0], node.input[0]) if int(at.get("unidirectional", 0)) else None, node.output[0])
 
 
-def multi_head_attention(rw: _Rewriter, node: Any) -> None:
+def multi_head_attention(rw: Rewriter, node: Any) -> None:
     _no_past(node, (6, 7, 8, 9), ("past_key", "past_value", "past_sequence_length", "cache_indirection"))
     if len([o for o in node.output if o]) > 1:
         raise ModelError(f"{node_label(node)}: present key/value or qk outputs are not supported")
     at = attrs(node)
-    query, key, value, bias = (_inp(node, i) for i in range(4))
+    query, key, value, bias = (inp(node, i) for i in range(4))
     lengths = (query, key) if int(at.get("unidirectional", 0)) else None
     if not key or not value or rw.rank(key, node) != 3:
         raise ModelError(f"{node_label(node)}: packed Q/K/V or per-head key/value inputs are not supported",
@@ -356,16 +243,16 @@ def multi_head_attention(rw: _Rewriter, node: Any) -> None:
         query, key, value = (rw.op("Add", [x, b]) for x, b in zip((query, key, value), parts))
     scale = float(at.get("scale", 0.0)) or 1.0 / np.sqrt(hidden // heads)
     fill = float(at.get("mask_filter_value", -10000.0))
-    _attend(rw, node, (query, key, value), heads, scale, _mask_bias(rw, node, _inp(node, 4), fill), _inp(node, 5),
+    _attend(rw, node, (query, key, value), heads, scale, _mask_bias(rw, node, inp(node, 4), fill), inp(node, 5),
             lengths, node.output[0])
 
 
-def _heads(rw: _Rewriter, x: str, heads: int, key: bool = False) -> str:
+def _heads(rw: Rewriter, x: str, heads: int, key: bool = False) -> str:
     split = rw.op("Reshape", [x, rw.ints([0, 0, heads, -1])])
     return rw.op("Transpose", [split], perm=[0, 2, 3, 1] if key else [0, 2, 1, 3])
 
 
-def _attend(rw: _Rewriter, node: Any, qkv: tuple[str, str, str], heads: int, scale: float, mask: str | None,
+def _attend(rw: Rewriter, node: Any, qkv: tuple[str, str, str], heads: int, scale: float, mask: str | None,
             bias: str, causal: tuple[str, str] | None, output: str) -> None:
     """``causal``: the graph tensors whose second dimension is the query's and the key's length,
     for a unidirectional (causal) mask; None for none."""
@@ -379,7 +266,7 @@ def _attend(rw: _Rewriter, node: Any, qkv: tuple[str, str, str], heads: int, sca
     rw.op("Reshape", [merged, rw.ints([0, 0, -1])], output)
 
 
-def _causal(rw: _Rewriter, node: Any, q: str, k: str) -> str:
+def _causal(rw: Rewriter, node: Any, q: str, k: str) -> str:
     fill = float(attrs(node).get("mask_filter_value", -10000.0))
     s, t = (rw.shape(x) or [None, None, None] for x in (q, k))
     if s[1] is None or t[1] is None:
@@ -389,7 +276,7 @@ def _causal(rw: _Rewriter, node: Any, q: str, k: str) -> str:
     return rw.const(np.where(cols > rows + (t[1] - s[1]), np.float32(fill), np.float32(0)))
 
 
-def _mask_bias(rw: _Rewriter, node: Any, mask: str, fill: float) -> str | None:
+def _mask_bias(rw: Rewriter, node: Any, mask: str, fill: float) -> str | None:
     """The additive [B, 1, S|1, T] term of an Attention ``mask_index``, as onnxruntime's CPU
     kernel builds it: 0 where attended, ``fill`` where masked."""
     if not mask:
@@ -410,7 +297,7 @@ def _mask_bias(rw: _Rewriter, node: Any, mask: str, fill: float) -> str | None:
     return rw.op("Mul", [dropped, rw.const(fill)])
 
 
-def _mask_dtype(rw: _Rewriter, name: str) -> Any:
+def _mask_dtype(rw: Rewriter, name: str) -> Any:
     for init in rw.model.graph.initializer:
         if init.name == name:
             from onnx import helper
@@ -419,7 +306,7 @@ def _mask_dtype(rw: _Rewriter, name: str) -> Any:
     return np.int32
 
 
-def _keep_from_lengths(rw: _Rewriter, node: Any, mask: str, length: int | None) -> str:
+def _keep_from_lengths(rw: Rewriter, node: Any, mask: str, length: int | None) -> str:
     """[B, 1, 1, T] booleans from a 1-D mask index: ``B`` exclusive end positions (right
     padding), or ``2B`` ends then inclusive starts (left padding)."""
     x = rw.shape(node.input[0]) or [None, None]
@@ -440,7 +327,7 @@ def _keep_from_lengths(rw: _Rewriter, node: Any, mask: str, length: int | None) 
 
 # ---------------------------------------------------------------- the pass
 
-REWRITES: dict[tuple[str, str], Callable[[_Rewriter, Any], None]] = {
+REWRITES: dict[tuple[str, str], Callable[[Rewriter, Any], None]] = {
     (MS, "SkipLayerNormalization"): skip_layer_norm,
     (MS, "SkipSimplifiedLayerNormalization"): skip_simplified_layer_norm,
     (MS, "SimplifiedLayerNormalization"): simplified_layer_norm,
@@ -461,44 +348,18 @@ REWRITES: dict[tuple[str, str], Callable[[_Rewriter, Any], None]] = {
 }
 
 
-def _rewrite_for(node: Any, model_opset: int) -> Callable[[_Rewriter, Any], None] | None:
+def _rewrite_for(node: Any, model_opset: int) -> Callable[[Rewriter, Any], None] | None:
     domain = "" if node.domain in ("", "ai.onnx") else node.domain
     if (domain, node.op_type) == ("", "LayerNormalization") and model_opset < 17:
         return layer_norm_below_17  # onnxruntime's own op below opset 17
     return REWRITES.get((domain, node.op_type))
 
 
-def convertible(node: Any, model_opset: int) -> bool:
-    """Whether :func:`standard_ops` rewrites ``node``."""
-    return _rewrite_for(node, model_opset) is not None
+TABLE = Table(_rewrite_for)
 
 
 def standard_ops(model: Any) -> dict[str, int]:
     """Rewrite every onnxruntime operator of the main graph (table above) in place; returns how
     many of each kind (``domain::Op``) were rewritten. ModelError names a node whose form is not
     supported."""
-    rw = _Rewriter(model)
-    counts: dict[str, int] = {}
-    nodes = list(model.graph.node)
-    for index, node in enumerate(nodes):
-        rewrite = _rewrite_for(node, rw.opset)
-        if rewrite is None:
-            rw.out.append(node)
-            continue
-        rw.prefix = f"{(node.name or node.output[0])}__et"
-        rw._pending, rw._shapes = nodes[index + 1:], None
-        rewrite(rw, node)
-        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-        counts[key] = counts.get(key, 0) + 1
-    if counts:
-        del model.graph.node[:]
-        model.graph.node.extend(rw.out)
-        _drop_domain_if_unused(model, MS)
-    return counts
-
-
-def _drop_domain_if_unused(model: Any, domain: str) -> None:
-    from .onnx_normalize import drop_unused_opsets
-
-    if not any(n.domain == domain for n in model.graph.node):
-        drop_unused_opsets(model)
+    return rewrite_nodes(model, TABLE, MS)

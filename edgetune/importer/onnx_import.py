@@ -20,8 +20,9 @@ from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
-from . import onnx_contrib
+from . import onnx_contrib, onnx_signal
 from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
+from .onnx_loops import unroll_loops
 from .onnx_normalize import read
 from .onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
 from .onnx_proto import value_dtype as onnx_dtype
@@ -78,7 +79,7 @@ def unsupported_ops(model: Any) -> list[str]:
     missing = set()
     for graph in all_graphs(probe.graph):
         for node in graph.node:
-            if op_key(node) not in supported and not onnx_contrib.convertible(node, version):
+            if op_key(node) not in supported and node.op_type != "Loop" and not any(t.convertible(node, version) for t in _REWRITES):
                 missing.add(op_key(node))
     return sorted(missing)
 
@@ -94,25 +95,46 @@ def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict
             f"the model's inputs are: {', '.join(names)}",
         )
     shapes, notes = {}, []
+    known = _named_dims(inputs, overrides)
     for vi in inputs:
-        dims = input_dims(vi)
+        dims = [known.get(d, d) if isinstance(d, str) else d for d in input_dims(vi)]
         if vi.name in overrides:
             shape = overrides[vi.name]
-            _check_override(vi.name, dims, shape)
+            _check_override(vi.name, input_dims(vi), shape)
         elif all(isinstance(d, int) for d in dims):
             shape = tuple(dims)  # type: ignore[arg-type]
-        elif all(isinstance(d, int) for d in dims[1:]) and dims:
-            shape = (1, *dims[1:])  # type: ignore[arg-type]
-            notes.append(f"input '{vi.name}': dynamic batch dimension '{dims[0]}' set to 1")
+        elif all(isinstance(d, int) or _BATCH.match(d) for d in dims) or all(isinstance(d, int) for d in dims[1:]):
+            batch = [d for i, d in enumerate(dims) if isinstance(d, str)]
+            shape = tuple(d if isinstance(d, int) else 1 for d in dims)
+            notes.append(f"input '{vi.name}': dynamic batch dimension '{batch[0]}' set to 1")
+            known.update({d: 1 for d in batch})
         else:
             example = ",".join(str(d) if isinstance(d, int) else "N" for d in dims)
             raise InputShapeError(
-                f"input '{vi.name}' has dynamic dimensions {dims}",
+                f"input '{vi.name}' has dynamic dimensions {input_dims(vi)}",
                 f"fix them with --input-shape {vi.name}={example.replace('N', '1')} (use your real sizes)",
             )
         shapes[vi.name] = shape
         _set_dims(vi, shape)
     return shapes, notes
+
+
+# Symbolic dimension names that mean "batch": a batch of one unless --input-shape says otherwise.
+_BATCH = re.compile(r"^(batch|batch_size|batchsize|bs|n|b|num_batches)$", re.IGNORECASE)
+
+
+def _named_dims(inputs: list[Any], overrides: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Symbolic dimension name → size, from the inputs ``--input-shape`` fixes: a name means the
+    same size wherever it appears (``batch`` of an audio input and of its state)."""
+    known: dict[str, int] = {}
+    for vi in inputs:
+        shape = overrides.get(vi.name)
+        if shape is None:
+            continue
+        for dim, size in zip(input_dims(vi), shape):
+            if isinstance(dim, str) and dim != "?":
+                known.setdefault(dim, int(size))
+    return known
 
 
 def _check_override(name: str, dims: list[int | str], shape: tuple[int, ...]) -> None:
@@ -221,14 +243,26 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges)
 
 
+_REWRITES = (onnx_contrib.TABLE, onnx_signal.TABLE)
+
+
 def _for_tvm(model: Any, notes: list[str]) -> Any:
-    """The rewrites only TVM needs, after the reference copy is taken: onnxruntime's own ops as
-    standard ops (:mod:`.onnx_contrib`), QOperator int8 ops as QDQ (:mod:`.onnx_qlinear`)."""
+    """The rewrites only TVM needs, after the reference copy is taken: loops unrolled
+    (:mod:`.onnx_loops`), onnxruntime's own ops as standard ops (:mod:`.onnx_contrib`), DFT/STFT
+    as products with constant matrices (:mod:`.onnx_signal`), QOperator int8 ops as QDQ
+    (:mod:`.onnx_qlinear`)."""
+    loops = unroll_loops(model)
+    if loops:
+        notes.append("Loop unrolled: " + ", ".join(f"'{name}' × {count}" for name, count in loops.items()))
     contrib = onnx_contrib.standard_ops(model)
     if contrib:
         notes.append("onnxruntime ops as standard ops: " + ", ".join(f"{n} {k}" for k, n in sorted(contrib.items())))
-        if any(n.op_type in _SHAPE_OPS for n in model.graph.node):
-            model = fold_shape_subgraphs(model)
+    signal = onnx_signal.standard_ops(model)
+    if signal:
+        notes.append("Fourier transforms as products with constant cos/sin matrices: "
+                     + ", ".join(f"{n} {k}" for k, n in sorted(signal.items())))
+    if (loops or contrib or signal) and any(n.op_type in _SHAPE_OPS for n in model.graph.node):
+        model = fold_shape_subgraphs(model)
     expanded = expand_qlinear_ops(model)
     if expanded:
         kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))
@@ -238,10 +272,11 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
 
 def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges) -> ImportedModel:
     sig_in, sig_out = _tvm.relax_signature(mod)
-    by_name = {name: (shape, dtype) for name, shape, dtype in sig_in}
-    inputs = tuple(TensorSpec(mapping[n], n, *by_name[mapping[n]], value_range=ranges.get(n)) for n in in_names)
-    if len(sig_in) != len(inputs):
-        raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(inputs)}")
+    if len(sig_in) != len(in_names):
+        raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(in_names)}")
+    # by position: TVM's parameters follow the graph's inputs, under names TVM may have changed
+    inputs = tuple(TensorSpec(name, n, shape, dtype, value_range=ranges.get(n))
+                   for n, (name, shape, dtype) in zip(in_names, sig_in))
     outputs = tuple(
         TensorSpec(mapping.get(n, n), n, shape, dtype) for n, (shape, dtype) in zip(out_names, sig_out)
     )
