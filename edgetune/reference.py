@@ -89,6 +89,7 @@ def _run_onnxruntime(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1  # one answer whatever the machine (dynamically quantized LSTMs differ by threads)
     session = ort.InferenceSession(model.source_bytes, opts, providers=["CPUExecutionProvider"])
     feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}
     names = [spec.original_name for spec in model.outputs]

@@ -20,7 +20,7 @@ from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..util import sha256_file
-from . import onnx_contrib, onnx_signal
+from . import onnx_contrib, onnx_lstm_int8, onnx_signal
 from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
 from .onnx_loops import unroll_loops
 from .onnx_normalize import read
@@ -243,7 +243,7 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges)
 
 
-_REWRITES = (onnx_contrib.TABLE, onnx_signal.TABLE)
+_REWRITES = (onnx_contrib.TABLE, onnx_signal.TABLE, onnx_lstm_int8.TABLE)
 
 
 def _for_tvm(model: Any, notes: list[str]) -> Any:
@@ -254,7 +254,7 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
     loops = unroll_loops(model)
     if loops:
         notes.append("Loop unrolled: " + ", ".join(f"'{name}' × {count}" for name, count in loops.items()))
-    contrib = onnx_contrib.standard_ops(model)
+    contrib = {**onnx_contrib.standard_ops(model), **onnx_lstm_int8.standard_ops(model)}
     if contrib:
         notes.append("onnxruntime ops as standard ops: " + ", ".join(f"{n} {k}" for k, n in sorted(contrib.items())))
     signal = onnx_signal.standard_ops(model)

@@ -36,6 +36,7 @@ class Rewriter:
         from onnx import helper
 
         name = output or self.fresh()
+        self.count += 1
         self.out.append(helper.make_node(kind, inputs, [name], name=f"{self.prefix}__{kind}_{self.count}", **kw))
         return name
 
