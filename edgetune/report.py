@@ -97,8 +97,12 @@ def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             nbytes += size
     inputs = [spec(sub.Inputs(i)) for i in range(sub.InputsLength())]
     outputs = [spec(sub.Outputs(i)) for i in range(sub.OutputsLength())]
-    # what TVM is given: sparse weights densified, MediaPipe's transposed conv as a builtin
-    prepared, _, _ = tl.prepare_tflite(path)
+    # what TVM is given: sparse weights densified, MediaPipe's transposed conv as a builtin, variables as
+    # state; with the file's own shapes where they are not fixed yet (the import says what to fix)
+    try:
+        prepared = tl.prepare_tflite(path).model
+    except EdgetuneError:
+        prepared = model
     return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(prepared), params, nbytes
 
 

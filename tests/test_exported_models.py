@@ -1,0 +1,256 @@
+"""The models edge users deploy now, packaged for real and checked against their own runtime:
+transformers as exporters and onnxruntime's tools write them, dynamic quantization, audio front
+ends, loops, files as exporters leave them, and the real wake-word / VAD models from PyPI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edgetune.errors import ModelError, ModelFormatError
+from edgetune.importer import import_model
+from edgetune.package import PackageOptions, package
+
+MODELS = Path(__file__).parent / ".models"
+
+
+def packaged(model: Path, tmp_path: Path, **kw) -> dict:
+    """Package ``model`` for the host; the reference check must pass."""
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / f"{model.stem}-pkg", **kw))
+    assert result.verification["status"] == "passed", result.verification
+    return result.manifest
+
+
+# ---------------------------------------------------------------- transformers
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("transformers")
+
+
+def test_bert_exported_with_fixed_shapes_packages_and_matches(zoo_dir, tmp_path):
+    """Shape-valued bindings (Relax's ``shape_of`` … of the mask's Expand) went through the
+    numpy constant folding, which read a dtype off them and crashed every such export."""
+    import zoo_transformers as zt
+
+    manifest = packaged(zt.bert(zoo_dir / "bert.onnx"), tmp_path)
+    ranges = {s["original_name"]: s["value_range"] for s in manifest["inputs"]}
+    assert ranges == {"input_ids": [0, 120], "attention_mask": [0, 2], "token_type_ids": [0, 2]}
+
+
+def test_bert_exported_with_dynamic_axes_packages_at_a_given_length(zoo_dir, tmp_path):
+    import zoo_transformers as zt
+
+    model = zt.bert(zoo_dir / "bert_dyn.onnx", dynamic=True)
+    manifest = packaged(model, tmp_path, input_shapes={"input_ids": (1, 24)})
+    assert [s["shape"] for s in manifest["inputs"]] == [[1, 24]] * 3  # the named dims follow input_ids
+
+
+@pytest.mark.parametrize("kind", ["bert-opt", "bert-fastgelu", "vit-opt", "vit-ort-extended", "t5-opt"])
+def test_onnxruntime_optimized_transformers_package_and_match(zoo_dir, tmp_path, kind):
+    import zoo_transformers as zt
+
+    name, variant = kind.split("-", 1)
+    base = {"bert": lambda: zt.bert(zoo_dir / "bert.onnx"), "vit": lambda: zt.vit(zoo_dir / "vit.onnx", classes=10),
+            "t5": lambda: zt.t5_encoder(zoo_dir / "t5.onnx")}[name]()
+    out = tmp_path / f"{kind}.onnx"
+    if variant == "ort-extended":
+        zt.ort_level_optimized(base, out)
+    else:
+        zt.ort_optimized(base, out, {"bert": "bert", "vit": "vit", "t5": "t5"}[name], heads=4, hidden=64,
+                         gelu_approximation=variant == "fastgelu")
+    contrib = {n.op_type for n in onnx.load(str(out)).graph.node if n.domain == "com.microsoft"}
+    assert contrib, "the optimizer wrote no contrib op"
+    manifest = packaged(out, tmp_path)
+    assert any("onnxruntime ops as standard ops" in n for n in manifest["model"]["notes"])
+
+
+@pytest.mark.parametrize("kind", ["bert", "bert-opt", "t5-decoder", "whisper"])
+def test_dynamically_quantized_transformers_package_and_match(zoo_dir, tmp_path, kind):
+    """quantize_dynamic's MatMulInteger + DynamicQuantizeLinear (ConvInteger for Whisper's
+    convolutions, QAttention after the optimizer)."""
+    import zoo_transformers as zt
+
+    base = {"bert": lambda: zt.bert(zoo_dir / "bert.onnx"),
+            "bert-opt": lambda: zt.ort_optimized(zt.bert(zoo_dir / "bert.onnx"), tmp_path / "opt.onnx", "bert", 4, 64),
+            "t5-decoder": lambda: zt.t5_decoder(zoo_dir / "t5d.onnx"),
+            "whisper": lambda: zt.whisper_encoder(zoo_dir / "whisper.onnx")}[kind]()
+    quantized = zt.dynamic_int8(base, tmp_path / f"{kind}-int8.onnx")
+    ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
+    assert "MatMulInteger" in ops and "DynamicQuantizeLinear" in ops
+    packaged(quantized, tmp_path)
+
+
+def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
+    """A chain of shared sub-graphs (each value read by the next two) was walked once per path:
+    2^depth visits. Each expression is now evaluated once."""
+    from tvm import relax
+
+    from edgetune._tvm import quantized
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((16,), "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            v = bb.emit(relax.op.astype(x, "float32"))
+            for _ in range(40):  # v_{n+1} = v_n + v_n: 2^40 paths to x
+                v = bb.emit(relax.op.add(v, v))
+            out = bb.emit_output(relax.op.quantize(v, relax.const(1e9, "float32"), relax.const(0, "int8"), axis=0,
+                                                   out_dtype="int8"))
+        bb.emit_func_output(out)
+    calls = []
+    original = quantized._call_values
+    monkeypatch.setattr(quantized, "_call_values", lambda *a: calls.append(1) or original(*a))
+    mod, count = quantized.int8_tables(bb.get())
+    assert count == 1  # the whole chain became one table lookup
+    assert len(calls) < 200
+
+
+# ---------------------------------------------------------------- audio, loops
+
+
+def test_stft_log_mel_front_end_packages_and_matches(tmp_path):
+    import audio_models
+
+    manifest = packaged(audio_models.stft_log_mel(tmp_path / "stft.onnx"), tmp_path)
+    assert any("Fourier transforms" in n for n in manifest["model"]["notes"])
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_dft_forward_and_inverse_package_and_match(tmp_path, opset):
+    import audio_models
+
+    packaged(audio_models.dft_forms(tmp_path / f"dft{opset}.onnx", opset=opset), tmp_path)
+
+
+def test_loop_over_frames_unrolls_once_shapes_are_fixed(tmp_path):
+    import audio_models
+
+    model = audio_models.frame_loop(tmp_path / "loop.onnx", dynamic=True)
+    manifest = packaged(model, tmp_path, input_shapes={"x": (9, 8)})
+    assert "Loop unrolled: 'final' × 9" in manifest["model"]["notes"]
+
+
+def test_dynamically_quantized_lstm_packages_and_matches(tmp_path):
+    import rnn_models
+    import zoo_transformers as zt
+
+    crnn = zt.dynamic_int8(rnn_models.crnn(tmp_path / "crnn.onnx", width=64), tmp_path / "crnn-int8.onnx")
+    assert sum(n.op_type == "DynamicQuantizeLSTM" for n in onnx.load(str(crnn)).graph.node) == 2
+    packaged(crnn, tmp_path)
+
+
+# ---------------------------------------------------------------- files as exporters leave them
+
+
+def _small_model(path: Path, *, input_name: str = "x", reverse: bool = False, opsets=(), external: bool = False) -> Path:
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", [input_name, "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    if reverse:
+        nodes.reverse()
+    inits = [numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((64, 8)).astype(np.float32), "w2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), *(helper.make_opsetid(d, v) for d, v in opsets)])
+    model.ir_version = 8
+    if external:
+        onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=0)
+    else:
+        onnx.save(model, str(path))
+    return path
+
+
+def test_nodes_out_of_topological_order_are_sorted(tmp_path):
+    manifest = packaged(_small_model(tmp_path / "unsorted.onnx", reverse=True), tmp_path)
+    assert any("topological order sorted" in n for n in manifest["model"]["notes"])
+
+
+def test_weights_in_an_external_data_file(tmp_path):
+    path = _small_model(tmp_path / "external.onnx", external=True)
+    assert (tmp_path / "external.onnx.data").is_file()
+    manifest = packaged(path, tmp_path)
+    assert any("external data" in n for n in manifest["model"]["notes"])
+    (tmp_path / "external.onnx.data").unlink()
+    with pytest.raises(ModelFormatError, match="external.onnx.data', which is not beside it"):
+        import_model(path)
+
+
+def test_unused_opset_domains_are_dropped(tmp_path):
+    """Even one onnxruntime would refuse (an opset version it does not know)."""
+    path = _small_model(tmp_path / "opsets.onnx", opsets=[("ai.onnx.ml", 2), ("com.microsoft", 99)])
+    manifest = packaged(path, tmp_path)
+    assert any("unused opset domain(s) dropped: ai.onnx.ml, com.microsoft" in n for n in manifest["model"]["notes"])
+
+
+def test_if_branch_reading_a_sanitized_input_name(tmp_path):
+    """tf2onnx names inputs ``x:0``; a branch reading it kept the old name after sanitizing and
+    TVM's frontend failed with "'NoneType' object has no attribute 'ty'"."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["input_1:0"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["input_1:0"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+    nodes = [helper.make_node("ReduceSum", ["input_1:0"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input_1:0", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              [numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "keras_if.onnx"))
+    packaged(tmp_path / "keras_if.onnx", tmp_path)
+
+
+def test_loader_takes_the_original_or_identifier_spelling_of_a_name(tmp_path):
+    import edgetune_runtime
+
+    path = _small_model(tmp_path / "tf2onnx.onnx", input_name="serving_default_input_2:0")
+    packaged(path, tmp_path)
+    model = edgetune_runtime.load(tmp_path / "tf2onnx-pkg")
+    x = np.ones((1, 32), np.float32)
+    a = model.run(**{"serving_default_input_2:0": x})
+    b = model.run(serving_default_input_2_0=x)
+    np.testing.assert_array_equal(a["y"], b["y"])
+
+
+def test_a_node_tvm_cannot_convert_is_named(tmp_path):
+    nodes = [helper.make_node("TopK", ["x", "k"], ["y", "i"], name="my_topk", largest=0, sorted=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+                              [numpy_helper.from_array(np.array([2], np.int64), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "topk.onnx"))
+    with pytest.raises(ModelError, match="failed on TopK node 'my_topk': TopK sorted must be 1"):
+        import_model(tmp_path / "topk.onnx")
+
+
+# ---------------------------------------------------------------- real models from PyPI packages
+
+
+def _real(name: str) -> Path:
+    path = MODELS / name
+    if not path.is_file():
+        pytest.skip(f"{name} not fetched (scripts/fetch_test_models.py fetches it)")
+    return path
+
+
+@pytest.mark.parametrize("name,shapes,binds", [
+    ("oww_melspectrogram.onnx", {"input": (1, 1760)}, {}),
+    ("oww_embedding_model.onnx", {}, {}),
+    ("silero_vad.onnx", {"input": (1, 512)}, {"sr": "16000"}),
+    ("oww_melspectrogram.tflite", {"serving_default_input:0": (1, 1760)}, {}),
+    ("oww_embedding_model.tflite", {}, {}),
+])
+def test_real_audio_models_package_and_match(tmp_path, name, shapes, binds):
+    """openWakeWord's front end and speech-embedding CNN (ONNX and TFLite), Silero's VAD."""
+    manifest = packaged(_real(name), tmp_path, input_shapes=shapes, bindings=binds)
+    assert json.dumps(manifest["verification"])

@@ -1,0 +1,93 @@
+"""TFLite files of audio and streaming models (tests/tflite_models.py), packaged for real and
+checked against LiteRT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgetune.errors import InputShapeError
+from edgetune.importer import import_model
+from edgetune.package import PackageOptions, package
+
+
+def packaged(model: Path, tmp_path: Path, **kw) -> Path:
+    out = tmp_path / f"{model.stem}-pkg"
+    result = package(PackageOptions(model=model, device="host", output=out, **kw))
+    assert result.verification["status"] == "passed", result.verification
+    return out
+
+
+@pytest.mark.parametrize("frame", [400, 512, 600])
+def test_rfft2d_whatever_the_frame_against_fft_length(tmp_path, frame):
+    """TVM converts RFFT2D only when fft_length equals the input's size; spectrogram front ends
+    zero-pad 400-sample frames to 512 (LiteRT takes powers of two only); longer ones are cropped."""
+    import tflite_models
+
+    packaged(tflite_models.rfft_frontend(tmp_path / f"rfft{frame}.tflite", frame=frame, fft=512), tmp_path)
+
+
+def test_int8_strided_slice_and_split_v_are_bit_exact(tmp_path):
+    import tflite_models
+
+    import edgetune_runtime
+
+    out = packaged(tflite_models.int8_slicing(tmp_path / "slicing.tflite"), tmp_path)
+    check = edgetune_runtime.load(out).check()
+    assert check["passed"] and all(o["max_abs_error"] == 0 for o in check["outputs"].values())
+
+
+def test_float16_weights_behind_dequantize(tmp_path):
+    import tflite_models
+
+    packaged(tflite_models.fp16_weights(tmp_path / "fp16.tflite"), tmp_path)
+
+
+def test_dynamic_shape_signature_needs_and_takes_input_shape(tmp_path):
+    import tflite_models
+
+    path = tflite_models.dynamic_signature(tmp_path / "dynamic.tflite")
+    with pytest.raises(InputShapeError, match=r"dynamic dimensions \[-1, -1, 16\]") as info:
+        import_model(path)
+    assert "--input-shape serving_default_x:0=1,1,16" in info.value.hint
+    out = packaged(path, tmp_path, input_shapes={"serving_default_x:0": (2, 7, 16)})
+    import edgetune_runtime
+
+    assert edgetune_runtime.load(out).outputs[0]["shape"] == [2, 7, 8]
+
+
+def test_resource_variables_become_state_in_and_out(tmp_path):
+    """The package's state output, fed back, gives what LiteRT's own variable gives on the
+    following calls (the original model, run three times)."""
+    import tflite_models
+    from ai_edge_litert.interpreter import Interpreter
+
+    import edgetune_runtime
+
+    path = tflite_models.streaming_state(tmp_path / "stream.tflite")
+    model = edgetune_runtime.load(packaged(path, tmp_path))
+    assert model.manifest["state"] == [{"input": "stream_state", "output": "stream_state_next", "shape": [1, 16],
+                                        "dtype": "float32"}]
+    state = model.initial_state()
+    litert = Interpreter(model_path=str(path))
+    litert.allocate_tensors()
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        x = rng.uniform(-1, 1, (1, 8)).astype(np.float32)
+        out = model.run(**{"serving_default_x:0": x}, **state)
+        litert.set_tensor(litert.get_input_details()[0]["index"], x)
+        litert.invoke()
+        expected = litert.get_tensor(litert.get_output_details()[0]["index"])
+        np.testing.assert_allclose(out["StatefulPartitionedCall:0"], expected, rtol=1e-5, atol=1e-6)
+        state = {"stream_state": out["stream_state_next"]}
+
+
+def test_inspect_names_the_state_and_the_rewrites(tmp_path):
+    import tflite_models
+
+    from edgetune.report import inspect_model
+
+    report = inspect_model(tflite_models.streaming_state(tmp_path / "stream.tflite"))
+    assert any("stream_state → stream_state_next" in n for n in report.notes)
