@@ -357,6 +357,24 @@ def _rewrite_for(node: Any, model_opset: int) -> Callable[[Rewriter, Any], None]
 
 TABLE = Table(_rewrite_for)
 
+# What each operator becomes, for the import notes (``edgetune inspect``, the package summary).
+BECOMES = {
+    "SkipLayerNormalization": "Add (+ bias), layer norm",
+    "SkipSimplifiedLayerNormalization": "Add (+ bias), RMS norm",
+    "SimplifiedLayerNormalization": "RMS norm (ReduceMean of squares, Sqrt, Div, Mul)",
+    "LayerNormalization": "layer norm spelled out (ReduceMean, Sub, Mul, Sqrt, Div)",
+    "EmbedLayerNormalization": "3 Gathers, Add, layer norm; mask index as ReduceSum of the mask",
+    "Gelu": "erf GELU", "BiasGelu": "Add, erf GELU", "FastGelu": "(Add,) tanh GELU", "QuickGelu": "x·Sigmoid(αx)",
+    "BiasAdd": "two Adds", "FusedMatMul": "Transpose(s), MatMul, Mul(alpha)", "TransposeMatMul": "Transpose(s), MatMul",
+    "DynamicQuantizeMatMul": "DynamicQuantizeLinear, MatMulInteger (exact), scale product (+ bias)",
+    "MatMulIntegerToFloat": "MatMulInteger (exact), scale product (+ bias)",
+    "Attention": "Q/K/V MatMul, heads split, scaled QKᵀ + mask, Softmax, ·V",
+    "QAttention": "MatMulInteger Q/K/V projection (exact, scaled), then as Attention",
+    "MultiHeadAttention": "heads split, scaled QKᵀ + mask, Softmax, ·V",
+    "DynamicQuantizeLSTM": "LSTM unrolled per step, each product as onnxruntime's dynamic uint8 quantization "
+                           "+ MatMulInteger (exact)",
+}
+
 
 def standard_ops(model: Any) -> dict[str, int]:
     """Rewrite every onnxruntime operator of the main graph (table above) in place; returns how

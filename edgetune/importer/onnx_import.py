@@ -255,8 +255,12 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
     if loops:
         notes.append("Loop unrolled: " + ", ".join(f"'{name}' × {count}" for name, count in loops.items()))
     contrib = {**onnx_contrib.standard_ops(model), **onnx_lstm_int8.standard_ops(model)}
-    if contrib:
-        notes.append("onnxruntime ops as standard ops: " + ", ".join(f"{n} {k}" for k, n in sorted(contrib.items())))
+    for kind, count in sorted(contrib.items()):
+        notes.append(f"onnxruntime ops as standard ops: {kind} ×{count} → {onnx_contrib.BECOMES[kind.split('::')[-1]]}")
+    integer = {op: sum(n.op_type == op for n in model.graph.node) for op in ("MatMulInteger", "ConvInteger")}
+    if any(integer.values()):
+        notes.append("dynamic quantization: " + ", ".join(f"{n} {op}" for op, n in integer.items() if n)
+                     + " as exact int32 products; DynamicQuantizeLinear as onnxruntime computes it")
     signal = onnx_signal.standard_ops(model)
     if signal:
         notes.append("Fourier transforms as products with constant cos/sin matrices: "

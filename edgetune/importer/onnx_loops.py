@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .onnx_proto import constants, node_label, subgraphs
+from .onnx_rewriter import refusal
 
 MAX_UNROLLED_NODES = 50_000
 
@@ -30,15 +31,22 @@ def unroll_loops(model: Any) -> dict[str, int]:
         return {}
     consts = constants(graph)
     done: dict[str, int] = {}
+    problems: list[ModelError] = []
     new_nodes: list[Any] = []
     for node in graph.node:
         if node.op_type != "Loop":
             new_nodes.append(node)
             continue
         label = node.name or node.output[0]
-        count = _trip_count(node, consts)
+        try:
+            count = _trip_count(node, consts)
+        except ModelError as err:
+            problems.append(err)
+            continue
         new_nodes += _unrolled(graph, node, count, label)
         done[label] = count
+    if problems:
+        raise refusal(problems)
     del graph.node[:]
     graph.node.extend(new_nodes)
     return done

@@ -162,6 +162,7 @@ def rewrite_nodes(model: Any, table: Table, domain: str | None = None) -> dict[s
     the model when no node uses it any more."""
     rw = Rewriter(model)
     counts: dict[str, int] = {}
+    problems: list[ModelError] = []
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
         rewrite = table.lookup(node, rw.opset)
@@ -170,8 +171,17 @@ def rewrite_nodes(model: Any, table: Table, domain: str | None = None) -> dict[s
             continue
         rw.prefix = f"{(node.name or node.output[0])}__et"
         rw._pending, rw._shapes = nodes[index + 1:], None
-        rewrite(rw, node)
+        kept = len(rw.out)
+        try:
+            rewrite(rw, node)
+        except ModelError as err:  # keep going: the refusal names every node at once
+            del rw.out[kept:]
+            rw.out.append(node)
+            problems.append(err)
+            continue
         counts[op_key(node)] = counts.get(op_key(node), 0) + 1
+    if problems:
+        raise refusal(problems)
     if counts:
         del model.graph.node[:]
         model.graph.node.extend(rw.out)
@@ -180,3 +190,10 @@ def rewrite_nodes(model: Any, table: Table, domain: str | None = None) -> dict[s
 
             drop_unused_opsets(model)
     return counts
+
+
+def refusal(problems: list[ModelError]) -> ModelError:
+    """One ModelError listing every refused node (the first one's hint)."""
+    if len(problems) == 1:
+        return problems[0]
+    return ModelError(f"{len(problems)} nodes cannot be converted: " + "; ".join(p.message for p in problems), problems[0].hint)
