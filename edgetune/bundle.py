@@ -25,17 +25,19 @@ from .util import cache_dir, file_lock
 MANYLINUX = ("manylinux_2_28", "manylinux_2_27", "manylinux_2_17", "manylinux2014")
 PLATFORMS = {arch: tuple(f"{tag}_{arch}" for tag in MANYLINUX) for arch in ("aarch64", "x86_64")}
 PYTHON = "3.11"
-EXTRA = ("cloudpickle", "typing_extensions")
+EXTRA = ("cloudpickle", "typing_extensions")  # what TVM's RPC server imports: pinned to this host's versions
 BASELINES = ("onnxruntime", "ai-edge-litert")  # edgetune's own dependencies: pinned to this host's
 
 
 def requirements() -> list[str]:
-    """Exact pins of what goes into a bundle: the host's TVM pair and numpy."""
+    """Exact pins of what goes into a bundle: the host's TVM pair, numpy and the RPC server's
+    imports (the versions this host runs and its tests passed with: a board gets no surprise
+    release of them)."""
     return [
         f"apache-tvm=={_tvm.TVM_VERSION}",
         f"apache-tvm-ffi=={_tvm.TVM_FFI_VERSION}",
         f"numpy=={metadata.version('numpy')}",
-        *EXTRA,
+        *(f"{name}=={metadata.version(name)}" for name in EXTRA),
     ]
 
 

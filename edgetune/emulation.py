@@ -69,7 +69,11 @@ def sysroot(arch: str) -> Path:
             raise ToolchainError(f"debootstrap failed: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}",
                                  "check network access to the Debian mirror")
         for deb in sorted((root / "var/cache/apt/archives").glob("*.deb")):
-            subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
+            unpacked = subprocess.run(["dpkg", "-x", str(deb), str(root)], capture_output=True, text=True)
+            if unpacked.returncode:
+                raise ToolchainError(f"unpacking {deb.name} into the {arch} sysroot failed: "
+                                     f"{(unpacked.stderr or unpacked.stdout).strip()[-300:] or unpacked.returncode}",
+                                     "check the disk space under the cache directory, then package again")
         (root / ".complete").write_text(SUITE)
     return root
 
@@ -118,6 +122,12 @@ def run_loader(profile: Profile, package: Path, args: list[str], timeout: float 
             "emulation runs 5-20x slower than a board: raise EDGETUNE_EMULATION_TIMEOUT (seconds), or package "
             "with --no-verify and check on the board (`edgetune deploy`)") from None
     lines = proc.stdout.strip().splitlines()
-    if not lines:
-        raise ToolchainError(f"the emulated runtime failed: {proc.stderr.strip()[-500:]}")
-    return json.loads(lines[-1])
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        result = None
+    # `check` exits 1 when the outputs differ: its JSON is the answer; any other failure has none
+    if not isinstance(result, dict) or proc.returncode not in (0, 1):
+        why = (proc.stderr.strip().splitlines() or lines or [f"exit code {proc.returncode}"])[-1]
+        raise ToolchainError(f"the emulated runtime failed (exit code {proc.returncode}): {why[:300]}")
+    return result

@@ -101,7 +101,8 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "profile": {"name": profile.name, "description": profile.description, "source": profile.source},
         "target": artifact.target,
         "arch": artifact.arch,
-        "model": {"file": model.source.name, "format": model.format, "sha256": model.sha256, "notes": list(model.notes)},
+        "model": {"file": model.source.name, "path": str(model.source.resolve()), "format": model.format,
+                  "sha256": model.sha256, "notes": list(model.notes)},
         "library": artifact.library.name,
         "weights": "embedded",
         "inputs": [t.to_json() for t in model.inputs],
@@ -308,6 +309,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     # A fresh name per build: dlopen caches libraries by path, so a reused staging path would
     # make the in-process reference check run the previously loaded library.
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-{os.getpid()}-", dir=output.parent))
+    installed = False
     try:
         t0 = time.perf_counter()
         progress(f"importing {opts.model.name}")
@@ -341,9 +343,13 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         manifest["build"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(staging, manifest)
         _install(staging, output)
+        installed = True
         tarball = write_tarball(output) if opts.tar else None
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            if installed:
+                raise PackageError(f"no space left on the device for {output.name}.tar.gz; the package itself is "
+                                   f"complete at {output}", "free some space and run again with --tar") from err
             raise PackageError(f"no space left on the device while writing the package in {output.parent}",
                                f"free some space and run again; {output} was left as it was") from err
         raise
@@ -354,11 +360,16 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
 
 def remove_stale(output: Path) -> None:
     """Staging and backup directories of earlier builds of ``output`` whose process is gone (a
-    build killed with SIGKILL cannot clean up after itself)."""
-    for path in output.parent.glob(f".{output.name}.*"):
-        match = re.match(rf"^\.{re.escape(output.name)}\.(?:partial|old|tar\.gz\.partial)-(\d+)", path.name)
-        if match and not process_alive(int(match.group(1))):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+    build killed with SIGKILL cannot clean up after itself). A backup of a package a killed
+    build had moved aside but not yet replaced (``output`` missing) is put back, not removed."""
+    for path in sorted(output.parent.glob(f".{output.name}.*")):
+        match = re.match(rf"^\.{re.escape(output.name)}\.(partial|old|tar\.gz\.partial)-(\d+)", path.name)
+        if not match or process_alive(int(match.group(2))):
+            continue
+        if match.group(1) == "old" and path.is_dir() and not output.exists():
+            path.rename(output)
+            log.warning("restored %s from the backup an interrupted build left", output)
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

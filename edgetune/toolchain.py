@@ -99,7 +99,11 @@ def cuda_stub_dir() -> Path:
     if not cc:
         raise ToolchainError("a host C compiler (gcc) is needed to build the libcuda stub", "sudo apt-get install gcc")
     tmp = out / f"libcuda.so.1.{os.getpid()}"
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(tmp), str(source)], check=True)
+    built = subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(tmp), str(source)],
+                           capture_output=True, text=True)
+    if built.returncode:
+        raise ToolchainError(f"building the libcuda stub failed: {(built.stderr or built.stdout).strip()[-300:]}",
+                             "check the host C compiler (gcc) and the disk space under the cache directory")
     tmp.replace(lib)
     return out
 

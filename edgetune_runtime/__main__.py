@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         if err.hint:
             print(f"hint: {err.hint}", file=sys.stderr)
         return 2
+    except (OSError, ValueError, KeyError) as err:  # an input file that does not read, a malformed .npz …
+        print(f"error: {type(err).__name__}: {str(err)[:300]}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=None if args.json else 2, default=str))
     if args.command == "check" and not result["passed"]:
         return 1

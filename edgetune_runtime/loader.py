@@ -25,9 +25,64 @@ def read_manifest(package: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise LoaderError(f"{package} is not an edgetune package (no {MANIFEST})", "pass the directory `edgetune package` wrote")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise LoaderError(f"{path} is not valid JSON: {err}", "rebuild the package") from err
+        manifest = json.loads(path.read_bytes().decode())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, OSError) as err:
+        raise LoaderError(f"{path} is not valid JSON: {str(err)[:200]}", "rebuild the package") from err
+    if not isinstance(manifest, dict):
+        raise LoaderError(f"{path} is not a manifest (not a JSON object)", "rebuild the package")
+    return manifest
+
+
+_HEX = set("0123456789abcdef")
+
+
+def validate_manifest(manifest: dict[str, Any]) -> None:
+    """Refuse (LoaderError) a manifest whose fields are not what ``edgetune package`` writes: the
+    library, its inputs and outputs, and the files and checksums the loader verifies — among them
+    the library itself, so a package cannot load a file nobody checked."""
+    def bad(what: str) -> LoaderError:
+        return LoaderError(f"the package's manifest is malformed: {what}", "package the model again")
+
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) == 64 and set(v) <= _HEX
+                                              for k, v in files.items()):
+        raise bad("'files' is not a map of file names to sha256 digests")
+    for name in files:
+        parts = Path(name).parts
+        if not name or Path(name).is_absolute() or ".." in parts:
+            raise bad(f"file name {name!r} leaves the package directory")
+    library = manifest.get("library")
+    if not isinstance(library, str) or "/" in library or library in ("", ".", "..") or library not in files:
+        raise bad(f"its library {library!r} is not one of the files it checks")
+    runtime = manifest.get("runtime")
+    if not isinstance(runtime, dict) or runtime.get("kind", "cpu") not in ("cpu", "cuda") or not isinstance(runtime.get("tvm", ""), str):
+        raise bad("'runtime' is not {kind: cpu|cuda, tvm: VERSION}")
+    for side in ("inputs", "outputs"):
+        specs = manifest.get(side)
+        if not isinstance(specs, list) or not all(_tensor_spec_ok(spec) for spec in specs):
+            raise bad(f"'{side}' is not a list of tensors (name, original_name, shape, dtype)")
+    for key, kind in (("bound_inputs", dict), ("state", list), ("verification", dict)):
+        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+            raise bad(f"'{key}' is not a {kind.__name__}")
+    names = {spec["original_name"] for spec in manifest["inputs"]} | {spec["original_name"] for spec in manifest["outputs"]}
+    for pair in manifest.get("state") or []:
+        if not isinstance(pair, dict) or pair.get("input") not in names or pair.get("output") not in names:
+            raise bad("'state' pairs name no input and output of the model")
+
+
+def _tensor_spec_ok(spec: Any) -> bool:
+    if not (isinstance(spec, dict) and isinstance(spec.get("name"), str) and isinstance(spec.get("original_name"), str)):
+        return False
+    shape = spec.get("shape")
+    if not (isinstance(shape, list) and len(shape) <= 16 and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31
+                                                                   for d in shape)):
+        return False
+    try:
+        np.dtype(spec.get("dtype"))
+    except (TypeError, ValueError):
+        return False
+    span = spec.get("value_range")
+    return span is None or (isinstance(span, list) and len(span) == 2 and all(isinstance(v, int) for v in span) and span[0] < span[1])
 
 
 def machine_arch() -> str:
@@ -74,6 +129,8 @@ def _tvm() -> Any:
 def check_compatible(manifest: dict[str, Any], tvm_version: str) -> None:
     """Refuse packages for another format, architecture or TVM runtime (major.minor)."""
     fmt = manifest.get("format")
+    if not isinstance(manifest.get("runtime", {}), dict):
+        raise PackageMismatchError("the package's manifest names no runtime", "package the model again")
     if fmt != FORMAT_VERSION:
         raise PackageMismatchError(
             f"package format {fmt} is not the format this loader reads ({FORMAT_VERSION})",
@@ -85,7 +142,7 @@ def check_compatible(manifest: dict[str, Any], tvm_version: str) -> None:
             f"package was built for {arch}, this machine is {machine_arch()}",
             f"rebuild it with `edgetune package MODEL --device PROFILE` for a {machine_arch()} profile",
         )
-    wanted = manifest.get("runtime", {}).get("tvm", "")
+    wanted = str(manifest.get("runtime", {}).get("tvm", ""))
     if wanted.split(".")[:2] != tvm_version.split(".")[:2]:
         raise PackageMismatchError(
             f"package needs TVM runtime {wanted}, this machine has {tvm_version}",
@@ -176,13 +233,22 @@ class Model:
 
     def run(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
         """Run one inference; returns outputs as numpy arrays keyed by original output name."""
-        result = self._vm["main"](*self._tensors(self._arguments(args, kwargs)))
+        tensors = self._tensors(self._arguments(args, kwargs))
+        try:
+            result = self._vm["main"](*tensors)
+        except Exception as err:  # TVM's errors: the library does not take what its manifest describes
+            lines = str(err).strip().splitlines() or [type(err).__name__]
+            raise LoaderError(f"the package's library refused the inputs its manifest describes: {lines[-1][:300]}",
+                              "the manifest does not belong to this library: package the model again") from err
         values = [result] if hasattr(result, "numpy") else list(result)
+        if len(values) != len(self.outputs):
+            raise LoaderError(f"the library returned {len(values)} output(s), its manifest describes {len(self.outputs)}",
+                              "the manifest does not belong to this library: package the model again")
         return {spec["original_name"]: v.numpy() for spec, v in zip(self.outputs, values)}
 
     def benchmark(self, number: int = 10, repeat: int = 5, warmup: int = 1) -> dict[str, float]:
-        """Latency in ms over ``repeat`` measurements of ``number`` runs each, on reference inputs."""
-        arrays = self.reference_inputs()
+        """Latency in ms over ``repeat`` measurements of ``number`` runs each, on :meth:`timing_inputs`."""
+        arrays = self.timing_inputs()
         tensors = self._tensors(arrays)
         for _ in range(warmup):
             self._vm["main"](*tensors)
@@ -203,8 +269,8 @@ class Model:
             self._device.sync()
 
     def _reference_call(self) -> Any:
-        """One inference on the reference inputs, synchronized (for timing)."""
-        tensors = self._tensors(self.reference_inputs())
+        """One inference on :meth:`timing_inputs`, synchronized (for timing)."""
+        tensors = self._tensors(self.timing_inputs())
         main = self._vm["main"]
 
         def call() -> None:
@@ -229,7 +295,7 @@ class Model:
         else:  # the model's own runtime, same inputs and threads, in alternating blocks
             from . import baseline as base
 
-            named = {s["original_name"]: a for s, a in zip(self.inputs, self.reference_inputs())}
+            named = {s["original_name"]: a for s, a in zip(self.inputs, self.timing_inputs())}
             named.update({k: np.asarray(v) for k, v in (self.manifest.get("bound_inputs") or {}).items()})
             label, other = base.runner(Path(baseline), named, result["threads"] or 1)
             ours, theirs = measure.side_by_side(call, other, runs, max_warmup_s=max_warmup_s)
@@ -253,9 +319,37 @@ class Model:
             return {p["input"]: np.array(data[p["input"]]) for p in pairs}
 
     def reference_inputs(self) -> list[np.ndarray]:
-        """The deterministic inputs stored at package time."""
-        with np.load(self.root / REFERENCE) as data:
-            return [data[f"input:{s['name']}"] for s in self.inputs]
+        """The deterministic inputs stored at package time (LoaderError for a package built
+        with ``--no-verify``, which has none)."""
+        if not (self.root / REFERENCE).is_file():
+            raise LoaderError("the package has no reference inputs", "it was built with --no-verify; package it again "
+                              "without it, or pass your own inputs (`run --input`)")
+        try:
+            with np.load(self.root / REFERENCE) as data:
+                return [data[f"input:{s['name']}"] for s in self.inputs]
+        except (OSError, KeyError, ValueError) as err:
+            raise LoaderError(f"the package's {REFERENCE} is unreadable: {str(err)[:200]}", "package the model again") from err
+
+    def timing_inputs(self) -> list[np.ndarray]:
+        """Inputs to time the package with: the reference inputs, or — for a package built with
+        ``--no-verify`` — deterministic ones of the right shapes, types and value ranges (the
+        initial state for state inputs)."""
+        if (self.root / REFERENCE).is_file():
+            return self.reference_inputs()
+        rng = np.random.default_rng(0)
+        state = self.initial_state()
+        out = []
+        for spec in self.inputs:
+            dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
+            span = spec.get("value_range")
+            if spec["original_name"] in state:
+                out.append(state[spec["original_name"]].astype(dtype))
+            elif dtype.kind == "f":
+                out.append(rng.uniform(-1, 1, shape).astype(dtype))
+            else:
+                low, high = span if span else (0, 2 if dtype.kind == "b" else 8)
+                out.append(rng.integers(low, high, shape).astype(dtype))
+        return out
 
     def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
         """Run the stored reference inputs and compare with the stored reference outputs."""
@@ -312,6 +406,7 @@ def load(package: str | Path, verify_files: bool = True) -> Model:
     manifest = read_manifest(root)
     tvm = _tvm()
     check_compatible(manifest, tvm.__version__)
+    validate_manifest(manifest)
     if verify_files:
         _verify_files(root, manifest)
     kind = manifest.get("runtime", {}).get("kind", "cpu")
@@ -325,5 +420,7 @@ def load(package: str | Path, verify_files: bool = True) -> Model:
         devices = [device, tvm.cpu(0)] if kind == "cuda" else device
         vm = VirtualMachine(lib, devices)
     except Exception as err:  # TVM raises TVMError subclasses, OSError for bad .so files
-        raise LoaderError(f"TVM could not load {manifest['library']}: {str(err).strip().splitlines()[-1]}", "check the runtime bundle matches the package (`edgetune devices check`)") from err
+        lines = str(err).strip().splitlines() or [type(err).__name__]
+        raise LoaderError(f"TVM could not load {manifest['library']}: {lines[-1][:300]}",
+                          "check the runtime bundle matches the package (`edgetune devices check`)") from err
     return Model(root, manifest, vm, device)

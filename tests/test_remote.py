@@ -246,7 +246,7 @@ def test_rpc_server_killed_mid_bench(boards, pi4_package):
     while time.monotonic() < deadline and not any("popen_worker" in p for p in standin.python_processes(sb.user)):
         time.sleep(0.5)
     time.sleep(3)  # the session is measuring now
-    sb.kill_user_processes("rpc_server|popen_worker")
+    sb.kill_user_processes("rpc_serve|popen_worker")
     worker.join(300)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], RpcError), errors
@@ -395,7 +395,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
                             population=32, records=records, timeout=45, skip_tail=0.0), notice=notices.append)))
             worker.start()
             _wait_for_records(records, 5)
-            sbs[1].kill_user_processes("rpc_server|popen_worker")  # the second board dies
+            sbs[1].kill_user_processes("rpc_serve|popen_worker")  # the second board dies
             worker.join(900)
             assert not worker.is_alive()
     finally:
@@ -428,7 +428,7 @@ def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
     worker = threading.Thread(target=run)
     worker.start()
     _wait_for_records(records, 5)
-    sb.kill_user_processes("rpc_server|popen_worker")
+    sb.kill_user_processes("rpc_serve|popen_worker")
     worker.join(600)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], RemoteError), errors
@@ -617,4 +617,70 @@ def test_bench_beside_a_running_tune_on_one_board(boards, pi4_package, tmp_path)
     assert stats.check["passed"]
     result = outcome["tune"]
     assert result.snapshot.spent == 12 and result.failures == 0, result.errors
+    _no_orphans(sb)
+
+
+# ---------------------------------------------------------------- trust: who may connect, hangs, data-loss windows
+
+
+def test_stderr_flood_does_not_stall_a_command(boards):
+    """stdout was read to its end before stderr: a command writing megabytes to stderr filled
+    the channel's window and stalled until its timeout."""
+    from edgetune.remote.board import RemoteBoard
+
+    sb = boards()
+    with RemoteBoard(_board(sb, "flood")) as rb:
+        t0 = time.monotonic()
+        result = rb.conn.run("head -c 5000000 /dev/zero | tr '\\0' x >&2; echo done", timeout=60)
+        assert result.stdout.strip() == "done" and len(result.stderr) == 5_000_000
+        assert time.monotonic() - t0 < 50
+
+
+def test_board_rpc_server_refuses_a_client_without_its_session_key(boards):
+    """Anyone on the host can reach the tunnel's loopback port (and anyone on the board the
+    server's): without the session key (random, never on a command line) the server's handshake
+    refuses them."""
+    from edgetune import _tvm
+    from edgetune.remote.board import RemoteBoard, setup_board
+    from edgetune.remote.rpc import board_server
+
+    sb = boards()
+    board = _board(sb, "keyed")
+    setup_board(board)
+    with RemoteBoard(board) as rb, board_server(rb) as server:
+        assert server.key and len(server.key) >= 32
+        with pytest.raises(Exception, match="(?i)mismatch|refused|closed|key"):
+            _tvm.rpc_connect("127.0.0.1", server.local_port, "", session_timeout=10)
+        assert _tvm.rpc_connect("127.0.0.1", server.local_port, server.key, session_timeout=10).cpu(0).exist
+        ps = rb.conn.run("ps -eo args", check=False).stdout
+        assert server.key not in ps
+    _no_orphans(sb)
+
+
+def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4_package, tmp_path):
+    """A deploy killed after moving the live package aside but before putting the new one in
+    place left it only as `.NAME.old-*`, which the next deploy's cleanup deleted."""
+    import numpy as np
+
+    from edgetune.package import write_manifest
+    from edgetune.remote.board import RemoteBoard, deploy_package, setup_board
+
+    sb = boards()
+    board = _board(sb, "cut")
+    setup_board(board)
+    assert deploy_package(pi4_package, board).check["passed"]
+    with RemoteBoard(board) as rb:
+        packages = f"{rb.root}/packages"
+        rb.conn.run(f"mv {packages}/net-pi4 {packages}/.net-pi4.old-deadbeef")  # the window
+    wrong = _copy_package(pi4_package, tmp_path / "wrong" / "net-pi4")  # fails its check on the board
+    with np.load(wrong / "reference.npz") as data:
+        arrays = {k: (data[k] + 1 if k.startswith("output:") else data[k]) for k in data.files}
+    np.savez(wrong / "reference.npz", **arrays)
+    write_manifest(wrong, json.loads((wrong / "manifest.json").read_text()))
+    with pytest.raises(RemoteError, match="failed its reference check"):
+        deploy_package(wrong, board)
+    with RemoteBoard(board) as rb:
+        check = rb.python(["-m", "edgetune_runtime", "check", ".", "--json"], cwd=f"{rb.root}/packages/net-pi4")
+        assert json.loads(check.stdout.strip().splitlines()[-1])["passed"]
+        assert rb.conn.run(["ls", "-A", f"{rb.root}/packages"]).stdout.split() == ["net-pi4"]
     _no_orphans(sb)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -156,36 +155,31 @@ def test_fit_tile_to_a_new_extent():
     assert droplet.fit_tile([1, 1, 32], 64, max_innermost=16)[-1] <= 16
 
 
-def _write_store(tmp_path):
-    store = RecordStore(tmp_path / "rec", "host")
-    store.prepare({"kind": "llvm"}, "nhwc-packed")
-    (store.dir / "database_workload.json").write_text('["111","AAA"]\n["222","BBB"]\n')
-    rec = lambda secs, insts=(["X"],): json.dumps([[list(insts), []], secs, {}, []])  # noqa: E731
-    (store.dir / "database_tuning_record.json").write_text(
-        f"[0,{rec([0.002, 0.004], [])}]\n[0,{rec([0.001])}]\n[0,{rec([1e10])}]\n[1,{rec([0.5])}]\n")
-    return store
-
-
 def test_record_stats_baselines_and_torn_tail(tmp_path):
-    store = _write_store(tmp_path)
+    import records_helpers
+
+    store = records_helpers.write_store(tmp_path / "rec")
+    big, small = records_helpers.hashes(store)
     stats = store.stats()
-    assert stats["111"].trials == 3 and stats["111"].failures == 1 and stats["111"].best_ms == pytest.approx(1.0)
-    assert stats["111"].default_ms == pytest.approx(3.0) and stats["222"].default_ms is None
+    assert stats[big].trials == 4 and stats[big].failures == 1 and stats[big].best_ms == pytest.approx(1.0)
+    assert stats[big].default_ms == pytest.approx(3.0) and stats[small].default_ms is None
     with (store.dir / "database_tuning_record.json").open("a") as fh:
         fh.write('[1,[[["Get')  # a run killed mid-write
     assert store.repair() == 1
-    assert store.stats()["222"].trials == 1
+    assert store.stats()[small].trials == 1
     assert (store.dir / "database_tuning_record.json").read_text().endswith("]\n")
 
 
 def test_records_export_import_merges_without_duplicates(tmp_path):
-    src = _write_store(tmp_path)
+    import records_helpers
+
+    src = records_helpers.write_store(tmp_path / "rec")
     archive = src.export(tmp_path / "r.tar.gz")
     dst = RecordStore(tmp_path / "other", "host")
     dst.prepare({"kind": "llvm"}, "nhwc-packed")
-    assert dst.import_(archive) == (2, 4)
+    assert dst.import_(archive) == (2, 5)
     assert dst.import_(archive) == (0, 0)
-    assert dst.stats()["111"].trials == 3
+    assert dst.stats()[records_helpers.hashes(src)[0]].trials == 4
     with pytest.raises(UsageError, match="profile 'host'"):
         RecordStore(tmp_path / "pi", "pi4").import_(archive)
 

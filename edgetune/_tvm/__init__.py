@@ -624,12 +624,33 @@ def rpc_tracker_summary(host: str, port: int) -> dict[str, Any]:
     return _plain(rpc.connect_tracker(host, port).summary())
 
 
-def rpc_tracker_request(host: str, port: int, key: str, session_timeout: float = 0) -> Any:
-    """Ask the tracker for a session under ``key`` (blocks until a server is free)."""
+def rpc_tracker_request(host: str, port: int, key: str, wait: float, session_timeout: float = 0) -> Any:
+    """A session from the tracker under ``key``, or None when no server became free within
+    ``wait`` seconds. TVM's ``TrackerSession.request`` waits forever and cannot be withdrawn; this
+    speaks the same request (``tvm.rpc.base``'s framing) on a socket of its own, with a deadline,
+    and closes it on giving up — which withdraws the request: the tracker hands a freed board
+    only to a requester whose connection is still open."""
+    import socket
+    import struct
+
     tvm()
     from tvm import rpc
+    from tvm.rpc import base
 
-    return rpc.connect_tracker(host, port).request(key, priority=1, session_timeout=session_timeout)
+    with socket.create_connection((host, port), timeout=min(wait, 30)) as sock:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        if struct.unpack("<i", base.recvall(sock, 4))[0] != base.RPC_TRACKER_MAGIC:
+            raise RuntimeError(f"{host}:{port} is not an RPC tracker")
+        base.sendjson(sock, [base.TrackerCode.REQUEST, key, "", 1])
+        sock.settimeout(wait)
+        try:
+            value = base.recvjson(sock)
+        except TimeoutError:
+            return None
+    if value[0] != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"the tracker answered {value!s}")
+    url, server_port, matchkey = value[1]
+    return rpc.connect(url, server_port, matchkey, session_timeout)
 
 
 def remote_bench(session: Any, library: Path, arrays: list[Any], kind: str, number: int, repeat: int) -> tuple[list[float], list[Any]]:

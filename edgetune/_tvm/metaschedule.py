@@ -23,9 +23,7 @@ from typing import Any
 from . import _cuda_compile_env, _last_line, tvm
 
 # MetaSchedule's JSON database: its file names, and the run time it gives a failed candidate.
-WORKLOADS_FILE = "database_workload.json"
-RECORDS_FILE = "database_tuning_record.json"
-FAILED_RUN_SECS = 1e10
+from .constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE  # noqa: F401 — re-exported
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +124,66 @@ def kernel_workloads(fused: Any) -> dict[str, str]:
 
     return {gv.name_hint: workload_hash(tvm().IRModule({"main": f.with_attr("global_symbol", "main")}))
             for gv, f in fused.functions_items() if isinstance(f, tirx.PrimFunc)}
+
+
+def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
+    """Replay one record's trace on its workload, as a build would: (why it is not a schedule
+    edgetune's spaces make — its workload does not parse or does not hash to its name, the
+    trace does not replay, or the replayed kernel carries annotations no design space sets — or
+    None; the workload's FLOPs, 0 when unknown). ``workload_line``: ``[hash, IR]``;
+    ``record``: ``[trace, run_secs, target, args]`` (both already checked for their shape,
+    :mod:`edgetune.tuning.record_check`)."""
+    from tvm.s_tir import schedule as s
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from .constants import TRACE_ANNOTATIONS
+
+    m = ms()
+    try:
+        workload = m.database.Workload.from_json(workload_line)
+    except Exception as err:  # noqa: BLE001 — TVM's deserializer raises many types
+        return f"its workload does not parse ({_last_line(err)[:120]})", 0.0
+    if workload_hash(workload.mod) != str(workload_line[0]):
+        return "its workload does not hash to the name it is filed under", 0.0
+    before = _annotation_keys(workload.mod)
+    try:
+        rec = m.database.TuningRecord.from_json(record, workload)
+        sch = s.Schedule(workload.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    except Exception as err:  # noqa: BLE001 — a trace that does not replay is refused, whatever TVM raised
+        return f"its trace does not replay on its workload ({_last_line(err)[:120]})", 0.0
+    added = _annotation_keys(sch.mod) - before - TRACE_ANNOTATIONS
+    if added:
+        return f"its schedule carries annotation(s) {', '.join(sorted(added))}", 0.0
+    try:
+        flops = float(estimate_tir_flops(workload.mod))
+    except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
+        flops = 0.0
+    return None, flops
+
+
+def _annotation_keys(mod: Any) -> set[str]:
+    """Every loop and block annotation key (and attribute key) in ``mod``'s PrimFuncs, read off
+    the IR objects (TVM 0.27 exposes no TIR visitor to Python: the statement fields are walked)."""
+    from tvm import s_tir, tirx
+
+    keys: set[str] = set()
+    stack = [f.body for _gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)]
+    while stack:
+        node = stack.pop()
+        if node is None:
+            continue
+        if isinstance(node, (tirx.For, s_tir.SBlock)):
+            keys.update(str(k) for k in node.annotations.keys())
+        if isinstance(node, tirx.AttrStmt):
+            keys.add(str(node.attr_key))
+        if isinstance(node, tirx.SeqStmt):
+            stack.extend(node.seq)
+        for field in ("body", "then_case", "else_case", "block", "init"):
+            child = getattr(node, field, None)
+            if isinstance(child, tirx.Stmt):
+                stack.append(child)
+    return keys
 
 
 def apply_records(fused: Any, target: Any, database_dir: Path) -> Any:
@@ -539,15 +597,18 @@ def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None,
 def shielded_pool(workers: int, timeout: float | None, uses: int | None = None, stderr: Any = None) -> Any:
     """A ``PopenPoolExecutor`` whose worker processes never see the terminal's Ctrl-C (or a
     SIGTERM to the process group): its threads are started here with SIGINT and SIGTERM blocked,
-    and the processes they spawn (now and when recycled) inherit that mask. The driver decides
-    when to stop and shuts the pool down, so a Ctrl-C neither kills a candidate half-measured nor
-    prints a worker's traceback. The workers start (and import TVM) here, once."""
+    so the processes they spawn (now and when recycled) start with them blocked, and each worker
+    then catches them with a no-op handler and unblocks them (:func:`_shield_worker`), so the
+    compilers it starts get them as usual. The driver decides when to stop and shuts the pool
+    down, so a Ctrl-C neither kills a candidate half-measured nor prints a worker's traceback.
+    The workers start (and import TVM) here, once."""
     import signal
     import threading
 
     from tvm.support.popen_pool import PopenPoolExecutor
 
-    pool = PopenPoolExecutor(max_workers=workers, timeout=timeout, maximum_process_uses=uses, stderr=stderr)
+    pool = PopenPoolExecutor(max_workers=workers, timeout=timeout, maximum_process_uses=uses, stderr=stderr,
+                             initializer=_shield_worker)
     sigs = {signal.SIGINT, signal.SIGTERM}
     shield = threading.current_thread() is threading.main_thread()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if shield else None
@@ -559,6 +620,22 @@ def shielded_pool(workers: int, timeout: float | None, uses: int | None = None, 
     for future in started:
         future.result()
     return pool
+
+
+def _shield_worker() -> None:
+    """In each pool worker, once started: Ctrl-C and SIGTERM caught by a handler that does
+    nothing, then unblocked. The worker still ignores them in effect, but the compilers and
+    linkers it starts begin with the default dispositions and an empty mask (a caught signal is
+    reset by exec, a blocked or ignored one is not), so they can be interrupted and killed."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _ignore_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _ignore_signal(_signum: int, _frame: Any) -> None:
+    return None
 
 
 class PooledBuilder:

@@ -65,8 +65,9 @@ def bench(
     runs: int = typer.Option(50, "--runs", help="Timed runs after the warm-up."),
     profile: bool = typer.Option(False, "--profile", help="Also time every kernel inside the network."),
     strict: bool = typer.Option(False, "--strict", help="Refuse (exit 2) when the machine is throttled or busy."),
-    baseline: Path = typer.Option(None, "--baseline", help="The model file: also time it with its own runtime "
-                                  "(onnxruntime / LiteRT+XNNPACK), same inputs and threads, alternating."),
+    baseline: Path = typer.Option(None, "--baseline", help="The model file — or `source`: the one the package was "
+                                  "built from, if unchanged — also timed with its own runtime (onnxruntime / "
+                                  "LiteRT+XNNPACK), same inputs and threads, alternating."),
     tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker; --device is then the key."),
     number: int = typer.Option(10, help="With --tracker: runs per measurement."),
     repeat: int = typer.Option(10, help="With --tracker: measurements."),
@@ -137,12 +138,14 @@ def _render_profile(p: dict[str, Any], known: bool) -> None:
 
 @tracker_app.command("start")
 @boundary
-def tracker_start(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-                  port: int = typer.Option(9190, help="Port (0: any free one).")) -> None:
+def tracker_start(host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback unless you trust the network)."),
+                  port: int = typer.Option(9190, help="Port (0: any free one)."),
+                  yes: bool = typer.Option(False, "--yes", help="Listen on a non-loopback address: anyone who reaches it "
+                                           "can register boards and feed timings into your records.")) -> None:
     """Start a tracker in the background."""
     from ..remote.rpc import start_tracker
 
-    info = start_tracker(host, port)
+    info = start_tracker(host, port, allow_network=yes)
     out.print(f"tracker running at {info.host}:{info.port} (pid {info.pid}); attach boards with "
               f"`edgetune tracker attach BOARD --tracker {info.host}:{info.port}`")
 

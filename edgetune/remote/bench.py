@@ -86,7 +86,7 @@ def bench_on_board(package: Path, board: Board, number: int = 10, repeat: int = 
         if manifest["arch"] != rb.facts().arch:
             raise RemoteError(f"package is for {manifest['arch']}, board {board.name} is {rb.facts().arch}")
         with board_server(rb) as server:
-            session = _tvm.rpc_connect("127.0.0.1", server.local_port)
+            session = _tvm.rpc_connect("127.0.0.1", server.local_port, server.key)
             return _measure(session, package, board.name, number, repeat)
 
 
@@ -146,7 +146,7 @@ def measure_package(opts: MeasureOptions) -> Measurement:
             "--max-warmup", str(opts.max_warmup_s)] + (["--profile"] if opts.profile else [])
     check_args = ["-m", "edgetune_runtime", "check", ".", "--json"]
     with tempfile.TemporaryDirectory(prefix="edgetune-baseline-") as tmp:
-        model = _baseline_model(opts.baseline, Path(tmp)) if opts.baseline else None
+        model = _baseline_model(_baseline_source(opts.baseline, manifest), Path(tmp)) if opts.baseline else None
         if opts.device == "host":
             here = normalize_arch(platform.machine())
             if manifest.get("arch") != here:
@@ -229,6 +229,24 @@ def measure_baseline(model: ImportedModel, device: str, runs: int = 30, max_warm
                 with _scratch(rb, work) as remote:
                     result = _on_board(rb, remote, args)
     return BaselineTiming(device, result["runtime"], result["latency"], result["threads"], result["warnings"])
+
+
+SOURCE = "source"  # --baseline source: the model file the package was built from
+
+
+def _baseline_source(given: Path, manifest: dict[str, Any]) -> Path:
+    """``given``, or for ``source`` the model file the manifest names, when it is still where
+    the package was built from and unchanged (its sha256); UsageError otherwise."""
+    if str(given) != SOURCE:
+        return given
+    from ..util import sha256_file
+
+    model = manifest.get("model") or {}
+    path = Path(str(model.get("path") or model.get("file") or ""))
+    if not path.is_file() or sha256_file(path) != model.get("sha256"):
+        raise UsageError(f"the model the package was built from ({path}) is not there any more, or has changed",
+                         "give the model file: --baseline MODEL")
+    return path
 
 
 def _need_baselines(rb: RemoteBoard) -> None:

@@ -199,16 +199,21 @@ def setup_board(board: Board, force: bool = False, baselines: bool = False) -> S
 
 
 def _install_bundle(rb: RemoteBoard, archive: Path, target: str) -> float:
-    """Unpack ``archive`` at ``target`` on the board beside the old copy, then swap: an
-    interrupted setup leaves the previous bundle (or none), never half of one. Returns MB pushed."""
+    """Unpack ``archive`` beside the live copy at ``target`` on the board, then swap (the live
+    copy is moved aside, never deleted before the new one is in place): an interrupted setup
+    leaves the previous bundle working, never half of one. Returns MB pushed."""
     remote_runtime = target.rsplit("/", 1)[0]
     rb.conn.run(["mkdir", "-p", remote_runtime])
     remote_archive = f"{remote_runtime}/{archive.name}"
     rb.conn.put(archive, remote_archive)
     q = shlex.quote
-    rb.conn.run(f"rm -rf {q(target)} {q(target)}.new {q(remote_runtime)}/*.partial && mkdir -p {q(target)}.new && "
-                f"tar -xzf {q(remote_archive)} -C {q(target)}.new --strip-components=1 --no-same-owner && "
-                f"mv {q(target)}.new {q(target)} && rm -f {q(remote_archive)}", timeout=600)
+    t, old = q(target), q(f"{target}.old")
+    # a setup cut between the two moves below left only the .old copy: that is the live one
+    rb.conn.run(f"if [ ! -e {t} ] && [ -e {old} ]; then mv {old} {t}; fi; "
+                f"rm -rf {t}.new {old} {q(remote_runtime)}/*.partial && mkdir -p {t}.new && "
+                f"tar -xzf {q(remote_archive)} -C {t}.new --strip-components=1 --no-same-owner && "
+                f"if [ -e {t} ]; then mv {t} {old}; fi && mv {t}.new {t} && rm -rf {old} && rm -f {q(remote_archive)}",
+                timeout=600)
     return archive.stat().st_size / 1e6
 
 
@@ -265,8 +270,12 @@ def deploy_package(package: Path, board: Board) -> DeployResult:
         final, token = f"{packages}/{name}", uuid.uuid4().hex[:8]
         staging, old = f"{packages}/.{name}.new-{token}", f"{packages}/.{name}.old-{token}"
         q = shlex.quote
-        # leftovers of this package's interrupted deploys (the name is validated: the glob is safe)
-        rb.conn.run(f"mkdir -p {q(packages)} && rm -rf {q(packages)}/.{name}.new-* {q(packages)}/.{name}.old-*")
+        # leftovers of this package's interrupted deploys (the name is validated: the glob is safe); a
+        # deploy cut between its two moves left the deployed copy only as .old-*: put it back first
+        rb.conn.run(f"mkdir -p {q(packages)} && cd {q(packages)} && "
+                    f"if [ ! -e {q(name)} ]; then last=$(ls -dt .{name}.old-* 2>/dev/null | head -n 1); "
+                    f"if [ -n \"$last\" ]; then mv \"$last\" {q(name)}; fi; fi && "
+                    f"rm -rf .{name}.new-* .{name}.old-*")
         try:
             files = upload_package(rb, package, staging)
             check = _check_on_board(rb, staging)

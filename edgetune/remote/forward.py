@@ -17,6 +17,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -41,15 +42,21 @@ def _serve(spec: dict[str, Any]) -> None:
                 pass
     except errors.EdgetuneError as err:
         print(json.dumps({"error": err.message, "hint": err.hint, "kind": type(err).__name__}), flush=True)
+    except Exception as err:  # noqa: BLE001 — a port in use, a socket error: the parent needs the reason
+        print(json.dumps({"error": f"the SSH forwarder failed: {type(err).__name__}: {err}", "kind": "RemoteError"}),
+              flush=True)
     finally:
         conn.close()
 
 
 @contextlib.contextmanager
 def forward(target: Any, mode: str, timeout: float = 60.0, **spec: Any) -> Iterator[int]:
-    """Run a forwarder child for ``target`` (an SSHTarget); yields the forwarded port."""
+    """Run a forwarder child for ``target`` (an SSHTarget); yields the forwarded port. The
+    child's stderr goes to a temporary file, whose last line is the reason when it dies
+    without answering."""
+    stderr = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "edgetune.remote.forward"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
     try:
         assert proc.stdin and proc.stdout
         proc.stdin.write(json.dumps({"target": asdict(target), "mode": mode, **spec}) + "\n")
@@ -59,7 +66,8 @@ def forward(target: Any, mode: str, timeout: float = 60.0, **spec: Any) -> Itera
             if proc.poll() is not None:
                 break
         line = proc.stdout.readline() if select.select([proc.stdout], [], [], 0)[0] else ""
-        answer = json.loads(line) if line.strip() else {"error": "the SSH forwarder did not start", "kind": "RemoteError"}
+        answer = json.loads(line) if line.strip() else {"error": f"the SSH forwarder did not start{_why(stderr)}",
+                                                         "kind": "RemoteError"}
         if "error" in answer:
             cls = getattr(errors, answer.get("kind", ""), RemoteError)
             raise cls(answer["error"], answer.get("hint")) if issubclass(cls, errors.EdgetuneError) else RemoteError(answer["error"])
@@ -73,6 +81,14 @@ def forward(target: Any, mode: str, timeout: float = 60.0, **spec: Any) -> Itera
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)
             proc.wait()
+        stderr.close()
+
+
+def _why(stderr: Any) -> str:
+    """": LAST LINE" of what the child wrote to stderr, or "" when it wrote nothing."""
+    stderr.seek(0)
+    lines = [ln.strip() for ln in stderr.read().decode(errors="replace").splitlines() if ln.strip()]
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def _limits(conn: Any) -> dict[str, Any]:

@@ -14,12 +14,12 @@ import contextlib
 import logging
 import os
 import random
+import secrets
 import shlex
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +44,7 @@ class BoardServer:
     board_port: int
     local_port: int
     log_path: str
+    key: str = ""  # the session key a client presents (direct servers: random, known to this process only)
 
 
 def _listening(host: str, port: int, attempts: int = 1, timeout: float = 1.0) -> bool:
@@ -83,7 +84,7 @@ for f in {dir}/*.pid; do
     continue
   fi
   if kill -0 -"$pgid" 2>/dev/null; then kill -KILL -"$pgid" 2>/dev/null; n=$((n+1)); fi
-  rm -f "$f" "${{f%.pid}}.log"
+  rm -f "$f" "${{f%.pid}}.log" "${{f%.pid}}.key"
 done
 find {dir} -maxdepth 1 -name '*.log' -mtime +1 -delete 2>/dev/null
 echo $n
@@ -100,23 +101,44 @@ def stop_stale_servers(rb: RemoteBoard) -> int:
     return count
 
 
-def _start(rb: RemoteBoard, port: int, extra: list[str]) -> tuple[int, str]:
+def _start(rb: RemoteBoard, port: int, extra: list[str], key: str = "") -> tuple[int, str]:
     """Start the server in its own session; record its owner; a watchdog stops it (within 5 s)
-    if the connection that started it goes away without stopping it."""
+    if the connection that started it goes away without stopping it. A session ``key`` reaches
+    the server through a file only the board's user can read (never a command line)."""
     rpc_dir = _rpc_dir(rb)
     log_path = f"{rpc_dir}/{port}.log"
     pid_file = f"{rpc_dir}/{port}.pid"
-    args = ["-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1), *extra]
     q = shlex.quote
+    rb.conn.run(f"mkdir -p {q(rpc_dir)} && chmod 700 {q(rpc_dir)}")
+    if key:
+        key_file = f"{rpc_dir}/{port}.key"
+        _write_private(rb, key_file, key)
+        extra = [*extra, "--key-file", key_file]
+    args = ["-m", "edgetune_runtime.rpc_serve", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1), *extra]
     watchdog = (f"while kill -0 $owner 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 5; done; "
                 f"kill -TERM -$pid 2>/dev/null; sleep 3; kill -KILL -$pid 2>/dev/null; rm -f {q(pid_file)}")
-    cmd = (f"mkdir -p {q(rpc_dir)} && cd {q(rpc_dir)} && "
+    cmd = (f"cd {q(rpc_dir)} && "
            f"PYTHONPATH={q(rb.runtime_dir())} TVM_USE_RUNTIME_LIB=1 setsid python3 {shlex.join(args)} "
            f"> {q(log_path)} 2>&1 < /dev/null & pid=$!; owner=$PPID; "
            f"echo \"$pid $owner $(cut -d' ' -f22 /proc/$owner/stat 2>/dev/null)\" > {q(pid_file)}; "
            f"pid=$pid owner=$owner setsid sh -c {q(watchdog)} > /dev/null 2>&1 < /dev/null & echo $pid")
-    pid = int(rb.conn.run(cmd).stdout.strip().splitlines()[-1])
+    pid = _pid(rb.conn.run(cmd).stdout, rb.board.name)
     return pid, log_path
+
+
+def _write_private(rb: RemoteBoard, path: str, text: str) -> None:
+    """A file on the board that only its user can read, written over SFTP (no command line)."""
+    with rb.conn.sftp().open(path, "w") as fh:
+        fh.chmod(0o600)
+        fh.write(text)
+
+
+def _pid(output: str, board: str) -> int:
+    """The pid a start command printed last; RpcError when it printed none."""
+    lines = output.strip().splitlines()
+    if not lines or not lines[-1].strip().isdigit():
+        raise RpcError(f"starting the RPC server on {board} printed no process id ({(lines or ['nothing'])[-1][:200]})")
+    return int(lines[-1].strip())
 
 
 def _alive(rb: RemoteBoard, pid: int) -> bool:
@@ -133,7 +155,7 @@ def stop_server(rb: RemoteBoard, pid: int, port: int, grace: float = 3.0) -> Non
     q = shlex.quote
     rb.conn.run(
         f"kill -TERM -{pid} 2>/dev/null; for i in $(seq {int(grace * 10)}); do kill -0 -{pid} 2>/dev/null || break; sleep 0.1; done; "
-        f"kill -KILL -{pid} 2>/dev/null; rm -f {q(_rpc_dir(rb))}/{port}.pid {q(_rpc_dir(rb))}/{port}.log; true",
+        f"kill -KILL -{pid} 2>/dev/null; rm -f {q(_rpc_dir(rb))}/{port}.pid {q(_rpc_dir(rb))}/{port}.log {q(_rpc_dir(rb))}/{port}.key; true",
         check=False, timeout=60)
 
 
@@ -157,11 +179,13 @@ def board_server(rb: RemoteBoard, start_timeout: float = 180.0) -> Iterator[Boar
     """Start an RPC server on the board, tunnel to it, health-check it; always stop it."""
     stop_stale_servers(rb)
     port = random.randrange(20000, 40000)
-    pid, log_path = _start(rb, port, [])
+    key = secrets.token_hex(16)  # who holds it may run code on the board: this process only
+    pid, log_path = _start(rb, port, [], key)
     try:
         with forward.tunnel(rb.conn, port) as local:
-            _wait_ready(rb, pid, log_path, lambda: _tvm.rpc_connect("127.0.0.1", local, session_timeout=30) is not None, start_timeout)
-            yield BoardServer(rb.board.name, pid, port, local, log_path)
+            _wait_ready(rb, pid, log_path, lambda: _tvm.rpc_connect("127.0.0.1", local, key, session_timeout=30) is not None,
+                        start_timeout)
+            yield BoardServer(rb.board.name, pid, port, local, log_path, key)
     finally:
         with contextlib.suppress(RemoteError):
             stop_server(rb, pid, port)
@@ -206,9 +230,27 @@ class TrackerInfo:
     started: float = 0.0  # the process's start time: the pid alone may be reused after a reboot
 
 
-def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0) -> TrackerInfo:
-    """Start a TVM RPC tracker as a background process (its own session); records it for status/stop."""
+def start_tracker(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0, allow_network: bool = False) -> TrackerInfo:
+    """Start a TVM RPC tracker as a background process (its own session); records it for
+    status/stop. A tracker takes no credentials: whoever reaches it can register a board under
+    a key (and feed timings into the records of whoever tunes on that key) or take a board's
+    session, so a non-loopback ``host`` needs ``allow_network`` (UsageError otherwise), and is
+    logged as a warning."""
+    import ipaddress
     import json
+
+    from ..errors import UsageError
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        if not allow_network:
+            raise UsageError(f"a tracker on {host} can be reached from the network: anyone who reaches it can register "
+                             "boards and feed timings into your records, or take your boards' sessions",
+                             "keep the default 127.0.0.1 (boards attach over SSH), or pass --yes on a network you trust")
+        log.warning("the tracker listens on %s: every machine that reaches it is trusted with your boards and records", host)
 
     state, log_file = _tracker_files()
     current = tracker_state()
@@ -312,19 +354,10 @@ def request_session(tracker: tuple[str, int], key: str, timeout: float = 120.0) 
     if not status["servers"].get(key):
         raise RpcError(f"no server is registered under key '{key}' at {tracker[0]}:{tracker[1]} (keys: {', '.join(status['servers']) or 'none'})",
                        "attach boards with `edgetune tracker attach BOARD`")
-    box: dict[str, Any] = {}
-
-    def ask() -> None:
-        try:
-            box["session"] = _tvm.rpc_tracker_request(tracker[0], tracker[1], key)
-        except Exception as err:  # noqa: BLE001 — surfaced below
-            box["error"] = err
-
-    thread = threading.Thread(target=ask, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if "session" in box:
-        return box["session"]
-    if "error" in box:
-        raise RpcError(f"tracker request for '{key}' failed: {box['error']}")
+    try:
+        session = _tvm.rpc_tracker_request(tracker[0], tracker[1], key, timeout)
+    except Exception as err:  # noqa: BLE001 — TVM's RPC errors have many types
+        raise RpcError(f"tracker request for '{key}' failed: {err}") from err
+    if session is not None:
+        return session
     raise RpcError(f"no board under key '{key}' became free within {timeout:.0f}s", "all boards are busy or dead; `edgetune tracker status` shows them")

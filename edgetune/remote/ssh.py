@@ -92,9 +92,21 @@ def resolve_target(board: Board) -> SSHTarget:
 def _jump_target(spec: str, policy: str) -> SSHTarget:
     """A ProxyJump hop ``[user@]host[:port]``, completed from ``~/.ssh/config`` like a board."""
     user, _, hostport = spec.rpartition("@")
-    host, _, port = hostport.partition(":")
+    host, port = _host_port(hostport)
     return resolve_target(Board(f"jump host {host}", "", host, user or None, int(port) if port else None,
                                 host_key_policy=policy))
+
+
+def _host_port(text: str) -> tuple[str, str]:
+    """``host``, ``host:port``, ``[v6addr]`` or ``[v6addr]:port`` as (host, port or ""); a bare
+    IPv6 address (more than one colon) is a host without a port."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, rest[1:] if rest.startswith(":") else ""
+    if text.count(":") > 1:
+        return text, ""
+    host, _, port = text.partition(":")
+    return host, port
 
 
 class _AcceptNew:
@@ -264,8 +276,7 @@ class SSHConnection:
             command = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
         try:
             _, stdout, stderr = self.client().exec_command(command, timeout=timeout)
-            out = stdout.read().decode(errors="replace")
-            err = stderr.read().decode(errors="replace")
+            out, err = _read_both(stdout, stderr, timeout)
             code = stdout.channel.recv_exit_status()
         except TimeoutError as exc:
             raise RemoteCommandError(f"command on {self.name} timed out after {timeout:.0f}s: {command[:120]}") from exc
@@ -372,6 +383,28 @@ class SSHConnection:
             stop.set()
             with contextlib.suppress(Exception):
                 transport.cancel_port_forward("127.0.0.1", port)
+
+
+def _read_both(stdout: Any, stderr: Any, timeout: float) -> tuple[str, str]:
+    """Both streams of a remote command, read at once: reading stdout to its end first stalls a
+    command that fills the channel's window with stderr (it blocks until the timeout)."""
+    box: dict[str, Any] = {}
+
+    def drain() -> None:
+        try:
+            box["err"] = stderr.read()
+        except Exception as err:  # noqa: BLE001 — re-raised in the caller's thread
+            box["error"] = err
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out = stdout.read()
+    reader.join(timeout)
+    if "error" in box:
+        raise box["error"]
+    if reader.is_alive():
+        raise TimeoutError("stderr did not close")
+    return out.decode(errors="replace"), box.get("err", b"").decode(errors="replace")
 
 
 def _pump(sock: socket.socket, chan: Any, stop: threading.Event) -> None:

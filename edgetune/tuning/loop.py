@@ -32,6 +32,7 @@ from ..profiles import Profile
 from ..util import process_alive, write_atomic
 from . import droplet
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
+from .record_check import impossible_time, run_secs_problem
 from .records import RecordStore
 from .runners import RunnerHandle
 from .scheduler import Network, Objective, Scheduler, TaskState
@@ -63,18 +64,15 @@ class TuneLoop:
         self.store, self.runner, self.progress, self.notice = store, runner, progress, notice
         self.peak_gflops = peak_gflops
         self.threads = os.cpu_count() or 1  # host threads for the search; the board's cores are in the target
+        self.scheduler = self._scheduler()  # checks the options (may raise): before anything needs cleaning up
         self.database = ms.open_database(store.dir)
         self.cost_model = ms.make_cost_model(os.cpu_count() or 1)
         _remove_stale_runs()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"edgetune-tune-{os.getpid()}-"))  # candidates; removed when the run ends
-        self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
-                                       toolchain[1], self.workdir)
         self.contexts: dict[int, Any] = {}
         self.droplets: dict[int, DropletState] = {}
         self.transfer_done: set[int] = set()
         self.choice: dict[str, str] = {}  # convolution signature → the variant being tuned
         self.enumerated: dict[int, list[Any] | None] = {}  # small design spaces: points left to measure
-        self.scheduler = self._scheduler()
         self.journal = store.dir / "runs" / f"{self._job_key()}.json"
         self.spent_before, self.seconds_before = self._read_journal()
         self.spent_now = 0
@@ -88,6 +86,14 @@ class TuneLoop:
         self.errors: list[str] = []
         self.timers: dict[str, float] = defaultdict(float)
         self.stop_requested = False
+        # last: the worker pool and the candidates' directory, which the run's end removes
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"edgetune-tune-{os.getpid()}-"))
+        try:
+            self.builder = ms.make_builder(toolchain[0], opts.builders or os.cpu_count() or 1, max(60.0, opts.timeout),
+                                           toolchain[1], self.workdir)
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
 
     # ---- setup
 
@@ -522,6 +528,7 @@ class TuneLoop:
         ms = self.ms
         ctx = self._context(i)
         task = self.taskset.tasks[i]
+        results = [self._plausible(task.flops, r) for r in results]
         ms.commit(self.database, task.workload.mod, batch, results, self.taskset.target)
         if kind == "evolutionary":
             ctx.notify(batch, results)
@@ -545,6 +552,19 @@ class TuneLoop:
             if not valid or d.center_secs is None or not droplet.improved(min(valid), d.center_secs):
                 d.converged_at = self.scheduler.tasks[i].best
         self.spent_now += len(batch)
+
+    def _plausible(self, flops: float, result: Any) -> Any:
+        """``result``, or a failure where its times cannot have been measured (not positive
+        finite numbers, or faster than the device's peak: a board or tracker feeding forged
+        timings would otherwise make its schedule "best")."""
+        secs = [float(getattr(t, "value", t)) for t in result.run_secs] if result.run_secs is not None else None
+        if secs is None:
+            return result
+        why = run_secs_problem(secs) or next((w for w in (impossible_time(flops, t, self.peak_gflops) for t in secs) if w), None)
+        if why is None:
+            return result
+        log.warning("a measurement was refused as impossible: %s", why)
+        return self.ms.runner_result(None, f"impossible timing: {why}")
 
     def _check_boards(self, results: list[Any]) -> None:
         """Whether the boards are still there: after candidates failed on the board side, and

@@ -20,16 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._tvm.metaschedule import FAILED_RUN_SECS as FAILED  # constants only: importing it loads no TVM
-from .._tvm.metaschedule import RECORDS_FILE as RECORDS
-from .._tvm.metaschedule import WORKLOADS_FILE as WORKLOADS
+from .._tvm.constants import FAILED_RUN_SECS as FAILED
+from .._tvm.constants import LOWERING_KEYS
+from .._tvm.constants import RECORDS_FILE as RECORDS
+from .._tvm.constants import WORKLOADS_FILE as WORKLOADS
 from ..errors import UsageError
 from ..util import cache_dir, write_atomic
+from .record_check import impossible_time, run_secs_problem
+from .record_check import row_problem as record_problem_row
 
 log = logging.getLogger(__name__)
 
 META = "profile.json"
 DEFAULTS = "defaults.json"  # per workload: the default schedule's measured seconds
+REJECTED = "rejected_records.json"  # record lines set aside (:meth:`RecordStore.quarantine`)
 LEGACY_LOWERING = "nchw"  # what edgetune 0.1 tuned (TVM's own legalization)
 
 
@@ -91,7 +95,9 @@ class RecordStore:
         write_atomic(meta, json.dumps({"profile": self.profile, "target": target, "lowerings": lowerings}, indent=2))
         for name in (WORKLOADS, RECORDS):
             (self.dir / name).touch()
-        return self.repair()
+        dropped = self.repair()
+        self.quarantine()
+        return dropped
 
     def lowerings(self) -> list[str]:
         """The lowerings whose kernels these records tuned (stores from edgetune 0.1 say none:
@@ -116,6 +122,27 @@ class RecordStore:
                     fh.truncate(good)
                 log.warning("dropped a torn record at the end of %s (an interrupted run)", path.name)
         return dropped
+
+    def quarantine(self) -> int:
+        """Move record lines edgetune could not have written (:mod:`.record_check`: a trace with
+        foreign instructions or annotations, impossible run times) out of the records file into
+        ``rejected_records.json`` beside it, so no search starts from them; a warning names
+        each. Only the holder of :meth:`lock` may call this. Returns how many moved."""
+        path = self.dir / RECORDS
+        if not path.is_file():
+            return 0
+        count = len(self.workloads())
+        keep, rejected = [], []
+        for n, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
+            problem = record_problem(line, count)
+            (rejected if problem else keep).append(line)
+            if problem:
+                log.warning("records in %s: record line %d refused and set aside: %s", self.dir, n, problem)
+        if rejected:
+            with (self.dir / REJECTED).open("ab") as fh:
+                fh.write(b"".join(rejected))
+            write_atomic(path, b"".join(keep))
+        return len(rejected)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -145,14 +172,18 @@ class RecordStore:
         return [row[0] for row in _lines(self.dir / WORKLOADS)]
 
     def stats(self) -> dict[str, WorkloadStats]:
-        """Per workload hash: trials measured, failures, best mean time, default time."""
+        """Per workload hash: trials measured, failures, best mean time, default time. Records
+        are read before workloads (a writer appends a workload before its records, so every
+        record read has its workload); a line edgetune could not have written is skipped."""
+        rows = list(_lines(self.dir / RECORDS))
         hashes = self.workloads()
         trials: dict[str, list[int]] = {}
         best: dict[str, float] = {}
         defaults = self.defaults()
-        for idx, rec in _lines(self.dir / RECORDS):
-            if idx >= len(hashes):
-                break  # a record whose workload line is still being written
+        for row in rows:
+            if record_problem_row(row, len(hashes)):
+                continue
+            idx, rec = row
             shash = hashes[idx]
             secs = [float(x) for x in rec[1]] or [FAILED]
             count = trials.setdefault(shash, [0, 0])
@@ -186,9 +217,17 @@ class RecordStore:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="edgetune-records-") as tmp:
-            for name in (WORKLOADS, RECORDS):
-                data = (self.dir / name).read_bytes() if (self.dir / name).is_file() else b""
-                (Path(tmp) / name).write_bytes(data[:_valid_prefix(data)])
+            # records first: every record then finds its workload (written before it)
+            records, workloads = ((self.dir / n).read_bytes() if (self.dir / n).is_file() else b"" for n in (RECORDS, WORKLOADS))
+            workloads = workloads[:_valid_prefix(workloads)]
+            count = workloads.count(b"\n")
+            lines = records[:_valid_prefix(records)].splitlines(keepends=True)
+            kept = [line for line in lines if not record_problem(line, count)]
+            if len(kept) < len(lines):
+                log.warning("records in %s: %d record line(s) edgetune could not have written are not used "
+                            "(`edgetune tune` on these records sets them aside)", self.dir, len(lines) - len(kept))
+            (Path(tmp) / WORKLOADS).write_bytes(workloads)
+            (Path(tmp) / RECORDS).write_bytes(b"".join(kept))
             for name in (META, DEFAULTS):
                 if (self.dir / name).is_file():
                     shutil.copy(self.dir / name, Path(tmp) / name)
@@ -222,16 +261,16 @@ class RecordStore:
 
     def _import(self, archive: Path) -> tuple[int, int]:
         files = _read_archive(archive)
-        meta, theirs, rows = _parse_archive(archive, files)
+        meta, theirs, rows, theirs_defaults = _parse_archive(archive, files)
         if meta.get("profile") not in (None, self.profile):
             raise UsageError(f"{archive} holds records for profile '{meta.get('profile')}', not '{self.profile}'",
                              f"import it with --device {meta.get('profile')}")
+        _replay(archive, theirs, rows, self.profile)  # every schedule re-derived before anything is written
         existing = self.dir / META
         target = json.loads(existing.read_text()).get("target", {}) if existing.is_file() else meta.get("target", {})
         if meta.get("target") not in (None, target):
             log.warning("%s was measured with another '%s' target; its timings may not hold here", archive.name, self.profile)
-        self.prepare(target, meta.get("lowerings", [LEGACY_LOWERING])[0])
-        for key in meta.get("lowerings", [LEGACY_LOWERING])[1:]:
+        for key in meta.get("lowerings", [LEGACY_LOWERING]):
             self.prepare(target, key)
         ours = self.workloads()
         index = {h: i for i, h in enumerate(ours)}
@@ -249,11 +288,7 @@ class RecordStore:
                 new_records.append(row)
         _append(self.dir / WORKLOADS, new_workloads)
         _append(self.dir / RECORDS, new_records)
-        try:
-            theirs_defaults = json.loads(files.get(DEFAULTS, b"{}") or b"{}")
-        except ValueError:
-            theirs_defaults = {}  # informational only: the records themselves were valid
-        self.record_defaults({k: float(v) for k, v in theirs_defaults.items() if k not in self.defaults()})
+        self.record_defaults({k: v for k, v in theirs_defaults.items() if k not in self.defaults()})
         return len(new_workloads), len(new_records)
 
 
@@ -285,33 +320,103 @@ def _read_archive(archive: Path) -> dict[str, bytes]:
         raise UsageError(f"cannot read records archive {archive}: {err}", "give a file written by `edgetune records export`") from err
 
 
-def _parse_archive(archive: Path, files: dict[str, bytes]) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    """(meta, workloads, records) of an exported archive; UsageError naming the first malformed
-    line, before anything is written to the store."""
+def _parse_archive(archive: Path, files: dict[str, bytes]) -> tuple[dict[str, Any], list[Any], list[Any], dict[str, float]]:
+    """(meta, workloads, records, defaults) of an exported archive, every line checked
+    (:mod:`.record_check`); UsageError naming the malformed lines, before anything is written."""
     def bad(what: str) -> UsageError:
-        return UsageError(f"records archive {archive.name} is malformed: {what}",
-                          "give a file written by `edgetune records export`")
+        return UsageError(f"records archive {archive.name} is refused: {what}",
+                          "import only archives written by `edgetune records export` from people you trust")
 
     if WORKLOADS not in files or RECORDS not in files:
         raise bad(f"it lacks {WORKLOADS} or {RECORDS}")
+    for name, data in files.items():
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            raise bad(f"{name} is not text") from None
     try:
         meta = json.loads(files.get(META, b"{}") or b"{}")
         workloads = [json.loads(line) for line in _text_lines(files[WORKLOADS])]
-    except (ValueError, UnicodeDecodeError) as err:
-        raise bad(f"unreadable metadata or workloads ({err})") from None
-    if not isinstance(meta, dict) or any(not (isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)) for w in workloads):
-        raise bad("unexpected metadata or workload lines")
-    rows = []
+        defaults = json.loads(files.get(DEFAULTS, b"{}") or b"{}")
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise bad(f"unreadable metadata, workloads or defaults ({str(err)[:100]})") from None
+    problem = _meta_problem(meta) or _defaults_problem(defaults)
+    if problem:
+        raise bad(problem)
+    for n, w in enumerate(workloads, 1):
+        if not (isinstance(w, list) and len(w) == 2 and isinstance(w[0], str) and w[0].isdigit() and isinstance(w[1], str)):
+            raise bad(f"workload line {n} is not [hash, IR]")
+    rows, problems = [], []
     for n, line in enumerate(_text_lines(files[RECORDS]), 1):
         try:
-            idx, rec = json.loads(line)
-            ok = isinstance(idx, int) and 0 <= idx < len(workloads) and isinstance(rec, list) and len(rec) >= 2
-        except (ValueError, TypeError):
-            ok = False
-        if not ok:
-            raise bad(f"record line {n}")
-        rows.append((idx, rec))
-    return meta, workloads, rows
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            row = None
+        why = record_problem_row(row, len(workloads))
+        if why:
+            problems.append(f"record line {n}: {why}")
+        else:
+            rows.append((row[0], row[1]))
+    if problems:
+        raise bad("; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else ""))
+    return meta, workloads, rows, {str(k): float(v) for k, v in defaults.items()}
+
+
+def _meta_problem(meta: Any) -> str | None:
+    if not isinstance(meta, dict):
+        return f"{META} is not an object"
+    lowerings = meta.get("lowerings", [LEGACY_LOWERING])
+    if not (isinstance(lowerings, list) and lowerings and all(k in LOWERING_KEYS for k in lowerings)):
+        return f"its lowerings {lowerings!r} are not a list of {', '.join(sorted(LOWERING_KEYS))}"
+    if not isinstance(meta.get("profile", ""), str) or not isinstance(meta.get("target", {}), dict):
+        return f"{META} names no profile or target"
+    return None
+
+
+def _defaults_problem(defaults: Any) -> str | None:
+    if not isinstance(defaults, dict):
+        return f"{DEFAULTS} is not an object"
+    for key, value in defaults.items():
+        if not key.isdigit() or isinstance(value, bool) or not isinstance(value, (int, float)) or run_secs_problem([value]):
+            return f"{DEFAULTS} holds {key!r}: {value!r}, not a workload's time"
+    return None
+
+
+def _replay(archive: Path, workloads: list[Any], rows: list[Any], profile: str) -> None:
+    """Replay every record on its workload (TVM) and check its times against the device's peak;
+    UsageError naming the records that fail."""
+    from .. import _tvm
+    from .._tvm import metaschedule as ms
+    from ..devices import resolve_device
+    from ..errors import EdgetuneError
+
+    try:
+        prof = resolve_device(profile)
+        peak = _tvm.peak_gflops(prof, _tvm.make_target(prof.target_spec()))
+    except EdgetuneError:
+        peak = None
+    problems, flops_of = [], {}
+    for n, (idx, rec) in enumerate(rows, 1):
+        if idx not in flops_of:
+            why, flops_of[idx] = ms.replay_problem(workloads[idx], rec)
+        else:
+            why = ms.replay_problem(workloads[idx], rec)[0]
+        why = why or next((w for w in (impossible_time(flops_of[idx], float(t), peak) for t in rec[1]) if w), None)
+        if why:
+            problems.append(f"record line {n}: {why}")
+    if problems:
+        raise UsageError(f"records archive {archive.name} is refused: " + "; ".join(problems[:3])
+                         + (f"; and {len(problems) - 3} more" if len(problems) > 3 else ""),
+                         "import only archives written by `edgetune records export` from people you trust")
+
+
+def record_problem(line: bytes, workloads: int) -> str | None:
+    """:func:`.record_check.row_problem` of one raw record line."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    return record_problem_row(row, workloads)
 
 
 def _valid_prefix(data: bytes) -> int:

@@ -77,7 +77,7 @@ def _board_runner(opts: TuneOptions, board: Any, evaluator: Any, device_type: st
     with RemoteBoard(board) as rb:
         notice(f"starting the RPC server on {board.name}")
         with board_server(rb) as server:
-            endpoint = ms.RpcEndpoint("127.0.0.1", server.local_port)
+            endpoint = ms.RpcEndpoint("127.0.0.1", server.local_port, server.key)
             runner = ms.PoolRunner(endpoint, evaluator, 1, opts.timeout)
 
             def alive() -> int:
