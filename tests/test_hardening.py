@@ -112,7 +112,7 @@ def test_expected_failures_are_one_clear_line(tmp_path, host_package):
         (("deploy", str(empty), "--device", "nowhere"), "is not an edgetune package"),
         (("bench", str(noref), "--device", "nowhere"), "has no reference data"),
         (("records", "import", str(tmp_path / "bad.tar.gz"), "--device", "host", "--records", str(tmp_path / "r")),
-         "is malformed: record line 1"),
+         "is refused: record line 1"),
     ]
     for args, expected in cases:
         res = run_edgetune(*args)

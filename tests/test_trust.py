@@ -372,3 +372,74 @@ def test_loader_manifest_fuzz_is_a_clean_load_or_one_clear_line(host_package, tm
             assert "\n" not in err.message
             refused += 1
     assert refused > 100 and loaded + refused >= 100
+
+
+# ---------------------------------------------------------------- leaks and one-line failures
+
+
+def test_bad_tuning_options_leave_no_worker_pool_or_candidate_directory(squeezenet, tmp_path):
+    """The tuning loop started its worker pool and candidate directory before checking its
+    options: a library caller's bad weight left both behind."""
+    import glob
+    import os
+    import tempfile
+
+    from edgetune.tuning.options import TuneOptions
+    from edgetune.tuning.session import tune
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "edgetune-tune-*")))
+    with pytest.raises(UsageError, match="--weight names no model: nonet"):
+        tune(TuneOptions(models=(squeezenet,), device="host", records=tmp_path / "rec", trials=8,
+                         weights={"nonet": 2.0}))
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "edgetune-tune-*"))) == before
+
+
+def test_compilers_started_by_pool_workers_can_be_interrupted():
+    """Workers start with SIGINT/SIGTERM blocked (shielded from the terminal's Ctrl-C); the
+    processes they start must not inherit that mask."""
+    import subprocess
+    import sys
+
+    from edgetune._tvm import metaschedule as ms
+
+    probe = ("import re; s = open('/proc/self/status').read(); "
+             "print(*(re.search(k + r':\\s*([0-9a-f]+)', s).group(1) for k in ('SigBlk', 'SigIgn')))")
+    pool = ms.shielded_pool(1, 30)
+    try:
+        out = pool.submit(subprocess.check_output, [sys.executable, "-c", probe], text=True).result()
+    finally:
+        pool.shutdown()
+    blocked, ignored = (int(v, 16) for v in out.split())
+    for sig in (2, 15):  # SIGINT, SIGTERM
+        assert not blocked & (1 << (sig - 1)) and not ignored & (1 << (sig - 1)), out
+
+
+def test_runtime_bench_of_a_package_without_reference_data(squeezenet, tmp_path):
+    import subprocess
+    import sys
+
+    from edgetune.package import PackageOptions, package
+
+    out = tmp_path / "noref"
+    package(PackageOptions(model=squeezenet, device="host", output=out, verify=False))
+    bench = subprocess.run([sys.executable, "-m", "edgetune_runtime", "bench", str(out), "--runs", "3", "--json",
+                            "--max-warmup", "1"], capture_output=True, text=True, timeout=300)
+    assert bench.returncode == 0 and "Traceback" not in bench.stderr, bench.stderr
+    check = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(out)], capture_output=True, text=True,
+                           timeout=300)
+    assert check.returncode == 2 and "no reference" in check.stderr and "Traceback" not in check.stderr
+
+
+def test_bench_baseline_source_uses_the_unchanged_model(host_package, squeezenet, tmp_path):
+    import shutil
+
+    result = run_edgetune("bench", str(host_package), "--device", "host", "--runs", "3", "--baseline", "source", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["baseline"]["runtime"].startswith("onnxruntime")
+    moved = tmp_path / "pkg"
+    shutil.copytree(host_package, moved)
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["model"]["path"] = str(tmp_path / "gone.onnx")
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    gone = run_edgetune("bench", str(moved), "--device", "host", "--runs", "3", "--baseline", "source")
+    assert gone.returncode != 0 and "is not there any more" in gone.stderr
