@@ -226,3 +226,34 @@ def data_if(path: Path, size: int = 16) -> Path:
     graph = helper.make_graph(nodes, "data_if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, size])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, size])], inits)
     return _save(graph, path)
+
+
+def run_time_loop(path: Path, size: int = 16, early_exit: bool = False, seed: int = 2) -> Path:
+    """A ``Loop`` decided by the data, as torch exports a Python ``for``/``while`` over values:
+    the trip count is an input (``steps``, int64) and the state ``h`` [1, size] is carried:
+    ``h = tanh(h @ W + x)``; with ``early_exit`` the body also stops once ``sum(h)`` exceeds a
+    threshold (the condition computed in the body). No scan outputs: the result is the state."""
+    rng = np.random.default_rng(seed)
+    body_nodes = [helper.make_node("MatMul", ["h_in", "w"], ["hw"]),
+                  helper.make_node("Add", ["hw", "x"], ["pre"]),
+                  helper.make_node("Tanh", ["pre"], ["h_out"])]
+    if early_exit:
+        body_nodes += [helper.make_node("ReduceSum", ["h_out"], ["total"], keepdims=0),
+                       helper.make_node("Less", ["total", "limit"], ["going"]),
+                       helper.make_node("Reshape", ["going", "one"], ["cond_out"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = helper.make_graph(
+        body_nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [1]),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, size])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, [1]),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, size])])
+    inits = [_init("w", rng.normal(0, 0.4, (size, size)).astype("float32")), _init("limit", np.array(3.0, "float32")),
+             _init("yes", np.array([True])), _init("one", np.array([1], np.int64)), _init("h0", np.zeros((1, size), "float32"))]
+    nodes = [helper.make_node("Loop", ["steps", "yes", "h0"], ["h"], name="step_loop", body=body)]
+    graph = helper.make_graph(nodes, "run_time_loop",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, size]),
+                               helper.make_tensor_value_info("steps", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, size])], inits)
+    return _save(graph, path)

@@ -226,17 +226,25 @@ def test_constant_trip_count_loop_unrolls_to_onnxruntimes_result(tmp_path):
     trips = [n for n in model.graph.node if n.op_type == "Gather" and n.output[0] == "trips"][0]
     model.graph.node.remove(trips)  # what the shape folding leaves: the trip count a constant
     model.graph.initializer.append(numpy_helper.from_array(np.array(6, np.int64), "trips"))
-    assert unroll_loops(model) == {"final": 6}
+    assert unroll_loops(model) == ({"final": 6}, {})
     for a, b in zip(before, _run(model, feeds)):
         np.testing.assert_allclose(b, a, atol=1e-6)
 
 
-def test_loop_with_a_run_time_trip_count_is_refused_by_name(tmp_path):
+def test_run_time_loop_with_scan_outputs_is_refused_by_name(tmp_path):
     import audio_models
 
     model = onnx.load(str(audio_models.frame_loop(tmp_path / "loop.onnx")))
-    with pytest.raises(ModelError, match="Loop 'final'.*trip count is decided at run time"):
+    with pytest.raises(ModelError, match="Loop 'final'.*trip count is decided at run time.*scan outputs"):
         unroll_loops(model)
+
+
+def test_run_time_loop_without_scan_outputs_is_kept(tmp_path):
+    import rnn_models
+
+    model = onnx.load(str(rnn_models.run_time_loop(tmp_path / "loop.onnx", early_exit=True)))
+    assert unroll_loops(model) == ({}, {"step_loop": "its trip count is decided at run time"})
+    assert [n.op_type for n in model.graph.node] == ["Loop"]
 
 
 @pytest.mark.parametrize("batch,direction", [(1, "forward"), (1, "bidirectional"), (3, "reverse")])

@@ -137,6 +137,26 @@ def test_loop_over_frames_unrolls_once_shapes_are_fixed(tmp_path):
     assert "Loop unrolled: 'final' × 9" in manifest["model"]["notes"]
 
 
+@pytest.mark.parametrize("early_exit", [False, True])
+def test_loop_decided_by_the_data_stays_a_loop_and_matches_at_every_trip_count(tmp_path, early_exit):
+    """A trip count given as an input (and an exit computed in the body) cannot unroll: the loop
+    runs as a recursive Relax function, checked against onnxruntime for several counts."""
+    import onnxruntime as ort
+    import rnn_models
+
+    import edgetune_runtime
+
+    model = rnn_models.run_time_loop(tmp_path / "loop.onnx", early_exit=early_exit)
+    manifest = packaged(model, tmp_path)
+    assert any("kept as a real loop" in n for n in manifest["model"]["notes"])
+    pkg = edgetune_runtime.load(tmp_path / "loop-pkg")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 16)).astype(np.float32)
+    for steps in (0, 1, 7, 60):
+        feeds = {"x": x, "steps": np.array(steps, np.int64)}
+        np.testing.assert_allclose(pkg.run(**feeds)["h"], session.run(None, feeds)[0], atol=1e-6)
+
+
 def test_dynamically_quantized_lstm_packages_and_matches(tmp_path):
     import rnn_models
     import zoo_transformers as zt

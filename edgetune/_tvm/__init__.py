@@ -135,7 +135,7 @@ def _quiet_frontend() -> Iterator[None]:
 
 
 # Converted while TVM's frontend walks the graph, not through its converter map (DESIGN §3).
-_ONNX_DIRECT = frozenset({"If", "Constant"})
+_ONNX_DIRECT = frozenset({"If", "Constant", "Loop"})  # Loop: edgetune's (:mod:`.onnx_loop`)
 
 
 def onnx_supported_ops() -> frozenset[str]:
@@ -157,7 +157,7 @@ def _onnx_importer() -> Any:
     in front of its map; a node that fails to convert is named in the error."""
     from tvm.relax.frontend.onnx import onnx_frontend as fe
 
-    from . import onnx_ops, recurrent
+    from . import onnx_loop, onnx_ops, recurrent
 
     class Importer(fe.ONNXGraphImporter):
         def _check_for_unsupported_ops(self, graph: Any) -> None:
@@ -173,6 +173,8 @@ def _onnx_importer() -> Any:
                                                                recurrent.UNROLL_MAX_STEPS))
                 if op_name in onnx_ops.CONVERTERS:
                     return self.bb.normalize(onnx_ops.CONVERTERS[op_name](self.bb, list(inputs), attrs))
+                if op_name == "Loop":
+                    return self.bb.normalize(onnx_loop.convert_loop(self, list(inputs), attrs))
                 return super()._convert_operator(op_name, inputs, attrs, opset)
             except NodeConversionError:
                 raise

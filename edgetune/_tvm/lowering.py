@@ -177,7 +177,7 @@ def fold_constants_numpy(mod: Any) -> Any:
             return None
         if str(out.dtype) != dtype:
             return None
-        return relax.const(np.ascontiguousarray(out), dtype)
+        return relax.const(np.require(out, requirements="C"), dtype)  # ascontiguousarray makes a scalar 1-d
 
     @relax.expr_functor.mutator
     class _Fold(relax.PyExprMutator):

@@ -251,9 +251,11 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
     (:mod:`.onnx_loops`), onnxruntime's own ops as standard ops (:mod:`.onnx_contrib`), DFT/STFT
     as products with constant matrices (:mod:`.onnx_signal`), QOperator int8 ops as QDQ
     (:mod:`.onnx_qlinear`)."""
-    loops = unroll_loops(model)
+    loops, kept = unroll_loops(model)
     if loops:
         notes.append("Loop unrolled: " + ", ".join(f"'{name}' × {count}" for name, count in loops.items()))
+    for name, why in kept.items():
+        notes.append(f"Loop '{name}' kept as a real loop ({why}): a recursive function beside main")
     contrib = {**onnx_contrib.standard_ops(model), **onnx_lstm_int8.standard_ops(model)}
     for kind, count in sorted(contrib.items()):
         notes.append(f"onnxruntime ops as standard ops: {kind} ×{count} → {onnx_contrib.BECOMES[kind.split('::')[-1]]}")

@@ -7,8 +7,9 @@ scan output stacked along a new first axis — and TVM sees plain nodes (which f
 any others).
 
 A loop whose trip count stays data-dependent, or whose condition can turn false inside the body
-(an early exit), is refused naming the node; so is one whose copies would exceed
-``MAX_UNROLLED_NODES`` nodes.
+(an early exit), stays a real loop (:mod:`edgetune._tvm.onnx_loop`: a recursive Relax function) —
+unless it has scan outputs, whose shape would then not be fixed: that loop is refused naming the
+node, as is one whose copies would exceed ``MAX_UNROLLED_NODES`` nodes.
 """
 
 from __future__ import annotations
@@ -24,13 +25,19 @@ from .onnx_rewriter import refusal
 MAX_UNROLLED_NODES = 50_000
 
 
-def unroll_loops(model: Any) -> dict[str, int]:
-    """Unroll every ``Loop`` of the main graph in place; returns loop name → iterations."""
+class RunTimeLoop(Exception):  # noqa: N818 — a finding, not an error: the loop stays a loop
+    """The loop's trip count or exit is decided by the data."""
+
+
+def unroll_loops(model: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """Unroll every ``Loop`` of the main graph whose trip count is constant, in place; returns
+    (loop name → iterations unrolled, loop name → why it stays a real loop)."""
     graph = model.graph
     if not any(n.op_type == "Loop" for n in graph.node):
-        return {}
+        return {}, {}
     consts = constants(graph)
     done: dict[str, int] = {}
+    kept: dict[str, str] = {}
     problems: list[ModelError] = []
     new_nodes: list[Any] = []
     for node in graph.node:
@@ -40,6 +47,16 @@ def unroll_loops(model: Any) -> dict[str, int]:
         label = node.name or node.output[0]
         try:
             count = _trip_count(node, consts)
+        except RunTimeLoop as why:
+            body = next(a.g for a in node.attribute if a.name == "body")
+            if len(body.output) > len(node.input) - 1:  # scan outputs: no fixed shape at run time
+                problems.append(ModelError(f"{node_label(node)}: {why}, and its scan outputs would have no fixed shape",
+                                           "fix the input shapes with --input-shape (a loop over a length then unrolls), "
+                                           "or export the loop with a fixed number of steps"))
+            else:
+                kept[label] = str(why)
+            new_nodes.append(node)
+            continue
         except ModelError as err:
             problems.append(err)
             continue
@@ -49,23 +66,22 @@ def unroll_loops(model: Any) -> dict[str, int]:
         raise refusal(problems)
     del graph.node[:]
     graph.node.extend(new_nodes)
-    return done
+    return done, kept
 
 
 def _trip_count(node: Any, consts: dict[str, Any]) -> int:
+    """The constant trip count of a loop without an early exit; RunTimeLoop when the data
+    decides either; ModelError for a loop too large to unroll."""
     from onnx import numpy_helper
 
     trip, cond = (node.input[i] if len(node.input) > i else "" for i in (0, 1))
     if not trip or trip not in consts:
-        raise ModelError(f"{node_label(node)}: its trip count is decided at run time",
-                         "fix the input shapes with --input-shape (loops over a length then unroll), or export the "
-                         "model with a fixed number of steps")
+        raise RunTimeLoop("its trip count is decided at run time")
     if cond and (cond not in consts or not bool(numpy_helper.to_array(consts[cond]).reshape(()))):
-        raise ModelError(f"{node_label(node)}: its condition is computed at run time", "export the loop without an early exit")
-    body = node.attribute[0].g if node.attribute[0].name == "body" else next(a.g for a in node.attribute if a.name == "body")
+        raise RunTimeLoop("its condition is computed at run time")
+    body = next(a.g for a in node.attribute if a.name == "body")
     if not _condition_stays_true(body):
-        raise ModelError(f"{node_label(node)}: the loop can exit early (its body computes the condition)",
-                         "export the loop without an early exit")
+        raise RunTimeLoop("it can exit early (its body computes the condition)")
     count = int(numpy_helper.to_array(consts[trip]).reshape(()))
     if count * max(1, len(body.node)) > MAX_UNROLLED_NODES:
         raise ModelError(f"{node_label(node)}: {count} iterations of a {len(body.node)}-node body is too large to unroll "
