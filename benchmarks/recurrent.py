@@ -39,7 +39,7 @@ OUT = REPO / "benchmarks" / "results" / "recurrent.json"
 
 def build(model: Path, out: Path, unroll_max: int | None, bindings: dict[str, str]) -> tuple[float, dict[str, Any]]:
     """Package for host (reference check included); (seconds, manifest)."""
-    from edgetune._tvm import recurrent
+    from edgetune._tvm.frontend import recurrent
     from edgetune.package import PackageOptions, package
 
     saved = recurrent.UNROLL_MAX_STEPS

@@ -61,7 +61,7 @@ class PackageOptions:
     seed: int = 0
     records: Path | None = None  # None: the profile's default records directory
     use_records: bool = True
-    layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.lowering)
+    layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.targets.lowering_for)
 
 
 @dataclass(frozen=True)
@@ -287,9 +287,8 @@ def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | No
 def lowering_key(profile: Profile, layout: str) -> str:
     """The lowering a build for ``profile`` uses with ``--layout``."""
     from . import _tvm
-    from ._tvm import lowering
 
-    return lowering.lowering_for(_tvm.make_target(profile.target_spec()), layout).key
+    return _tvm.lowering_for(_tvm.make_target(profile.target_spec()), layout).key
 
 
 def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:

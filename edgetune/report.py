@@ -134,16 +134,15 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
 def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[str, Any]]:
     """Per kernel of an untuned build for ``device``: name, calls, FLOPs, share of the model's
     FLOPs, and the default schedule it gets (``naive`` where no rule applies)."""
-    from ._tvm import cpu_schedules, lowering
     from ._tvm import metaschedule as ms
     from .devices import resolve_device
 
     profile = resolve_device(device)
     target = _tvm.make_target(profile.target_spec())
-    key = lowering.lowering_for(target, layout).key
+    key = _tvm.lowering_for(target, layout).key
     rows = []
     for wl in ms.extract_workloads(model.mod, target, key):
-        kind = cpu_schedules.default_schedule(wl.mod, target)[1] if target.kind.name == "llvm" else "gpu (DLight)"
+        kind = _tvm.default_schedule(wl.mod, target)[1] if target.kind.name == "llvm" else "gpu (DLight)"
         rows.append({"kernel": wl.name, "kind": kind, "calls": wl.weight, "flops": wl.flops})
     total = sum(r["calls"] * r["flops"] for r in rows) or 1.0
     for r in rows:

@@ -25,8 +25,9 @@ def matmul(n: int) -> Any:
 
 def workload_line(mod: Any) -> list[Any]:
     from edgetune._tvm import metaschedule as ms
+    from edgetune._tvm.core import plain
 
-    return ms._py(ms.ms().database.Workload(mod).as_json())
+    return plain(ms.ms().database.Workload(mod).as_json())
 
 
 def trace(mod: Any, factor: int, extra: list[Any] | None = None) -> list[Any]:
@@ -34,7 +35,7 @@ def trace(mod: Any, factor: int, extra: list[Any] | None = None) -> list[Any]:
     instructions (JSON form) appended after it."""
     from tvm.s_tir import schedule as s
 
-    from edgetune._tvm import metaschedule as ms
+    from edgetune._tvm.core import plain
 
     sch = s.Schedule(mod)
     block = sch.get_sblock("C")
@@ -43,7 +44,7 @@ def trace(mod: Any, factor: int, extra: list[Any] | None = None) -> list[Any]:
     tiles = sch.sample_perfect_tile(j, n=2, decision=[extent // factor, factor])
     sch.split(j, tiles)
     sch.parallel(i)
-    out = ms._py(sch.trace.as_json())
+    out = plain(sch.trace.as_json())
     out[0] += extra or []
     return out
 

@@ -92,7 +92,7 @@ def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
     2^depth visits. Each expression is now evaluated once."""
     from tvm import relax
 
-    from edgetune._tvm import quantized
+    from edgetune._tvm.passes import int8_elementwise as quantized
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((16,), "int8"))

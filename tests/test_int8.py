@@ -2,8 +2,8 @@
 ai-edge-quantizer's static int8 recipe, applied to real float models (tests/quant_models.py).
 
 TFLite int8 layers get exact integer sums requantized as LiteRT does, int8 adds LiteRT's fixed
-point (edgetune/_tvm/quantized.py); their convolutions run as int8 × int8 → int32 kernels
-tensorized with the CPU's dot-product instruction (edgetune/_tvm/dot.py: AVX-512 VNNI, Arm sdot,
+point (edgetune/_tvm/passes/int8_layers.py, int8_elementwise.py); their convolutions run as int8 × int8 → int32 kernels
+tensorized with the CPU's dot-product instruction (edgetune/_tvm/kernels/dot.py: AVX-512 VNNI, Arm sdot,
 NEON) or, on a CPU without one, as exact sums in fp32 kernels. QDQ ONNX convolutions take the
 same integer path (requantized as onnxruntime's QLinearConv does). Outputs within one
 quantization step of LiteRT / onnxruntime."""
@@ -21,7 +21,7 @@ import quant_models
 from conftest import EXAMPLES, run_edgetune
 
 from edgetune import _tvm
-from edgetune._tvm import _parse_unsupported
+from edgetune._tvm import parse_unsupported
 from edgetune.importer import import_model
 from edgetune.package import PackageOptions, package
 
@@ -30,7 +30,7 @@ def test_unsupported_op_names_come_from_the_list_not_the_explanation():
     text = ("The following operators are not supported in frontend TFLite: 'FOO', 'BAR_X'\n"
             "The following quantized TFLite operators are not supported in frontend TFLite yet: 'PAD'. "
             "Quantized operators require explicit QDQ lowering to avoid applying Relax ops directly.")
-    assert _parse_unsupported(text) == ["BAR_X", "FOO", "PAD"]  # "QDQ" was reported as an operator
+    assert parse_unsupported(text) == ["BAR_X", "FOO", "PAD"]  # "QDQ" was reported as an operator
 
 
 def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp_path):
@@ -40,7 +40,7 @@ def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp
     assert v["status"] == "passed" and v["reference"].startswith("onnxruntime"), v
     assert v["max_abs_error"] <= 1 / 255  # the softmax output is QDQ'd in 1/255 steps: within one
     # the Fire modules' branches are joined as int8, not as float32 then quantized
-    scheme = json.loads(str(import_model(qdq).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
+    scheme = json.loads(str(import_model(qdq).mod.attrs[_tvm.constants.SCHEME_ATTR]))
     assert (scheme["concats"], scheme["rescales"], scheme["tables"]) == (8, 8, 0), scheme  # branches rescaled by a multiply
     assert not [k for k in result.manifest["kernels"] if re.search(r"concatenate\d*_quantize|take|lookup", k)], result.manifest["kernels"]
     shown = run_edgetune("inspect", str(qdq))
@@ -188,7 +188,7 @@ def test_list_tasks_names_the_dot_product_instruction_each_board_tunes_with(int8
     VNNI where it has AVX-512 VNNI, else the convolutions are fp32 kernels over exact sums."""
     assert ("conv2d-int8", "micro-kernel, Arm dot product (sdot, s8×s8)") in _rules(int8_cnn, "pi5")
     assert ("conv2d-int8", "micro-kernel, Arm NEON (smull + pairwise add, s8×s8)") in _rules(int8_cnn, "pi4")
-    from edgetune._tvm import dot
+    from edgetune._tvm.kernels import dot
     from edgetune.profiles import get_profile
 
     host = _rules(int8_cnn, "host")
@@ -233,14 +233,14 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     from onnx import TensorProto, helper
 
     import edgetune_runtime
-    from edgetune._tvm import cpu_schedules, lowering
+    from edgetune._tvm.passes import pipeline
     from edgetune.profiles import get_profile
 
     model, *_ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
     target = _tvm.make_target(get_profile("host").target_spec())
-    fused = lowering.fuse(import_model(model).mod, target, lowering.lowering_for(target, "auto"))
+    fused = pipeline.fuse(import_model(model).mod, target, _tvm.lowering_for(target, "auto"))
     [conv] = [f for gv, f in fused.functions_items() if "conv2d" in gv.name_hint]
-    epilogue = cpu_schedules.default_schedule(conv.with_attr("global_symbol", "main"), target)[0].mod.script()
+    epilogue = _tvm.default_schedule(conv.with_attr("global_symbol", "main"), target)[0].mod.script()
     assert "T.round(" in epilogue and "nearbyint" not in epilogue, epilogue
     assert 'T.Cast("int32", T.max(T.min(T.round(' in epilogue, epilogue  # the lookup's index
     assert "T.where" not in epilogue and "T.vectorized(T.int64(32), T.int64(40))" in epilogue, epilogue
@@ -311,7 +311,7 @@ def test_int8_elementwise_chains_are_table_lookups_within_a_step_of_onnxruntime(
 
     model, scale, zero, out_scale = _hard_swish_qdq(tmp_path / "hs.onnx", conv)
     if conv:
-        scheme = json.loads(str(import_model(model).mod.attrs[_tvm.quantized.SCHEME_ATTR]))
+        scheme = json.loads(str(import_model(model).mod.attrs[_tvm.constants.SCHEME_ATTR]))
         assert scheme["tables"] == 2, scheme  # the hard-sigmoid's quantize, then the product's through it
         assert "2 int8 → int8 elementwise chains as 256-entry lookups" in run_edgetune("inspect", str(model)).stdout
     result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg"))
@@ -463,12 +463,11 @@ def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     run, the assembly)."""
     import tvm
 
-    from edgetune._tvm import cpu_schedules
     from edgetune._tvm.metaschedule import build_candidate
     from edgetune.profiles import get_profile
 
     target = _tvm.make_target(get_profile("host").target_spec())
-    sch, kind = cpu_schedules.default_schedule(func, target)
+    sch, kind = _tvm.default_schedule(func, target)
     assert sch is not None, kind
     lib = build_candidate(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target, None)
     tensors = [tvm.runtime.tensor(a) for a in args]
@@ -506,7 +505,7 @@ def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
     numpy's integer sums plus the per-channel offset, and the offset's ``−128·Σw``."""
     from tvm import te
 
-    from edgetune._tvm import dot, lowering
+    from edgetune._tvm.kernels import conv, cpu, dot
     from edgetune.profiles import get_profile
 
     if dot.dot_family(_tvm.make_target(get_profile("host").target_spec())) != "vnni":
@@ -517,10 +516,10 @@ def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
     w = rng.integers(-127, 128, (oc, k, k, ic)).astype(np.int8)
     offset = rng.integers(-5000, 5000, oc).astype(np.int32)
     blocks = dot.padded_blocks("vnni", oc)
-    packed = lowering.pad_axis(w, 0, 16 * blocks).reshape(blocks, 16, k, k, ic // 4, 4).transpose(0, 2, 3, 4, 1, 5).copy()
+    packed = cpu.pad_axis(w, 0, 16 * blocks).reshape(blocks, 16, k, k, ic // 4, 4).transpose(0, 2, 3, 4, 1, 5).copy()
     shift = (offset - 128 * w.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32)
     data, weights, off = (te.placeholder(a.shape, str(a.dtype), name=n) for a, n in ((x, "x"), (packed, "w"), (shift, "o")))
-    out = lowering.conv2d_nhwc_int8(data, weights, off, strides=[1, 1], padding=[padding] * 4, dilation=[1, 1],
+    out = conv.conv2d_nhwc_int8(data, weights, off, strides=[1, 1], padding=[padding] * 4, dilation=[1, 1],
                                     out_channels=oc, family="vnni")
     func = te.create_prim_func([data, weights, off, out])
     assert ("pad" in func.script()) == bool(padding)

@@ -131,7 +131,7 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgetune._tvm import lowering
+    from edgetune._tvm.kernels.cpu import CpuFacts, depthwise_weights
 
     rng = np.random.default_rng(channels)
     inits = [numpy_helper.from_array(rng.standard_normal((channels, 1, 3, 3)).astype(np.float32), "w"),
@@ -146,5 +146,5 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
     assert result.verification["status"] == "passed", result.verification
     kernels = result.manifest["schedules"]
     assert kernels["kinds"].get("depthwise") == 1 and not kernels["naive"], kernels
-    cpu = lowering.CpuFacts(lanes=16, registers=32, fma_latency=4)
-    assert lowering.depthwise_weights(np.ones((channels, 3, 3, 1)), cpu).shape[-1] == {42: 48, 28: 32, 6: 8}[channels]
+    cpu = CpuFacts(lanes=16, registers=32, fma_latency=4)
+    assert depthwise_weights(np.ones((channels, 3, 3, 1)), cpu).shape[-1] == {42: 48, 28: 32, 6: 8}[channels]

@@ -10,12 +10,22 @@ QUANTIZED_DATA_MOVEMENT = frozenset({
     "UNPACK", "GATHER", "TILE", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
 })
 
+# ONNX recurrent layers edgetune converts (:mod:`.frontend.recurrent`): gates per layer, the
+# activations it computes, and the longest sequence unrolled.
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
+ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
+UNROLL_MAX_STEPS = 32  # longer sequences run as one loop kernel per direction
+
+# The module attribute holding an int8 model's quantization scheme as imported (JSON).
+SCHEME_ATTR = "edgetune_quantization"
+
 # MetaSchedule's JSON database, one per records directory: append-only JSON lines.
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
 FAILED_RUN_SECS = 1e10  # MetaSchedule's run time of a candidate that failed
 
-# The lowerings records are stamped with (``lowering.Lowering.key``).
+# The lowerings records are stamped with (``targets.Lowering.key``).
 LOWERING_KEYS = frozenset({"nchw", "nhwc-packed"})
 
 # What a tuning record's trace may hold: the instruction kinds and annotation keys edgetune's

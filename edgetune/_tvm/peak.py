@@ -11,7 +11,8 @@ import json
 import logging
 from typing import Any
 
-from . import target_to_json, tvm
+from .core import tvm
+from .targets import target_to_json
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def measure_host_peak(target: Any, seconds: float = 0.05) -> float:
     from tvm import tirx
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
-    from .lowering import CpuFacts
+    from .kernels.cpu import CpuFacts
 
     lanes = CpuFacts.of(target).lanes
     cores = int(target.attrs.get("num-cores", 1))

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .._tvm import recurrent as converter  # its constants only: what converts, and how
+from .._tvm.constants import ACTIVATIONS, GATES, UNROLL_MAX_STEPS
 from ..errors import ModelError
 from .onnx_proto import attrs as node_attrs
 from .onnx_proto import constants, input_dims, np_dtype, outer_names, real_inputs, subgraphs, text
 
-RECURRENT = converter.GATES
+RECURRENT = GATES
 
 # Ops through which a bound scalar still only computes a condition or a shape.
 _SCALAR_OPS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor",
@@ -172,7 +172,7 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
             "hidden": int(at.get("hidden_size", 0)),
             "steps": steps,
             "batch": batch,
-            "runs_as": None if steps is None else ("unrolled" if steps <= converter.UNROLL_MAX_STEPS else "loop"),
+            "runs_as": None if steps is None else ("unrolled" if steps <= UNROLL_MAX_STEPS else "loop"),
             "state_input": any(depends_on(n) for n in states),
         })
     return out
@@ -191,7 +191,7 @@ def check_recurrent(model: Any) -> None:
             _refuse(node, f"direction '{direction}' is not an ONNX direction")
         ndir = 2 if direction == "bidirectional" else 1
         names = [text(a) for a in at.get("activations", [])]
-        odd = sorted(set(names) - set(converter.ACTIVATIONS))
+        odd = sorted(set(names) - set(ACTIVATIONS))
         if odd:
             _refuse(node, f"activation(s) {', '.join(odd)} are not supported")
         per = len(names) // ndir if names else 0

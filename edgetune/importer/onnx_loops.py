@@ -7,7 +7,7 @@ scan output stacked along a new first axis — and TVM sees plain nodes (which f
 any others).
 
 A loop whose trip count stays data-dependent, or whose condition can turn false inside the body
-(an early exit), stays a real loop (:mod:`edgetune._tvm.onnx_loop`: a recursive Relax function) —
+(an early exit), stays a real loop (:mod:`edgetune._tvm.frontend.onnx_loop`: a recursive Relax function) —
 unless it has scan outputs, whose shape would then not be fixed: that loop is refused naming the
 node, as is one whose copies would exceed ``MAX_UNROLLED_NODES`` nodes.
 """

@@ -2,7 +2,7 @@
 ``com.microsoft`` QLinear ops and ``QGemm``, what ``quantize_static(quant_format=QOperator)`` and older int8
 model zoos write) spelled as the QDQ graph it stands for: ``DequantizeLinear`` on each quantized
 input, the float op, ``QuantizeLinear`` on the output. TVM 0.27's ONNX frontend converts none of
-these ops; the QDQ form it converts, and edgetune's int8 pass (``_tvm.quantized``) then computes
+these ops; the QDQ form it converts, and edgetune's int8 pass (``_tvm.passes.int8_layers``) then computes
 the convolutions and matrix products as integer sums requantized as onnxruntime's QLinear
 kernels do.
 

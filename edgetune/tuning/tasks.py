@@ -86,11 +86,9 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
                    bindings: Mapping[str, str] | None = None) -> TaskSet:
     """Import every model and extract its kernels for ``profile``'s target, lowered as the
     build lowers them for ``layout``."""
-    from .._tvm import lowering
-
     names = network_names(paths)
     target = _tvm.make_target(profile.target_spec())
-    key = lowering.lowering_for(target, layout).key
+    key = _tvm.lowering_for(target, layout).key
     shapes = shapes_per_model(list(paths), list(names), input_shapes or {})
     binds = bindings_per_model(list(paths), list(names), bindings or {})
     models = tuple(import_model(p, s, b) for p, s, b in zip(paths, shapes, binds))

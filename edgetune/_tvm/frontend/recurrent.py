@@ -32,12 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from . import tvm
-
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
-DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
-ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
-UNROLL_MAX_STEPS = 32  # longer sequences run as one loop kernel per direction
+from ..constants import ACTIVATIONS, DEFAULT_ACTIVATIONS, GATES, UNROLL_MAX_STEPS  # noqa: F401 — read as recurrent.X
+from ..core import tvm
+from ..passes.common import const_array
 
 
 @dataclass(frozen=True)
@@ -63,11 +60,9 @@ class Layer:
 
 
 def _array(expr: Any) -> np.ndarray | None:
-    from .lowering import _const_array
-
     if expr is None:
         return None
-    value = _const_array(expr)
+    value = const_array(expr)
     if value is None:
         raise ValueError("recurrent weights must be constants")
     return value

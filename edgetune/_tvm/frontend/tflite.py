@@ -1,29 +1,17 @@
-"""edgetune's TFLite operator converter: TVM 0.27's, subclassed (no TVM state is patched), with
-
-* quantized data-movement operators allowed — ``PAD``/``PADV2`` (TVM's converter pads with the
-  zero point but its allow-list leaves them out), ``STRIDED_SLICE``, ``SPLIT``, ``SPLIT_V``,
-  ``SLICE``, ``TRANSPOSE``, ``SQUEEZE``, ``EXPAND_DIMS``, ``PACK``, ``UNPACK``, ``GATHER``,
-  ``TILE``, ``RESIZE_NEAREST_NEIGHBOR``, ``DEPTH_TO_SPACE``, ``SPACE_TO_DEPTH``: they move int8
-  values without touching them (the importer checks that input and output share their
-  quantization, as LiteRT requires of them);
-* ``EXPAND_DIMS`` converted (TVM's calls ``relax.op.expand_dims`` with an argument too many);
-* ``BATCH_MATMUL`` with a constant operand (TVM's looked it up as a computed tensor);
-* ``SPLIT_V`` with a size of −1 (the rest of the axis; TVM's took −1 as a split point);
-* ``RFFT2D`` for any ``fft_length`` (TVM's only when it equals the input's size; audio front ends
-  zero-pad frames to a power of two): the input cropped or zero-padded to ``fft_length``, then a
-  real DFT along the last axis and a complex one along the other, each a product with a
-  constant cos/sin matrix (the dense kernels run them), in TVM's complex layout (a trailing
-  axis of 2: real, imaginary).
-"""
+"""TFLite → Relax: TVM's converter, subclassed."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from .constants import QUANTIZED_DATA_MOVEMENT
+from ...errors import ModelError
+from ..constants import QUANTIZED_DATA_MOVEMENT
+from ..core import tvm
+from .common import NodeConversionError, quiet_frontend, reason
 
 
 @functools.cache
@@ -41,8 +29,6 @@ def converter_class() -> Any:
 
         def _named(self, name: str, fn: Any) -> Any:
             """``fn`` with its failures naming the operator and its first output tensor."""
-            from . import NodeConversionError, reason
-
             def convert(op: Any) -> Any:
                 try:
                     out = fn(op=op)
@@ -133,3 +119,76 @@ def rfft2d(bb: Any, x: Any, shape: list[int], fft: list[int]) -> Any:
         re, im = (bb.normalize(relax.op.subtract(relax.op.matmul(c, re), relax.op.matmul(s, im))),
                   bb.normalize(relax.op.add(relax.op.matmul(c, im), relax.op.matmul(s, re))))
     return relax.op.stack([re, im], axis=-1)
+
+
+def tflite_supported_ops() -> frozenset[str]:
+    """TFLite builtin operator names edgetune's converter (TVM's, :mod:`.tflite_ops`) converts."""
+    tvm()
+    return frozenset(converter_class()(None, None, None, None).convert_map)
+
+
+def tflite_unsupported(model: Any) -> list[str]:
+    """Everything in subgraph 0 the TFLite converter rejects up front (all at once)."""
+    tvm()
+    conv = converter_class()(model, model.Subgraphs(0), None, None)
+    try:
+        conv.check_unsupported_ops()
+    except Exception as err:  # noqa: BLE001 — tvm.error.OpNotImplemented, or quantization errors
+        return parse_unsupported(str(err))
+    return []
+
+
+def parse_unsupported(text: str) -> list[str]:
+    """The operator names in the frontend's message: each line lists them after its colon, up to
+    the sentence's end (the explanation after it names no operator)."""
+    import re
+
+    ops = set()
+    for line in text.splitlines():
+        _head, sep, rest = line.partition(": ")
+        if sep:
+            ops.update(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", re.split(r"\.(?:\s|$)", rest)[0]))
+    return sorted(ops) or [text.strip().splitlines()[0]]
+
+
+def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
+    """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 layers
+    computed as LiteRT computes them (:mod:`.quantized`), the quantization scheme kept on the
+    module (:func:`quantization_scheme`)."""
+    tvm()
+    from tvm.relax.frontend.tflite import tflite_frontend
+
+    try:
+        with quiet_frontend():
+            mod = tflite_frontend.from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes),
+                                              op_converter=converter_class())
+    except Exception as err:
+        raise ModelError(
+            f"TVM's TFLite frontend failed on {err}" if isinstance(err, NodeConversionError)
+            else f"TVM's TFLite frontend failed: {reason(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
+        ) from err
+    from ..passes.pipeline import integer_layers
+
+    return integer_layers(mod, tflite=True)
+
+
+def rename_inputs(mod: Any, mapping: Mapping[str, str]) -> Any:
+    """Rename parameters of ``main`` (names TVM's CUDA codegen cannot carry, e.g. ``a/b:0``)."""
+    tvm()
+    from tvm import relax
+
+    func = mod["main"]
+    new_params = [relax.Var(mapping.get(p.name, p.name), p.ty) for p in func.params]
+    pairs = list(zip(func.params, new_params))
+
+    @relax.expr_functor.mutator
+    class _Rename(relax.PyExprMutator):
+        def visit_var_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
+            return next((new for old, new in pairs if op.same_as(old)), op)
+
+    body = _Rename(mod).visit_expr(func.body)
+    new = relax.Function(new_params, body, func.ret_ty, func.is_pure, func.attrs)
+    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out[out.get_global_var("main")] = new
+    return out

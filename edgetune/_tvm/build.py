@@ -1,0 +1,103 @@
+"""Building a library: edgetune's lowering and default schedules (CPU), tuning records applied,
+TVM's pipeline with DLight (GPU); and saving / loading IRModules."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..errors import BuildError, ToolchainError
+from .core import last_line, tvm
+from .cuda import CudaToolchain, cuda_compile_env
+from .facts import kernel_table
+from .targets import lowering_for
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildInfo:
+    """How a library was built: the lowering, and per kernel (fused function) how it was
+    scheduled — ``tuned`` (a record applied), a default rule's kind, or ``naive`` (plain loops)."""
+
+    lowering: str
+    kernels: dict[str, dict[str, Any]]  # fused function → {"kind", "calls", "flops"}
+
+
+def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
+          records: Path | None = None, layout: str = "auto", conv_choice: Any = "auto") -> BuildInfo:
+    """Compile ``mod`` for ``target`` and export a .so.
+
+    CPU targets: edgetune's lowering (:mod:`.lowering`; ``conv_choice`` picks direct or Winograd
+    kernels per 3×3 convolution), tuning ``records`` applied where they match, default
+    schedules (:mod:`.cpu_schedules`) for every other kernel. GPU targets: TVM's
+    pipeline with DLight schedules (records applied first). ``cc`` is the cross compiler driver
+    used to link (None: the host's); for CUDA, ``cuda`` supplies nvcc so kernels are embedded as
+    a compiled fatbin, not source.
+    """
+    tvm()
+    from tvm.support import cc as tvm_cc
+
+    ctx = cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
+    try:
+        with ctx, target:
+            exe, info = _compile(mod, target, records, layout, conv_choice)
+        fcompile = tvm_cc.cross_compiler(cc) if cc else None
+        exe.export_library(str(out), fcompile=fcompile)
+    except (ToolchainError, BuildError):
+        raise
+    except Exception as err:
+        if "No space left on device" in str(err):  # the linker's words, deep in TVM's message
+            raise BuildError(f"no space left on the device while writing {out.parent}",
+                             "free some space and run again") from err
+        raise BuildError(
+            f"TVM could not build for {target.kind.name}: {last_line(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback",
+        ) from err
+    return info
+
+
+def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choice: Any) -> tuple[Any, BuildInfo]:
+    from tvm import relax
+
+    from .passes import pipeline
+
+    lw = lowering_for(target, layout)
+    if target.kind.name != "llvm":
+        mod = pipeline.int8_convolutions_in_float(mod)
+        if records is not None:
+            from .metaschedule.database import compile_with_records
+
+            return compile_with_records(mod, target, records), BuildInfo(lw.key, {})
+        return tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target)), BuildInfo(lw.key, {})
+    fused = pipeline.fuse(mod, target, lw, conv_choice)
+    from .metaschedule.database import apply_records
+    from .metaschedule.tasks import kernel_workloads
+
+    workloads = kernel_workloads(fused)
+    if records is not None:
+        fused = apply_records(fused, target, records)
+    from .schedules.dispatch import apply_default_schedules
+
+    table = kernel_table(fused)
+    fused, kinds = apply_default_schedules(fused, target)
+    kernels = {name: {"kind": kind, "workload": workloads.get(name, ""), **table.get(name, {"calls": 0, "flops": 0.0})}
+               for name, kind in kinds.items()}
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
+
+    from .codegen import lookups
+
+    lookups.register()
+    rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
+    return (tvm().compile(fused, target, relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
+            BuildInfo(lw.key, kernels))
+
+
+def save_ir(mod: Any, path: Path) -> None:
+    """Write an IRModule (with its constants) as TVM JSON."""
+    path.write_text(tvm().ir.save_json(mod))
+
+
+def load_ir(path: Path) -> Any:
+    """Read an IRModule written by :func:`save_ir`."""
+    return tvm().ir.load_json(path.read_text())

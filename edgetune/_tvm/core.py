@@ -1,0 +1,67 @@
+"""The TVM import gate: the one place ``tvm`` is imported (every other module of ``_tvm`` asks
+:func:`tvm` for it), its version pinned, and helpers for its objects and errors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any
+
+from ..errors import ToolchainError
+
+log = logging.getLogger(__name__)
+
+
+TVM_VERSION = "0.27.0.post1"
+TVM_FFI_VERSION = "0.1.14.post1"
+
+
+@functools.cache
+def tvm() -> Any:
+    """Import TVM once, refusing versions edgetune was not built and tested against."""
+    from importlib import metadata
+
+    try:
+        import tvm as _tvm  # noqa: PLC0415
+    except ImportError as err:
+        raise ToolchainError(
+            f"Apache TVM is not importable: {err}",
+            f"install it with `pip install apache-tvm=={TVM_VERSION}`",
+        ) from err
+    found = {name: metadata.version(name) for name in ("apache-tvm", "apache-tvm-ffi")}
+    wanted = {"apache-tvm": TVM_VERSION, "apache-tvm-ffi": TVM_FFI_VERSION}
+    if found != wanted and not os.environ.get("EDGETUNE_ALLOW_TVM_MISMATCH"):
+        raise ToolchainError(
+            f"edgetune needs {wanted} but found {found}",
+            f"pip install apache-tvm=={TVM_VERSION} apache-tvm-ffi=={TVM_FFI_VERSION}",
+        )
+    return _tvm
+
+
+def version() -> str:
+    """The TVM version string, without importing TVM."""
+    from importlib import metadata
+
+    return metadata.version("apache-tvm")
+
+
+def plain(value: Any) -> Any:
+    """A TVM object as plain Python: immediates unwrapped, maps as dicts, arrays as lists, anything else as text."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if hasattr(value, "value"):  # IntImm, FloatImm, StringImm
+        return plain(value.value)
+    if hasattr(value, "items"):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "__iter__"):
+        return [plain(v) for v in value]
+    return str(value)
+
+
+def last_line(err: BaseException) -> str:
+    import re
+
+    text = re.sub(r"In ir\.Op\(.*?support_level=\d+\),\s*", "", str(err))  # an operator's whole description
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(err).__name__

@@ -1,0 +1,104 @@
+"""What an imported or fused module holds: its signature, FLOPs, kernels and quantization."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..errors import ModelError
+from .core import tvm
+
+log = logging.getLogger(__name__)
+
+
+def relax_signature(mod: Any) -> tuple[list[tuple[str, tuple[int, ...], str]], list[tuple[tuple[int, ...], str]]]:
+    """Inputs (name, shape, dtype) and outputs (shape, dtype) of ``main``."""
+    tvm()
+    from tvm import relax
+
+    func = mod["main"]
+    inputs = [(p.name, *tensor_info(p.ty)) for p in func.params]
+    ret = func.ret_ty
+    outs = ret.fields if isinstance(ret, relax.TupleType) else [ret]
+    return inputs, [tensor_info(s) for s in outs]
+
+
+def tensor_info(sinfo: Any) -> tuple[tuple[int, ...], str]:
+    try:
+        shape = tuple(int(d) for d in sinfo.shape.values)
+    except (AttributeError, TypeError) as err:
+        raise ModelError(
+            f"model has a non-static tensor shape {sinfo}",
+            "fix dynamic dimensions with --input-shape NAME=1,3,224,224",
+        ) from err
+    return shape, str(sinfo.dtype)
+
+
+def estimate_flops(mod: Any) -> float:
+    """Floating/integer operations of one inference, from the legalized TIR."""
+    tvm()
+    from tvm import relax
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    lowered = relax.transform.LegalizeOps()(mod)
+    calls = count_call_tir(lowered["main"])
+    total = 0.0
+    for gv, func in lowered.functions_items():
+        if gv.name_hint in calls and not isinstance(func, relax.Function):
+            try:
+                total += estimate_tir_flops(tvm().IRModule({"main": func})) * calls[gv.name_hint]
+            except Exception:  # noqa: BLE001 — ops with data-dependent loops have no estimate
+                log.debug("no FLOP estimate for %s", gv.name_hint)
+    return total
+
+
+def quantization_notes(mod: Any) -> list[str]:
+    """The import note of an int8 model whose quantized layers are not all computed as the
+    runtime's integer kernels do: those layers, named, stay on TVM's float path."""
+    from .passes.int8_scheme import WEIGHT_ONLY
+
+    scheme = quantization_scheme(mod)
+    float_layers = (scheme or {}).get("float_layers", [])
+    if not float_layers or scheme["activations"] == [WEIGHT_ONLY]:
+        return []
+    shown = "; ".join(float_layers[:8]) + (f"; and {len(float_layers) - 8} more" if len(float_layers) > 8 else "")
+    return [f"int8: {len(float_layers)} quantized layer(s) keep TVM's float path (dequantize → fp32 kernel → "
+            f"quantize; checked against the runtime like the rest, not integer kernels): {shown}"]
+
+
+def quantization_scheme(mod: Any) -> dict[str, Any] | None:
+    """How an imported model is quantized and how it runs (:func:`.quantized.quantization_scheme`)."""
+    from .passes.int8_scheme import quantization_scheme as scheme
+
+    return scheme(mod)
+
+
+def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:
+    """Per PrimFunc of a fused module: how often ``main`` calls it and its FLOPs per call."""
+    from tvm import tirx
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    calls = count_call_tir(fused["main"])
+    out = {}
+    for gv, func in fused.functions_items():
+        if isinstance(func, tirx.PrimFunc) and gv.name_hint in calls:
+            try:
+                flops = float(estimate_tir_flops(tvm().IRModule({"main": func})))
+            except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
+                flops = 0.0
+            out[gv.name_hint] = {"calls": calls[gv.name_hint], "flops": flops}
+    return out
+
+
+def count_call_tir(func: Any) -> dict[str, int]:
+    from tvm import relax
+
+    counts: dict[str, int] = {}
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
+            name = expr.args[0].name_hint
+            counts[name] = counts.get(name, 0) + 1
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return counts

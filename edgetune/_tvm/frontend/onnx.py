@@ -1,0 +1,93 @@
+"""ONNX → Relax: TVM's importer with edgetune's converters in front of its map (recurrent
+layers, :mod:`.onnx_ops`, :mod:`.onnx_loop`), a failing node named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import ModelError
+from ..core import tvm
+from .common import NodeConversionError, quiet_frontend, reason
+
+# Converted while TVM's frontend walks the graph, not through its converter map (DESIGN §3).
+_ONNX_DIRECT = frozenset({"If", "Constant", "Loop"})  # Loop: edgetune's (:mod:`.onnx_loop`)
+
+
+def onnx_supported_ops() -> frozenset[str]:
+    """ONNX op types (default domain) that convert: TVM's converter map, ``If`` (which TVM's
+    frontend handles while walking the graph), edgetune's recurrent layers and its own
+    converters (:mod:`.onnx_ops`)."""
+    tvm()
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    from .onnx_ops import CONVERTERS
+    from .recurrent import GATES
+
+    return frozenset(onnx_frontend._get_convert_map()) | _ONNX_DIRECT | frozenset(GATES) | frozenset(CONVERTERS)
+
+
+def onnx_importer() -> Any:
+    """TVM's ONNX graph importer, with edgetune's LSTM/GRU/RNN converters (sequences up to
+    ``recurrent.UNROLL_MAX_STEPS`` steps unrolled, as read at conversion) and :mod:`.onnx_ops`
+    in front of its map; a node that fails to convert is named in the error."""
+    from tvm.relax.frontend.onnx import onnx_frontend as fe
+
+    from . import onnx_loop, onnx_ops, recurrent
+
+    class Importer(fe.ONNXGraphImporter):
+        def _check_for_unsupported_ops(self, graph: Any) -> None:
+            known = onnx_supported_ops()
+            missing = sorted({n.op_type for n in graph.node if n.op_type not in known})
+            if missing:
+                raise tvm().error.OpNotImplemented(f"not supported: {', '.join(missing)}")
+
+        def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
+            try:
+                if op_name in recurrent.GATES:
+                    return self.bb.normalize(recurrent.convert(self.bb, op_name, inputs, attrs,
+                                                               recurrent.UNROLL_MAX_STEPS))
+                if op_name in onnx_ops.CONVERTERS:
+                    return self.bb.normalize(onnx_ops.CONVERTERS[op_name](self.bb, list(inputs), attrs))
+                if op_name == "Loop":
+                    return self.bb.normalize(onnx_loop.convert_loop(self, list(inputs), attrs))
+                return super()._convert_operator(op_name, inputs, attrs, opset)
+            except NodeConversionError:
+                raise
+            except Exception as err:  # TVM's converters raise many types; each means "this node"
+                name = attrs.get("tvm_custom", {}).get("name") or "?"
+                raise NodeConversionError(f"{op_name} node '{name}': {reason(err)}") from err
+
+    return Importer
+
+
+def onnx_opset(model: Any) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return 1
+
+
+def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
+    """Convert an ONNX ModelProto (names already sanitized, checked by the importer) to a Relax
+    IRModule, weights embedded. Short recurrent sequences are unrolled, longer ones loop
+    (:mod:`.recurrent`). A model with a data-dependent ``If`` keeps its
+    ``relax.If``; the bindings around it are regrouped into dataflow blocks so they fuse."""
+    tvm()
+    from tvm import relax
+
+    importer = onnx_importer()
+    try:
+        with quiet_frontend():
+            mod = importer(dict(shapes), dict(dtypes)).from_onnx(model.graph, onnx_opset(model))
+            if any(n.op_type == "If" for n in model.graph.node):
+                mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
+    except Exception as err:  # TVM raises many types; all mean "could not convert"
+        raise ModelError(
+            f"TVM's ONNX frontend failed on {err}" if isinstance(err, NodeConversionError)
+            else f"TVM's ONNX frontend failed: {reason(err)}",
+            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
+        ) from err
+    from ..passes.pipeline import integer_layers
+
+    return integer_layers(mod, tflite=False)

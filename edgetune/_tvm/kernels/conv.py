@@ -1,0 +1,160 @@
+"""Convolution computes (TE): packed NHWC direct, int8, depthwise."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import dot
+
+
+def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: str | None = None,
+              channels: int | None = None) -> Any:
+    """``data`` padded spatially with ``fill`` (an int8 layer's zero point), converted to
+    ``dtype`` (an int8 input read by an fp32 kernel; ``"uint8"``: int8 shifted by 128 for
+    unsigned dot products, ``fill`` shifted too) and its channels zero-extended to ``channels``.
+    One stage named ``pad``; ``data`` itself when there is nothing to do."""
+    from tvm import te, tirx
+
+    top, left, bottom, right = padding
+    n, h, w, c = data.shape
+    c = int(c)
+    dtype = dtype or str(data.dtype)
+    channels = channels or c
+    if not any(padding) and dtype == str(data.dtype) and channels == c:
+        return data
+    if dtype == "uint8" and str(data.dtype) == "int8":
+        fill = int(fill) + 128
+
+        def convert(v: Any) -> Any:
+            return tirx.reinterpret("uint8", v ^ tirx.const(-128, "int8"))
+    else:
+
+        def convert(v: Any) -> Any:
+            return v.astype(dtype) if dtype != str(data.dtype) else v
+
+    def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        bounds = [y >= top, y < h + top, x >= left, x < w + left] if any(padding) else []
+        if channels != c:
+            bounds.append(ch < c)
+        raw = convert(data[b, y - top, x - left, ch if channels == c else tirx.min(ch, c - 1)])
+        # (added channels meet zero weights: any value does)
+        return tirx.if_then_else(tirx.all(*bounds), raw, tirx.const(fill, dtype)) if bounds else raw
+
+    return te.compute((n, h + top + bottom, w + left + right, channels), value, name="pad")
+
+
+def out_size(size: int, k: int, stride: int, dil: int, before: int, after: int) -> int:
+    return (size + before + after - (k - 1) * dil - 1) // stride + 1
+
+
+def crop(out: Any, channels: int) -> Any:
+    """The first ``channels`` of the last axis (the packed kernels compute whole vector blocks)."""
+    from tvm import te
+
+    if int(out.shape[-1]) == channels:
+        return out
+    return te.compute((*out.shape[:-1], channels), lambda *idx: out[idx], name="crop")
+
+
+def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
+                       dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
+                       out_dtype: str = "float32") -> Any:
+    """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
+    output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
+    ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
+    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``."""
+    from tvm import te
+
+    n, h, w, ic = (int(x) for x in data.shape)
+    oco, kh, kw, _ic, oci = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
+    src = pad_nhwc(data, padding, fill, str(weights.dtype))
+    ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
+
+    def value(b: Any, y: Any, x: Any, o: Any) -> Any:
+        return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc] * weights[o // oci, ry, rx, rc, o % oci],
+                      axis=[ry, rx, rc])
+
+    out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
+                     attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
+    return _cast(_plus_channels(crop(out, out_channels), bias), out_dtype)
+
+
+def _cast(out: Any, dtype: str) -> Any:
+    """``out`` as ``dtype`` (the int32 sums of an exact int8 layer computed in float32)."""
+    from tvm import te
+
+    if str(out.dtype) == dtype:
+        return out
+    return te.compute(out.shape, lambda *idx: out[idx].astype(dtype), name="cast")
+
+
+def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
+                     dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
+                     signature: str = "") -> Any:
+    """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
+    dot-product instructions' operand order; OCp, ICp: zero filters / channels appended), the
+    input padded with ``fill``, plus ``offset`` per output channel (int32). For an unsigned-data
+    family (:mod:`.dot`) the input is shifted to uint8, and ``offset`` includes the −128·Σw that
+    takes the shift off."""
+    from tvm import te
+
+    n, h, w, ic = (int(x) for x in data.shape)
+    oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
+    # Data to pad (spatially, or to whole quads of channels) is converted in that pass; other
+    # data is read as it is and, for an unsigned family, flipped in the register (a pass of its
+    # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
+    flip = dot.unsigned_data(family) and not any(padding) and ic % depth == 0
+    src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    rc = te.reduce_axis((0, ico * depth), "rc")
+
+    def acc(b: Any, y: Any, x: Any, o: Any) -> Any:
+        pixel = src[b, y * sh + ry * dh, x * sw + rx * dw, rc]
+        pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
+        return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
+                      axis=[ry, rx, rc])
+
+    out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
+                     attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family})
+    out = crop(out, out_channels)
+    return _plus_channels(out, offset)
+
+
+def _plus_channels(out: Any, per_channel: Any) -> Any:
+    """``out`` plus a constant per channel (its last axis), or ``out`` itself for None."""
+    from tvm import te
+
+    if per_channel is None:
+        return out
+    return te.compute(out.shape, lambda *idx: out[idx] + per_channel[idx[-1]], name="bias")
+
+
+def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
+                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32") -> Any:
+    """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C'] (C' ≥ C: zero weights
+    appended, :func:`depthwise_weights`; the input's channels zero-extended to match, the extra
+    outputs cropped), plus ``bias`` per channel; an int8 input read as float32 and padded with
+    ``fill``, the sums returned as ``out_dtype`` (as the packed kernel)."""
+    from tvm import te
+
+    n, h, w, c = (int(x) for x in data.shape)
+    kh, kw, padded = (int(x) for x in weights.shape)
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
+    src = pad_nhwc(data, padding, fill, str(weights.dtype), padded)
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
+
+    out = te.compute((n, oh, ow, padded), value, name="depthwise_conv2d_nhwc",
+                     attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
+    return _cast(_plus_channels(crop(out, c), bias), out_dtype)

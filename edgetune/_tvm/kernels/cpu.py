@@ -1,0 +1,112 @@
+"""Facts of a CPU target the kernels and their schedules are shaped by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What a micro-kernel needs to know about the target CPU."""
+
+    lanes: int  # fp32 lanes per vector register
+    registers: int  # vector registers
+    fma_latency: int  # cycles; with 2 pipes, 2 × latency independent accumulators keep them busy
+
+    @classmethod
+    def of(cls, target: Any) -> "CpuFacts":
+        from tvm.target import codegen
+
+        bits = int(codegen.llvm_get_vector_width(target)) if target.kind.name == "llvm" else 128
+        bits = bits if bits > 0 else 128
+        triple = str(target.attrs.get("mtriple", ""))
+        arm = triple.startswith(("aarch64", "arm"))
+        if arm:
+            registers = 32 if triple.startswith("aarch64") else 16
+        else:
+            registers = 32 if bits >= 512 else 16
+        # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency; A76+ and x86 ~4.
+        slow_fma = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
+        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4)
+
+
+def vector_widths(lanes: int) -> list[int]:
+    """Vector-block widths LLVM turns into whole registers (others legalize badly: a <25 x
+    float> conv measured 30× slower than <32 x float>): multiples of the native width and the
+    narrower power-of-two registers (AVX's 8, SSE/NEON's 4)."""
+    return sorted({lanes * k for k in (1, 2, 3, 4)} | {w for w in (4, 8) if w < lanes})
+
+
+def tile_rate(rows: int, vectors: int, cpu: CpuFacts) -> float:
+    """Estimated register-tile updates per cycle of a ``rows`` × ``vectors`` micro-kernel: two
+    FMA pipes, two loads per cycle (``rows`` broadcasts + ``vectors`` weight loads per step),
+    enough independent accumulators to cover the FMA latency, one cycle of loop overhead."""
+    fmas, loads = rows * vectors, rows + vectors
+    cycles = max(fmas / 2.0, loads / 2.0, float(cpu.fma_latency)) + 1.0
+    return rows / cycles
+
+
+def depthwise_weights(weights_ohwi: Any, cpu: CpuFacts) -> Any:
+    """Depthwise weights ``[C, KH, KW, 1]`` as ``[KH, KW, C']``: ``C'`` the channels rounded up
+    to a multiple of 8 (4 and 8 for fewer; zero weights after ``C``). The kernel computes ``C'``
+    channels and keeps ``C``: BlazeFace's 28, 36 and 42 channels had run in 4-, 4- and 42-lane
+    vectors (one that wide legalizes badly: 14 GFLOP/s); as 32, 40 and 48 they are whole ymm /
+    zmm registers (1.3–3.2× per layer, measured). Rounding 24 → 32 for whole zmm measured
+    slower (0.82×) than 24 as three ymm."""
+    c, kh, kw, _one = weights_ohwi.shape
+    packed = weights_ohwi.reshape(c, kh, kw).transpose(1, 2, 0)
+    multiple = min(8, cpu.lanes) if c > 8 else min(w for w in (4, 8) if w >= c) if c > 1 else 1
+    return pad_axis(packed, 2, multiple).copy()
+
+
+def register_tile(oc: int, ow: int, cpu: CpuFacts) -> tuple[int, int]:
+    """(OCi, RW): the output-channel block and output-pixel row of one micro-kernel.
+
+    ``RW × ⌈OCi/lanes⌉`` accumulators stay in registers with the weight vectors and one
+    broadcast; the estimate prefers tiles that keep both FMA pipes busy (enough independent
+    accumulators) with few loads per FMA, and penalizes the zero channels that pad ``oc`` up to
+    a multiple of ``OCi``. ``RW`` divides ``ow`` (no row has a tail).
+    """
+    best, best_score = (cpu.lanes, 1), -1.0
+    for oci in vector_widths(cpu.lanes):
+        padded = -(-oc // oci) * oci
+        if oci > padded or (oci > oc and oci != min(w for w in vector_widths(cpu.lanes) if w >= oc)):
+            continue
+        vecs = -(-oci // cpu.lanes)
+        max_rw = (cpu.registers - vecs - 1) // vecs
+        for rw in divisors(ow):
+            if rw > max_rw or rw > 28:
+                continue
+            score = tile_rate(rw, vecs, cpu) * oci * oc / padded
+            if score > best_score * 1.02 or (score >= best_score * 0.98 and oci > best[0]):
+                best, best_score = (oci, rw), max(score, best_score)
+    return best
+
+
+def dense_block(n: int, cpu: CpuFacts) -> int:
+    """NB: the output-feature block of a packed dense layer (features padded to a multiple)."""
+    best, best_score = cpu.lanes, -1.0
+    for nb in vector_widths(cpu.lanes):
+        padded = -(-n // nb) * nb
+        score = min(nb, 4 * cpu.lanes) * n / padded
+        if score > best_score:
+            best, best_score = nb, score
+    return best
+
+
+def pad_axis(array: Any, axis: int, multiple: int) -> Any:
+    """``array`` with zeros appended along ``axis`` up to a multiple of ``multiple``."""
+
+    extra = -array.shape[axis] % multiple
+    if not extra:
+        return array
+    widths = [(0, 0)] * array.ndim
+    widths[axis] = (0, extra)
+    return np.pad(array, widths)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

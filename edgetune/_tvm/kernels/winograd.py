@@ -1,0 +1,138 @@
+"""Winograd convolutions: which layers, which tile, the weight transform and the compute."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .conv import pad_nhwc
+from .cpu import pad_axis
+
+# Lavin & Gray's F(2×2, 3×3) and F(4×4, 3×3) (interpolation points 0, ±1, ±2, ∞): Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A
+WINOGRAD = {
+    2: ([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+        [[1, 1, 1, 0], [0, 1, -1, -1]]),
+    4: ([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+         [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+        [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+         [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
+}
+
+
+ConvChoice = str | Mapping[str, str]  # "auto" | "direct" | "winograd", or per conv signature
+
+
+def conv_signature(data_shape: Sequence[int], weights_ohwi: Sequence[int], strides: Sequence[int],
+                   padding: Sequence[int], dilation: Sequence[int]) -> str:
+    """A convolution's shape, the key a direct/Winograd choice is made and remembered under."""
+    _n, h, w, c = data_shape
+    oc, kh, kw, _ic = weights_ohwi
+    return (f"{h}x{w}x{c}>{oc} k{kh}x{kw} s{'x'.join(map(str, strides))} p{'.'.join(map(str, padding))} "
+            f"d{'x'.join(map(str, dilation))}")
+
+
+def winograd_eligible(kernel: tuple[int, int], strides: Sequence[int], dilation: Sequence[int], ic: int, oc: int) -> bool:
+    """3×3, stride 1, no dilation, and enough channels for the transforms to pay."""
+    return tuple(kernel) == (3, 3) and list(strides) == [1, 1] and list(dilation) == [1, 1] and ic >= 8 and oc >= 8
+
+
+def default_conv_variant(target: Any) -> str:
+    """The variant an eligible 3×3 convolution gets where nothing was measured: Winograd on x86
+    (measured here, AVX-512: 1.6–2.5× the direct kernel per layer, 1.3× on a YOLO-style model)
+    and direct on ARM. On ARM Winograd's speed is unmeasured (no board here) and its cost is
+    known: LLVM's AArch64 backend took ~2–3 s per Winograd kernel (squeezenet 2 s → 28 s to
+    compile) and the transformed weights are 4× the 3×3 ones. Tuning measures both variants of
+    every such layer on the board and keeps the faster (:func:`edgetune.tuning.tasks.choose_variants`)."""
+    triple = str(target.attrs.get("mtriple", "")) if target.kind.name == "llvm" else ""
+    return "direct" if triple.startswith(("aarch64", "arm")) else "winograd"
+
+
+def winograd_tile(sig: str, oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any], choice: ConvChoice,
+                  default: str = "winograd") -> int:
+    """The Winograd output tile for this convolution (0: direct). ``auto`` (and a signature the
+    ``choice`` mapping leaves out) means ``default``: see :func:`default_conv_variant`. Winograd
+    is F(4,3) unless the map is smaller than 8, then F(2,3)."""
+    wanted = choice.get(sig, "auto") if isinstance(choice, Mapping) else choice
+    wanted = default if wanted == "auto" else wanted
+    kernel = tuple(int(x) for x in sig.split(" k")[1].split(" ")[0].split("x"))
+    if wanted == "direct" or not winograd_eligible(kernel, geometry["strides"], geometry["dilation"], ic, oc):
+        return 0
+    return 4 if min(oh, ow) >= 8 else 2
+
+
+def winograd_weights(weights_ohwi: Any, tile: int, oci: int) -> Any:
+    """U = G g Gᵀ for every (output, input) channel pair, packed [α², OCp/OCi, IC, OCi]."""
+
+    g = np.array(WINOGRAD[tile][1], np.float64)
+    alpha = tile + 2
+    u = np.einsum("ak,okjc,bj->abco", g, weights_ohwi.astype(np.float64), g)
+    u = pad_axis(u.reshape(alpha * alpha, weights_ohwi.shape[3], weights_ohwi.shape[0]), 2, oci)
+    return u.reshape(alpha * alpha, u.shape[1], -1, oci).transpose(0, 2, 1, 3).astype(np.float32).copy()
+
+
+def _switch(index: Any, values: list[Any]) -> Any:
+    """``values[index]`` for a loop index the schedule unrolls (the selects then fold away)."""
+    from tvm import tirx
+
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = tirx.Select(index == k, values[k], out)
+    return out
+
+
+def _row_sums(matrix: Any, term: Callable[[int], Any]) -> list[Any]:
+    """Per row of a constant matrix, Σ_k matrix[row][k] · term(k) over its non-zero entries."""
+    rows = []
+    for row in matrix:
+        parts = [float(c) * term(k) for k, c in enumerate(row) if c != 0]
+        rows.append(sum(parts[1:], parts[0]))
+    return rows
+
+
+def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: int, out_channels: int,
+                         signature: str = "") -> Any:
+    """3×3 stride-1 NHWC convolution as Winograd F(tile, 3): input tiles transformed (Bᵀ d B,
+    separably), α² GEMMs over input channels against the transformed weights (packed like the
+    direct kernel's), output tiles transformed back (Aᵀ m A), then cropped to the output."""
+    from tvm import te
+
+    bt, _g, at = WINOGRAD[tile]
+    alpha = tile + 2
+    n, h, w, c = (int(x) for x in data.shape)
+    _a2, oco, _c, oci = (int(x) for x in weights.shape)
+    top, left, bottom, right = padding
+    oh, ow = h + top + bottom - 2, w + left + right - 2
+    nh, nw = -(-oh // tile), -(-ow // tile)
+    tiles = n * nh * nw
+    src = pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left))
+
+    def corner(p: Any) -> tuple[Any, Any, Any]:
+        return p // (nh * nw), (p % (nh * nw)) // nw * tile, p % nw * tile
+
+    def input1(xi: Any, r2: Any, p: Any, ch: Any) -> Any:
+        b, y0, x0 = corner(p)
+        return _switch(xi, _row_sums(bt, lambda r1: src[b, y0 + r1, x0 + r2, ch]))
+
+    t1 = te.compute((alpha, alpha, tiles, c), input1, name="winograd_input1")
+    v = te.compute((alpha * alpha, tiles, c),
+                   lambda e, p, ch: _switch(e % alpha, _row_sums(bt, lambda r2: t1[e // alpha, r2, p, ch])),
+                   name="winograd_input")
+    rc = te.reduce_axis((0, c), "rc")
+    gemm = te.compute((alpha * alpha, tiles, oco * oci),
+                      lambda e, p, o: te.sum(v[e, p, rc] * weights[e, o // oci, rc, o % oci], axis=[rc]),
+                      name="winograd_gemm", attrs={"edgetune.kernel": "winograd_gemm", "edgetune.conv": signature})
+    o1 = te.compute((tile, alpha, tiles, oco * oci),
+                    lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o])),
+                    name="winograd_output1")
+    out_tiles = te.compute((tiles, tile, tile, oco * oci),
+                           lambda p, i, j, o: _switch(j, _row_sums(at, lambda nu: o1[i, nu, p, o])),
+                           name="winograd_output")
+
+    def crop(b: Any, y: Any, x: Any, o: Any) -> Any:
+        return out_tiles[(b * nh + y // tile) * nw + x // tile, y % tile, x % tile, o]
+
+    return te.compute((n, oh, ow, out_channels), crop, name="winograd_crop")

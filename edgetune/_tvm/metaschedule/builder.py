@@ -1,0 +1,134 @@
+"""Building candidates: edgetune's builder (kernels compiled without MetaSchedule's tensor
+intrinsic import, linked for the board), on a pool of workers that stay."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cuda import cuda_compile_env
+from .base import ms
+from .pool import shielded_pool
+
+_BUILD_SECS: list[float] = []  # set by build_candidate in a builder worker, read by export_candidate
+
+
+TIMING_FILE = "timing.json"
+
+
+def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> Any:
+    """Build one candidate (runs in a builder worker). Unlike MetaSchedule's default it does not
+    import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out).
+    With ``cuda`` (a CudaToolchain) GPU kernels are compiled by nvcc into a cubin."""
+    import time
+
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    start = time.perf_counter()
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    if cuda is not None:
+        with cuda_compile_env(cuda), target:
+            built = tvm_build(mod, target=target)
+    else:  # a CPU: table lookups as vector code (:mod:`.lookups`), as the package is built
+        from ..codegen import lookups
+
+        lookups.register()
+        built = tvm_build(mod, target=target, pipeline=lookups.PIPELINE)
+    _BUILD_SECS[:] = [time.perf_counter() - start]
+    return built
+
+
+def export_candidate(rt_mod: Any, cc: str | None, workdir: str | None = None) -> str:
+    """Link a candidate into a shared library for the board (runs in a builder worker), in a
+    directory under ``workdir`` (the tuning run's, removed with it even when a worker is killed
+    mid-build); the compile and link times go into ``timing.json`` beside it."""
+    import time
+
+    from tvm.support import cc as tvm_cc
+
+    start = time.perf_counter()
+    directory = tempfile.mkdtemp(prefix="cand-", dir=workdir)
+    path = os.path.join(directory, "candidate.so")
+    link = tvm_cc.cross_compiler(cc) if cc else tvm_cc.create_shared
+    linking = [0.0]
+
+    def timed_link(output: str, objects: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return link(output, objects, **kwargs)
+        finally:
+            linking[0] += time.perf_counter() - t0
+
+    timed_link.output_format = getattr(link, "output_format", "so")  # type: ignore[attr-defined]
+    rt_mod.export_library(path, fcompile=timed_link)
+    total = time.perf_counter() - start
+    # export_library runs LLVM's code generation (object file), then the linker
+    timing = {"lower_s": _BUILD_SECS[0] if _BUILD_SECS else 0.0, "codegen_s": total - linking[0], "link_s": linking[0]}
+    with open(os.path.join(directory, TIMING_FILE), "w") as fh:
+        json.dump(timing, fh)
+    return path
+
+
+def artifact_timing(path: str | None) -> dict[str, float]:
+    """Compile and link seconds of a built candidate (empty if unknown)."""
+
+    if not path:
+        return {}
+    try:
+        with open(os.path.join(os.path.dirname(path), TIMING_FILE)) as fh:
+            return {k: float(v) for k, v in json.load(fh).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None, workdir: Path | None = None) -> Any:
+    """A parallel host builder whose candidates are shared libraries for the board's arch."""
+    return PooledBuilder(workers, timeout, functools.partial(build_candidate, cuda=cuda),
+                         functools.partial(export_candidate, cc=cc, workdir=str(workdir) if workdir else None))
+
+
+class PooledBuilder:
+    """MetaSchedule's ``LocalBuilder`` without its new process pool per batch: the workers stay
+    (each imports TVM once, ~0.7 s of CPU that LocalBuilder paid per worker and batch) and are
+    recycled after ``uses`` builds, which bounds the slow leak LocalBuilder restarts them for."""
+
+    def __init__(self, workers: int, timeout: float, f_build: Callable[..., Any], f_export: Callable[..., Any],
+                 uses: int = 256):
+        self.timeout, self.f_build, self.f_export = timeout, f_build, f_export
+        self.pool = shielded_pool(workers, timeout, uses)
+
+    def build(self, inputs: Sequence[Any]) -> list[Any]:
+        from tvm.s_tir.meta_schedule.builder import local_builder as lb
+        from tvm.support.popen_pool import StatusKind
+
+        jobs = [(self.f_build, self.f_export, i.mod, i.target, lb._serialize_params(i.params)) for i in inputs]
+        out = []
+        for res in self.pool.map_with_error_catching(lambda job: lb._worker_func(*job), jobs):
+            if res.status == StatusKind.COMPLETE:
+                out.append(ms().builder.BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                out.append(ms().builder.BuilderResult(None, f"build timed out after {self.timeout:.0f} s"))
+            else:
+                out.append(ms().builder.BuilderResult(None, f"build failed: {res.value}"))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.pool.shutdown()
+
+
+def remove_artifact(path: str | None) -> None:
+    if path:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def builder_input(candidate: Any, target: Any) -> Any:
+    return ms().builder.BuilderInput(candidate.sch.mod, target)

@@ -1,0 +1,95 @@
+"""What FuseOps should (not) fuse: broadcasts kept apart, table lookups as elementwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core import tvm
+from .common import const_array, is_tensor, relabel
+
+_ELEMWISE, _BROADCAST, _INJECTIVE, _OUT_EWISE_FUSABLE = 0, 1, 2, 4  # TVM's OpPatternKind
+
+
+def broadcasts_apart(mod: Any) -> Any:
+    """A broadcast op that spreads a convolution's (or dense layer's) small output over a larger
+    tensor — a squeeze-and-excitation gate times its feature map — is kept out of that kernel:
+    FuseOps would fuse it as the kernel's epilogue, whose loops then run over the large shape and
+    recompute every sum once per pixel (MobileNetV3's gates: 0.4–0.6 ms each, 1 GFLOP/s). The op is
+    labelled injective for its call only (a copy of its PrimFunc), so it still fuses with what
+    follows it."""
+    from tvm import relax
+
+    main = mod["main"]
+    bound = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    call_tir = tvm().ir.Op.get("relax.call_tir")
+
+    def pattern(value: Any) -> int | None:
+        if not isinstance(value, relax.Call) or not value.op.same_as(call_tir):
+            return None
+        func = mod[value.args[0]]
+        return int(func.attrs["op_pattern"]) if func.attrs is not None and "op_pattern" in func.attrs else None
+
+    def from_reduction(var: Any) -> bool:
+        """``var`` is a convolution's / dense layer's output, or elementwise work on one."""
+        while var in bound:
+            p = pattern(bound[var])
+            if p == _OUT_EWISE_FUSABLE:
+                return True
+            if p not in (_ELEMWISE, _BROADCAST):
+                return False
+            var = next((a for a in bound[var].args[1].fields if isinstance(a, relax.Var)), None)
+        return False
+
+    def shape(expr: Any) -> list[int] | None:
+        if not is_tensor(expr) or expr.ty.shape is None:
+            return None
+        try:
+            return [int(d) for d in expr.ty.shape.values]
+        except TypeError:  # a symbolic dimension
+            return None
+
+    def spread(small: Any, out: list[int]) -> bool:
+        """``small`` is broadcast to ``out`` (size-1 axes stretched), not merely smaller (a pad)."""
+        dims = shape(small)
+        if dims is None or len(dims) > len(out) or int(np.prod(dims)) >= int(np.prod(out)):
+            return False
+        return all(d in (1, o) for d, o in zip(reversed(dims), reversed(out)))
+
+    labels = {}
+    for var, value in bound.items():
+        out = shape(value)
+        if pattern(value) not in (_ELEMWISE, _BROADCAST) or out is None:
+            continue
+        if any(isinstance(a, relax.Var) and spread(a, out) and from_reduction(a) for a in value.args[1].fields):
+            labels[var] = (value, _INJECTIVE, "apart")
+    return relabel(mod, labels)
+
+
+def table_lookups_elementwise(mod: Any) -> Any:
+    """Lookups in a constant 1-D table (``take(table, index)``, :func:`.quantized.int8_tables`)
+    labelled elementwise, for their call only: TVM labels ``take`` injective (its output is not
+    a function of the same element of its index in general), so FuseOps kept each lookup out of
+    the convolution it follows — a kernel of its own, a pass over memory and a dispatch per
+    table. Over a constant table indexed by a tensor of the output's shape it is elementwise."""
+    from tvm import relax
+
+    main = mod["main"]
+    call_tir = tvm().ir.Op.get("relax.call_tir")
+    labels = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            value = b.value
+            if not isinstance(value, relax.Call) or not value.op.same_as(call_tir):
+                continue
+            args = list(value.args[1].fields)
+            func = mod[value.args[0]]
+            if len(args) != 2 or not value.args[0].name_hint.startswith("take") or func.attrs is None:
+                continue
+            table = const_array(args[0])
+            if (table is not None and table.ndim == 1 and int(func.attrs.get("op_pattern", _ELEMWISE)) != _ELEMWISE
+                    and is_tensor(args[1]) and is_tensor(value)
+                    and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
+                labels[b.var] = (value, _ELEMWISE, "lookup")
+    return relabel(mod, labels)

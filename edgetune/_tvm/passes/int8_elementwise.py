@@ -1,0 +1,337 @@
+"""int8 elementwise layers: TFLite's fixed-point adds and ReLUs, rescales, concatenations,
+and chains run as 256-entry table lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .common import bound_value, const_array, map_functions, op_name
+
+
+def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
+    """TFLite int8 ADDs (``quantize(dequantize(a) + dequantize(b))``) computed as LiteRT's
+    XNNPACK kernel does, in int32 fixed point: each input's scale over the output's as a
+    multiplier of 20 significant bits (the larger one in [2²⁰, 2²¹)), a rounding bias that
+    also carries the zero points, then an arithmetic shift. The float path rounds a step away
+    where the exact sum sits near a half — one step per residual block, compounding through
+    the network. Returns the module and how many adds were rewritten."""
+    from tvm import relax
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        add = bound_value(mutator, q.args[0])
+        if op_name(add) != "relax.add":
+            return None
+        terms = []
+        for arg in add.args:
+            d = bound_value(mutator, arg)
+            if op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
+                return None
+            scale, zero = const_array(d.args[1]), const_array(d.args[2])
+            if scale is None or zero is None or scale.size != 1 or zero.size != 1 or const_array(d.args[0]) is not None:
+                return None
+            terms.append((d.args[0], np.float32(scale.reshape(())), int(zero.reshape(()))))
+        sy, zy = const_array(q.args[1]), const_array(q.args[2])
+        if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+            return None
+        ratios = [np.float32(s / np.float32(sy.reshape(()))) for _x, s, _z in terms]
+        largest = max(ratios)
+        if not all(2.0**-10 <= r < 2.0**8 for r in ratios):
+            return None  # outside XNNPACK's range: it would not run this add either
+        shift = 20 - (int(np.frombuffer(np.float32(largest).tobytes(), np.uint32)[0] >> 23) - 127)
+        mults = [int(np.rint(np.float32(r) * np.float32(2.0**shift))) for r in ratios]
+        bias = (1 << (shift - 1)) - sum(m * z for m, (_x, _s, z) in zip(mults, terms))
+        emit = mutator.builder_.emit
+        acc: Any = relax.const(np.int32(bias), "int32")
+        for m, (x, _s, _z) in zip(mults, terms):
+            wide = emit(relax.op.astype(x, "int32"))
+            acc = emit(relax.op.add(acc, emit(relax.op.multiply(wide, relax.const(np.int32(m), "int32")))))
+        shifted = emit(relax.op.right_shift(acc, relax.const(np.int32(shift), "int32")))
+        out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
+        return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
+
+    return rewrite_quantizes(mod, rewrite)
+
+
+def int8_relus(mod: Any) -> tuple[Any, int]:
+    """TFLite int8 ReLUs (``quantize(relu(dequantize(v)))``) without the division TVM's
+    ``quantize`` spends per element: ``round(max(v − z1, 0) · k) + z2`` with one float32 ``k``
+    for ``s1/s2`` — kept only when it gives what the float path gives for every one of the 256
+    int8 inputs (checked here in float32), so results do not change. Returns the module and how
+    many ReLUs were rewritten."""
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        relu = bound_value(mutator, q.args[0])
+        if op_name(relu) != "relax.nn.relu":
+            return None
+        return _affine_requantize(mutator, q, bound_value(mutator, relu.args[0]), relu=True)
+
+    return rewrite_quantizes(mod, rewrite)
+
+
+def int8_rescales(mod: Any) -> tuple[Any, int]:
+    """``quantize(dequantize(v))`` from one scale and zero point to another (how QDQ graphs put
+    a SqueezeNet Fire module's branches on the scale of their concatenation, after
+    :func:`int8_concats`) as ``round((v − z1) · k) + z2``, saturated, with one float32 ``k`` for
+    ``s1/s2`` — where that gives the float path's result for every one of the 256 int8 inputs,
+    as :func:`int8_relus` checks; other rescales stay lookups (:func:`int8_tables`). A lookup in
+    a vectorized epilogue is a scalar load per lane (TVM has no vector gather): on SqueezeNet's
+    55×55×16 → 64 expand layer the epilogue's lookup took 0.17 ms, the arithmetic 0.09. Returns
+    the module and how many rescales were rewritten."""
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        return _affine_requantize(mutator, q, bound_value(mutator, q.args[0]), relu=False)
+
+    return rewrite_quantizes(mod, rewrite)
+
+
+def _affine_requantize(mutator: Any, q: Any, d: Any, relu: bool) -> Any | None:
+    """``q`` = ``quantize(relu?(d))``, ``d`` = ``dequantize(v)`` of an int8 ``v``, both per
+    tensor, as ``clip(round(max?(v − z1, 0) · k) + z2)`` in float32 with ``k`` = ``s1/s2``;
+    None where ``q`` is not that or this differs from the float path on any of the 256 inputs."""
+    from tvm import relax
+
+    if (op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8"
+            or str(q.attrs.out_dtype) != "int8"):
+        return None
+    consts = [const_array(e) for e in (d.args[1], d.args[2], q.args[1], q.args[2])]
+    if any(c is None or c.size != 1 for c in consts):
+        return None
+    s1, z1, s2, z2 = (c.reshape(()) for c in consts)
+    float_path = chain_values(mutator, q, [d.args[0]])  # for v = −128…127
+    v = np.arange(-128, 128, dtype=np.int32) - np.int32(z1)
+    k = np.float32(np.float32(s1) / np.float32(s2))
+    cheap = np.clip(np.round((np.maximum(v, 0) if relu else v).astype(np.float32) * k) + np.float32(z2), -128, 127)
+    if float_path is None or not np.array_equal(float_path, cheap):
+        return None
+    emit = mutator.builder_.emit
+    wide = emit(relax.op.subtract(emit(relax.op.astype(d.args[0], "int32")), relax.const(np.int32(z1), "int32")))
+    if relu:
+        wide = emit(relax.op.maximum(wide, relax.const(np.int32(0), "int32")))
+    scaled = emit(relax.op.multiply(emit(relax.op.astype(wide, "float32")), relax.const(k, "float32")))
+    shifted = emit(relax.op.add(emit(relax.op.round(scaled)), relax.const(np.float32(z2), "float32")))
+    return relax.op.astype(emit(relax.op.clip(shifted, -128.0, 127.0)), "int8")
+
+
+_TABLE_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relax.nn.relu": lambda v: np.maximum(v, v.dtype.type(0)),
+    "relax.sigmoid": lambda v: (1.0 / (1.0 + np.exp(-v.astype(np.float64)))).astype(v.dtype),
+    "relax.tanh": lambda v: np.tanh(v.astype(np.float64)).astype(v.dtype),
+    "relax.exp": lambda v: np.exp(v.astype(np.float64)).astype(v.dtype),
+    "relax.negative": np.negative,
+    "relax.abs": np.abs,
+    "relax.round": np.round,
+    "relax.floor": np.floor,
+    "relax.ceil": np.ceil,
+}
+
+
+_TABLE_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "relax.add": np.add,
+    "relax.subtract": np.subtract,
+    "relax.multiply": np.multiply,
+    "relax.divide": np.divide,
+    "relax.maximum": np.maximum,
+    "relax.minimum": np.minimum,
+}
+
+
+INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+
+def int8_concats(mod: Any) -> tuple[Any, int]:
+    """``quantize(concat(dequantize(a), dequantize(b), …))`` — how QDQ graphs join SqueezeNet's
+    expand branches — as ``concat(a', b', …)`` of int8 tensors: an input on the output's scale
+    and zero point is taken as it is, another requantized (``quantize(dequantize(x))``, which
+    :func:`int8_tables` makes a lookup in the kernel that produces ``x``). The float path wrote
+    each branch as float32 and ran a concat + quantize kernel over them (SqueezeNet: 0.1 ms per
+    Fire module, a tenth of the model). Returns the module and how many were rewritten."""
+    from tvm import relax
+
+    def per_tensor(d: Any) -> tuple[np.float32, int] | None:
+        scale, zero = const_array(d.args[1]), const_array(d.args[2])
+        if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+            return None
+        return np.float32(scale.reshape(())), int(zero.reshape(()))
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        concat = bound_value(mutator, q.args[0])
+        fields = bound_value(mutator, concat.args[0]) if op_name(concat) == "relax.concat" else None
+        out = per_tensor(q)
+        if not isinstance(fields, relax.Tuple) or out is None:
+            return None
+        parts = []
+        for field in fields.fields:
+            d = bound_value(mutator, field)
+            if op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != str(q.attrs.out_dtype):
+                return None
+            params = per_tensor(d)
+            if params is None:
+                return None
+            parts.append(d.args[0] if params == out else
+                         mutator.builder_.emit(relax.op.quantize(field, q.args[1], q.args[2], axis=int(q.attrs.axis),
+                                                                 out_dtype=str(q.attrs.out_dtype))))
+        return relax.op.concat(parts, axis=int(concat.attrs.axis))
+
+    return rewrite_quantizes(mod, rewrite)
+
+
+def int8_tables(mod: Any) -> tuple[Any, int]:
+    """Chains of elementwise float ops between one 8-bit tensor and a quantize —
+    ``quantize(f(dequantize(x)))`` with per-tensor parameters and scalar constants, such as
+    MobileNetV3's hard-swish in QDQ form (dequantize → hard-sigmoid → quantize → dequantize →
+    multiply → quantize) or a rescale from one scale to another — replaced by a lookup in a
+    256-entry table of that chain's results, computed here in float32 on every one of the 256
+    inputs as the float path computes them (round half to even, saturating; exp / sigmoid / tanh
+    in float64, rounded to float32, where the build uses fast approximations). Each quantize in
+    the float path divides per element; the lookup is one gather (the division-free float
+    spelling of the same chain measured slower than the gather in MobileNetV3's depthwise
+    epilogues, 0.43 against 0.27 ms on a 14×14×672 layer — while those epilogues were still
+    scalar code; a plain rescale is now arithmetic, :func:`int8_rescales`). Tables follow tables: a chain
+    through an already tabled quantize is evaluated through its table, so the whole chain
+    becomes one lookup. Returns the module and how many quantizes were replaced."""
+    from tvm import relax
+
+    def rewrite(mutator: Any, q: Any) -> Any | None:
+        source: list[Any] = []
+        values = chain_values(mutator, q, source)
+        if values is None or not source:
+            return None
+        x = source[0]
+        if [int(d) for d in x.ty.shape.values] != [int(d) for d in q.ty.shape.values]:
+            return None  # a constant broadcast the chain to another shape
+        emit = mutator.builder_.emit
+        index = emit(relax.op.astype(x, "int32"))
+        if str(x.ty.dtype) == "int8":
+            index = emit(relax.op.add(index, relax.const(np.int32(128), "int32")))
+        table = relax.const(values.astype(np.int32), "int32")
+        # "clip": the index is in range by construction; "fast" would print a warning per table
+        return relax.op.astype(emit(relax.op.take(table, index, axis=0, mode="clip")), str(q.attrs.out_dtype))
+
+    return rewrite_quantizes(mod, rewrite, tuple(INT_RANGE))
+
+
+def chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> np.ndarray | None:
+    """The value of ``expr`` for each of the 256 values of the one 8-bit tensor it is an
+    elementwise function of (set as ``source[0]``; a preset ``source`` must be that tensor), in
+    that tensor's order (−128…127 or 0…255); None when ``expr`` is anything else. An 8-bit
+    variable is seen through when its own value is such a function (an earlier table), else it
+    is the source. Each expression is evaluated once per function (:func:`_chain`): shared
+    sub-graphs are not walked again, so the analysis is linear in the function's size."""
+    values, found = _chain(mutator, expr, depth)
+    if values is not None and (found is None or not source or source[0].same_as(found)):
+        if found is not None and not source:
+            source[:] = [found]
+        return values
+    if source and source[0].same_as(expr) and _int8_var(expr):
+        return _all_values(expr)
+    return None
+
+
+def _chain(mutator: Any, expr: Any, depth: int) -> tuple[np.ndarray | None, Any]:
+    """(values, source) of ``expr`` found with no source preset, memoised on ``mutator``."""
+    from tvm import relax
+
+    if type(expr).__name__ in ("FloatImm", "IntImm"):  # clip's bounds
+        return np.asarray(expr.value), None
+    constant = const_array(expr)
+    if constant is not None:
+        return (constant.reshape(()) if constant.size == 1 else None), None
+    memo = mutator.__dict__.setdefault("_edgetune_chain_memo", {})
+    if expr in memo:
+        return memo[expr]
+    result: tuple[np.ndarray | None, Any] = (None, None)
+    call = bound_value(mutator, expr)
+    if isinstance(call, relax.Call) and depth < 256:
+        source: list[Any] = []
+        values = _call_values(mutator, call, source, depth + 1)
+        if values is not None:
+            result = (values, source[0] if source else None)
+    if result[0] is None and _int8_var(expr):
+        result = (_all_values(expr), expr)
+    memo[expr] = result
+    return result
+
+
+def _int8_var(expr: Any) -> bool:
+    from tvm import relax
+
+    return isinstance(expr, relax.Var) and str(getattr(expr.ty, "dtype", "")) in INT_RANGE
+
+
+def _all_values(expr: Any) -> np.ndarray:
+    dtype = str(expr.ty.dtype)
+    low, high = INT_RANGE[dtype]
+    return np.arange(low, high + 1, dtype=np.int32).astype(dtype)
+
+
+def _call_values(mutator: Any, call: Any, source: list[Any], depth: int) -> np.ndarray | None:
+    """:func:`chain_values` of one call."""
+    name = op_name(call)
+    if name in ("relax.quantize", "relax.dequantize"):
+        args = [chain_values(mutator, a, source, depth) for a in call.args]
+        if any(a is None for a in args) or const_array(call.args[1]) is None or const_array(call.args[2]) is None:
+            return None  # parameters: scalar constants (per-tensor)
+        data, scale, zero = args
+        if name == "relax.dequantize":
+            if str(call.attrs.out_dtype) != "float32":
+                return None
+            return (data.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * np.float32(scale)
+        out_dtype = str(call.attrs.out_dtype)
+        if out_dtype not in INT_RANGE or data.dtype != np.float32:
+            return None
+        low, high = INT_RANGE[out_dtype]
+        rounded = np.round(data / np.float32(scale)) + np.float32(zero)
+        return np.clip(rounded, np.float32(low), np.float32(high)).astype(out_dtype)
+    if name == "relax.take":
+        table, index = const_array(call.args[0]), chain_values(mutator, call.args[1], source, depth)
+        if table is None or index is None or table.ndim != 1 or int(call.attrs.axis) != 0:
+            return None
+        return table[index.astype(np.int64)] if index.min() >= 0 and index.max() < table.size else None
+    args = [chain_values(mutator, a, source, depth) for a in call.args]
+    if any(a is None for a in args):
+        return None
+    dtype = np.dtype(str(call.ty.dtype)) if hasattr(call.ty, "dtype") else None
+    if dtype is None:
+        return None
+    with np.errstate(all="ignore"):
+        if name == "relax.astype":
+            value = args[0]
+            if dtype.kind in "iu" and value.dtype.kind == "f":
+                info = np.iinfo(dtype)
+                if not np.all((value > info.min - 1) & (value < info.max + 1)):
+                    return None  # an overflowing cast: target-defined
+            return value.astype(dtype)
+        if name in _TABLE_UNARY and len(args) == 1 and dtype.kind == "f":
+            return _TABLE_UNARY[name](args[0].astype(dtype)).astype(dtype)
+        if name == "relax.clip" and len(args) == 3:
+            return np.clip(args[0].astype(dtype), dtype.type(args[1]), dtype.type(args[2])).astype(dtype)
+        if name in _TABLE_BINARY and len(args) == 2 and (dtype.kind == "f" or name != "relax.divide"):
+            return _TABLE_BINARY[name](args[0].astype(dtype), args[1].astype(dtype)).astype(dtype)
+    return None
+
+
+def rewrite_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None],
+                       dtypes: tuple[str, ...] = ("int8",)) -> tuple[Any, int]:
+    """``mod`` with each ``quantize`` call to one of ``dtypes`` replaced by
+    ``rewrite(mutator, call)`` where that gives an expression (None: kept), and how many were
+    replaced."""
+    from tvm import relax
+
+    done = [0]
+
+    @relax.expr_functor.mutator
+    class _Rewrite(relax.PyExprMutator):
+        def visit_call_(self, op: Any) -> Any:  # noqa: N802
+            new = super().visit_call_(op)
+            if op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) not in dtypes:
+                return new
+            rewritten = rewrite(self, new)
+            if rewritten is None:
+                return new
+            done[0] += 1
+            return rewritten
+
+    return map_functions(mod, lambda m, f: _Rewrite(m).visit_expr(f)), done[0]

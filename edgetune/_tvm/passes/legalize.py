@@ -1,0 +1,149 @@
+"""Legalization to edgetune's kernels: packed convolutions, dense layers and Winograd, fast math."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core import tvm
+from ..kernels.conv import conv2d_nhwc_packed, depthwise_conv2d_nhwc
+from ..kernels.cpu import CpuFacts, dense_block, depthwise_weights, pad_axis, register_tile
+from ..kernels.dense import dense_packed
+from ..kernels.winograd import (
+    ConvChoice,
+    conv2d_nhwc_winograd,
+    conv_signature,
+    default_conv_variant,
+    winograd_tile,
+    winograd_weights,
+)
+from .common import const_array, ints, rank
+
+
+def _fast_sigmoid(x: Any) -> Any:
+    from tvm import te, topi
+
+    e = topi.fast_exp(topi.negative(x))
+    return te.compute(x.shape, lambda *i: 1.0 / (1.0 + e(*i)), name="fast_sigmoid")
+
+
+def _round_vectorized(x: Any) -> Any:
+    """Round half to even as ``tirx.round``: on LLVM targets it lowers to ``llvm.nearbyint``
+    exactly as TOPI's ``round`` (``tirx.nearbyint``) does, but TVM's VectorizeLoop knows only
+    the former. With ``nearbyint`` every requantizing int8 epilogue ran as a scalar loop that
+    LLVM re-vectorized 8 wide with gathers (a 64×64×24 int8 layer: 0.25 ms, 0.06 without it)."""
+    from tvm import te
+
+    return te.compute(x.shape, lambda *i: te.round(x(*i)), name="round")
+
+
+_FAST_MATH = {
+    "relax.round": _round_vectorized,
+    "relax.sigmoid": _fast_sigmoid,
+    "relax.exp": lambda x: _topi().fast_exp(x),
+    "relax.tanh": lambda x: _topi().fast_tanh(x),
+    "relax.erf": lambda x: _topi().fast_erf(x),
+}
+
+
+def _topi() -> Any:
+    from tvm import topi
+
+    return topi
+
+
+def _legalize_fast(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    """exp/sigmoid/tanh/erf as vectorizable polynomials (TOPI's fast_*: ~1e-6 relative error)
+    instead of libm calls that LLVM cannot vectorize (a SiLU epilogue cost 10–30 % of YOLO's
+    convolutions, measured); round as the intrinsic TVM vectorizes (same result)."""
+
+    def legalize(bb: Any, call: Any) -> Any:
+        if str(call.ty.dtype) != "float32":
+            return _default_legalize(bb, call)
+        return bb.call_te(fn, call.args[0], primfunc_name_hint=call.op.name.removeprefix("relax."))
+
+    return legalize
+
+
+def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, Callable[[Any, Any], Any]]:
+    """Legalization overrides: convolutions and dense layers with constant weights become the
+    packed kernels edgetune's schedules know (3×3 stride-1 convolutions as Winograd where
+    ``choice`` says so); anything else falls back to TVM's own."""
+    cpu = CpuFacts.of(target)
+    default = default_conv_variant(target)
+    custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
+    custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
+    return custom
+
+
+def _default_legalize(bb: Any, call: Any) -> Any:
+    return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
+
+
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
+    from tvm import relax
+
+    a = call.attrs
+    weights = const_array(call.args[1])
+    out_dtype = str(a.out_dtype) if a.out_dtype else str(call.ty.dtype)
+    layout = str(a.kernel_layout)
+    plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
+             and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
+    if not plain:
+        return _default_legalize(bb, call)
+    weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
+    oc, kh, kw, ic_g = weights.shape
+    ic = int(call.args[0].ty.shape.values[3])
+    groups = int(a.groups)
+    geometry = dict(strides=ints(a.strides), padding=ints(a.padding), dilation=ints(a.dilation))
+    if groups == 1:
+        oh, ow = int(call.ty.shape.values[1]), int(call.ty.shape.values[2])
+        sig = conv_signature(ints(call.args[0].ty.shape.values), weights.shape, **geometry)
+        # an int8 layer made exact (quantized.py) has small integer weights: Winograd's
+        # transforms would round its sums, so it keeps the direct kernel
+        exact = bool(np.all(np.abs(weights) <= 128) and np.array_equal(weights, np.round(weights)))
+        tile = None if exact else winograd_tile(sig, oh, ow, ic, oc, geometry, choice, default)
+        if tile:
+            return legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
+        oci, _rw = register_tile(oc, ow, cpu)
+        padded = pad_axis(weights, 0, oci)
+        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+        return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed), **geometry, out_channels=oc,
+                          signature=sig, primfunc_name_hint="conv2d_nhwc")
+    if groups == ic == oc and ic_g == 1:
+        packed = depthwise_weights(weights, cpu)
+        return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
+                          primfunc_name_hint="depthwise_conv2d_nhwc")
+    return _default_legalize(bb, call)
+
+
+def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    from tvm import relax
+
+    weights = const_array(call.args[1])
+    x = call.args[0]
+    if (weights is None or weights.ndim != 2 or rank(x) < 2 or str(x.ty.dtype) != "float32"
+            or str(call.ty.dtype) != "float32"):
+        return _default_legalize(bb, call)
+    k, n = weights.shape
+    nb = dense_block(n, cpu)
+    packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
+    return bb.call_te(dense_packed, x, relax.const(packed), n, primfunc_name_hint="dense")
+
+
+def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,
+                       cpu: CpuFacts) -> Any:
+    from tvm import relax
+
+    oc = weights.shape[0]
+    top, left, bottom, right = geometry["padding"]
+    oh = int(data.ty.shape.values[1]) + top + bottom - 2
+    ow = int(data.ty.shape.values[2]) + left + right - 2
+    tiles = int(data.ty.shape.values[0]) * -(-oh // tile) * -(-ow // tile)
+    oci, _rw = register_tile(oc, tiles, cpu)
+    packed = winograd_weights(weights, tile, oci)
+    return bb.call_te(conv2d_nhwc_winograd, data, relax.const(packed), padding=geometry["padding"], tile=tile,
+                      out_channels=oc, signature=sig, primfunc_name_hint="conv2d_winograd")

@@ -1,0 +1,101 @@
+"""What the CPU schedule rules share: reading blocks and loops, vectorizing, parallelizing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kernels.cpu import CpuFacts, vector_widths
+
+
+def child_blocks(sch: Any) -> list[Any]:
+    root = sch.get_sblock("root", func_name="main")
+    return list(sch.get_child_blocks(root))
+
+
+def block_name(sch: Any, block: Any) -> str:
+    return str(sch.get(block).name_hint)
+
+
+def kernel_of(sch: Any, block: Any) -> str:
+    ann = sch.get(block).annotations
+    return str(ann["edgetune.kernel"]) if "edgetune.kernel" in ann else ""
+
+
+def is_reduction(sch: Any, block: Any) -> bool:
+    from tvm.tirx import IterVar
+
+    return any(int(iv.iter_type) == IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+def loop_extent(sch: Any, loop: Any) -> int:
+    ext = sch.get(loop).extent
+    return int(ext.value) if hasattr(ext, "value") else int(ext)
+
+
+def fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
+    """Inline the elementwise chain after ``main`` into its last block; return that block and
+    whether the chain starts with a crop of padded channels."""
+    blocks = child_blocks(sch)
+    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(main))))
+    feeds = {r.source for r in sch.get(main).reads}
+    for block in reversed(blocks[:at]):
+        if any(w.source in feeds for w in sch.get(block).writes):  # computes main's inputs
+            feeds |= {r.source for r in sch.get(block).reads}
+        else:
+            # a side input of the epilogue computed in this kernel (the slice of an LSTM step's
+            # input projection added to its matmul): inlined, or the epilogue cannot follow main
+            sch.compute_inline(block)
+    after = blocks[at + 1:]
+    cropped = bool(after) and block_name(sch, after[0]) == "crop"
+    for block in after[:-1]:
+        sch.compute_inline(block)
+    if not after:
+        return None, False
+    # reverse_compute_at only covers what depends on the producer: an epilogue that writes more
+    # (channel padding after a pool, measured wrong on BlazeFace) must run as its own pass.
+    same = out_shape(sch, after[-1]) == out_shape(sch, main)
+    return after[-1], cropped or not same
+
+
+def out_shape(sch: Any, block: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in sch.get(block).writes[0].source.shape)
+
+
+def vector_factor(extent: int, cpu: CpuFacts) -> int | None:
+    """The widest whole-register vector that divides ``extent`` (None: leave it scalar)."""
+    return next((w for w in reversed(vector_widths(cpu.lanes)) if extent % w == 0 and w <= 4 * cpu.lanes), None)
+
+
+def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
+    """Vectorize a block's innermost loop by whole registers (odd widths stay scalar: LLVM
+    legalizes them badly)."""
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    inner = loops[-1]
+    ext = loop_extent(sch, inner)
+    factor = vector_factor(ext, cpu)
+    if factor is None or ext <= 1:
+        return
+    if ext != factor:
+        _outer, inner = sch.split(inner, [None, factor])
+    sch.vectorize(inner)
+
+
+def parallel_outer(sch: Any, loops: list[Any], cpu: CpuFacts, cores: int, min_chunks: int = 4) -> Any | None:
+    """Fuse leading loops until there are enough parallel chunks; mark them parallel."""
+    take, work = 0, 1
+    for loop in loops:
+        take += 1
+        work *= loop_extent(sch, loop)
+        if work >= min_chunks * cores:
+            break
+    if work <= 1:
+        return None
+    fused = sch.fuse(*loops[:take]) if take > 1 else loops[0]
+    sch.parallel(fused)
+    return fused
+
+
+class NoMatchError(Exception):
+    """The rule does not apply to this function."""

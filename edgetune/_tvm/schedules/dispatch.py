@@ -1,0 +1,146 @@
+"""Which schedule a kernel gets: its micro-kernel rule, a generic rule, or none (plain loops)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..kernels.cpu import CpuFacts
+from .common import child_blocks, is_reduction, kernel_of
+from .microkernels import Decider, conv2d_nhwc_int8, conv2d_nhwc_packed, dense_packed, depthwise_conv2d_nhwc, winograd_conv
+from .rules import schedule_blockwise, schedule_injective, schedule_reduction
+
+log = logging.getLogger(__name__)
+
+
+MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
+    "conv2d_nhwc_packed": ("conv2d", conv2d_nhwc_packed),
+    "conv2d_nhwc_int8": ("conv2d-int8", conv2d_nhwc_int8),
+    "depthwise_conv2d_nhwc": ("depthwise", depthwise_conv2d_nhwc),
+    "dense_packed": ("dense", dense_packed),
+    "winograd_gemm": ("winograd", winograd_conv),
+}
+
+
+def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
+    for block in child_blocks(sch):
+        kernel = kernel_of(sch, block)
+        if kernel in MICROKERNELS:
+            kind, fn = MICROKERNELS[kernel]
+            return block, kind, fn
+    return None
+
+
+def conv_variant(func: Any) -> tuple[str, str]:
+    """(convolution signature, "direct" | "winograd") of a conv kernel; ("", "") otherwise."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    for block in child_blocks(sch):
+        ann = sch.get(block).annotations
+        if "edgetune.conv" in ann and str(ann["edgetune.conv"]):
+            return str(ann["edgetune.conv"]), "winograd" if kernel_of(sch, block) == "winograd_gemm" else "direct"
+    return "", ""
+
+
+def dot_family_of(func: Any) -> str | None:
+    """The int8 dot-product family an integer convolution kernel is tensorized with, else None."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    for block in child_blocks(sch):
+        ann = sch.get(block).annotations
+        if "edgetune.dot" in ann:
+            return str(ann["edgetune.dot"])
+    return None
+
+
+def classify(func: Any) -> str:
+    """The kernel kind a function gets a default schedule as (``naive`` when none applies)."""
+    from tvm import s_tir
+
+    probe = s_tir.Schedule(func)
+    found = _main_microkernel(probe)
+    if found is not None:
+        return found[1]
+    reductions = sum(is_reduction(probe, b) for b in child_blocks(probe))
+    return "elementwise" if reductions == 0 else "reduction"
+
+
+MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
+
+
+def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
+    """The default (first) sketch of a micro-kernel task, decisions at their defaults."""
+    block, _kind, fn = _main_microkernel(sch)  # type: ignore[misc]
+    fn(sch, block, cpu, cores, Decider(sch, False), 0)
+
+
+def design_space(sch: Any, target: Any) -> list[Any]:
+    """The tunable sketches of a micro-kernel task (MetaSchedule ``ScheduleFn``): one per loop
+    order, tile sizes sampled. Empty when no micro-kernel rule applies."""
+    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    if _main_microkernel(sch) is None:
+        return []
+    out = []
+    for order in (0, 1):
+        variant = sch.copy()
+        variant.seed(sch.fork_seed())
+        block, kind, fn = _main_microkernel(variant)  # type: ignore[misc]
+        try:
+            fn(variant, block, cpu, cores, Decider(variant, True), order)
+        except Exception as err:  # noqa: BLE001 — a variant that does not apply is skipped
+            log.debug("sketch %d of %s failed: %s", order, kind, err)
+            continue
+        out.append(variant)
+    return out
+
+
+def default_schedule(func: Any, target: Any) -> tuple[Any | None, str]:
+    """(the default schedule of one PrimFunc — an ``s_tir.Schedule`` with its trace — or None,
+    the kind of kernel it was scheduled as). Every rule is tried in turn; a rule that fails
+    falls through, and ``naive`` means plain loops."""
+    from tvm import s_tir
+
+    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    kind = classify(func)
+    rules: list[tuple[str, Callable[..., None]]]
+    if kind in MICROKERNEL_KINDS:
+        rules = [(kind, schedule_microkernel)]
+    elif kind == "elementwise":
+        rules = [("elementwise", schedule_injective)]
+    else:
+        rules = [("reduction", schedule_reduction), ("reduction", schedule_blockwise)]
+    for label, rule in rules:
+        sch = s_tir.Schedule(func)
+        try:
+            rule(sch, cpu, cores)
+        except Exception as err:  # noqa: BLE001 — fall through to the next rule, then naive
+            log.debug("%s rule failed: %s", label, err)
+            continue
+        return sch, label
+    return None, "naive"
+
+
+def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str]]:
+    """Schedule every PrimFunc of a fused module that is not scheduled yet (tuning records are
+    applied first). Returns the module and the kind each function got (``naive``: none)."""
+    from tvm import tirx
+
+    kinds: dict[str, str] = {}
+    updates = {}
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
+            # written scheduled (a recurrent loop kernel) or a tuning record applied
+            kinds[gv.name_hint] = str(func.attrs.get("edgetune.kind", "tuned"))
+            continue
+        sch, kind = default_schedule(func, target)
+        kinds[gv.name_hint] = kind
+        if sch is not None:
+            updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod, kinds

@@ -1,0 +1,381 @@
+"""Micro-kernel schedules and design spaces: register-tiled convolutions, dense layers,
+depthwise and Winograd kernels."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..kernels.cpu import CpuFacts, divisors, tile_rate
+from .common import (
+    block_name,
+    child_blocks,
+    fold_epilogue,
+    is_reduction,
+    loop_extent,
+    out_shape,
+    parallel_outer,
+    vector_factor,
+)
+from .rules import schedule_elementwise
+
+log = logging.getLogger(__name__)
+
+
+class Decider:
+    """Schedule decisions: sampled (``tunable``) or pinned to the heuristic default."""
+
+    def __init__(self, sch: Any, tunable: bool):
+        self.sch, self.tunable = sch, tunable
+
+    def tile(self, loop: Any, default: list[int], max_innermost: int) -> list[Any]:
+        """Factors of a perfect split of ``loop`` (len(default) levels)."""
+        decision = None if self.tunable else [int(x) for x in default]
+        return list(self.sch.sample_perfect_tile(loop, n=len(default), max_innermost_factor=max(max_innermost, 1),
+                                                 decision=decision))
+
+
+def max_rows(vectors: int, cpu: CpuFacts) -> int:
+    """Most output rows a register tile of ``vectors`` vector columns can hold."""
+    return max(1, min(28, (cpu.registers - vectors - 1) // max(vectors, 1)))
+
+
+def default_rows(extent: int, vectors: int, cpu: CpuFacts) -> int:
+    """The register-tile height for a loop of ``extent``: the best-scoring divisor."""
+    fits = [rw for rw in divisors(extent) if rw <= max_rows(vectors, cpu)]
+    return max(fits, key=lambda rw: (tile_rate(rw, vectors, cpu), rw))
+
+
+def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_reduce: Any,
+                        row: Any, vec: Any, cpu: CpuFacts, cores: int, separate: bool = False,
+                        dot: str | None = None) -> None:
+    """Accumulate in registers, epilogue from them, then vectorize/unroll every stage. With
+    ``separate`` (zero-padded output channels cropped, or an epilogue of another shape) the
+    epilogue is a pass of its own: per tile it would carry a bounds predicate that measured
+    slower than the extra pass. With ``dot`` (an int8 dot-product family) the accumulation
+    below ``vec`` is tensorized with its instruction instead of vectorized."""
+    if separate and epi is not None:
+        writer = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+        schedule_elementwise(sch, epi, cpu, cores)
+    elif epi is not None:
+        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
+        sch.set_scope(main, 0, "local")
+        writer = epi
+        if _body_size(sch, epi) > EXPENSIVE_EPILOGUE:
+            # Copy the registers out (unrolled, constant indices: they stay registers) into a
+            # small stack buffer and loop over the copy without unrolling: a fast_exp SiLU
+            # epilogue unrolled per register doubled LLVM's compile time (YOLO, measured). Cheap
+            # epilogues stay unrolled (the copy cost ResNet-50 10 %).
+            acc = sch.get(main).writes[0].source
+            index = next(n for n, r in enumerate(sch.get(epi).reads) if r.source.same_as(acc))
+            writer = sch.cache_read(epi, index, "local")
+            _vector_registers(sch, sch.get_loops(epi)[-1], cpu, unroll=False)
+    else:
+        writer = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+    sch.unroll(row)
+    if dot is None:
+        _vector_registers(sch, vec, cpu)
+    init = sch.decompose_reduction(main, first_reduce)
+    if dot is not None:
+        from ..kernels import dot as dots
+
+        step = dots.lanes(dot)
+        if loop_extent(sch, vec) != step:
+            outer, vec = sch.split(vec, [None, step])
+            sch.unroll(outer)
+        # the data: the 4-D 8-bit buffer read (the accumulator is int32, the packed weights 6-D)
+        data = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and "8" in str(r.source.dtype))
+        sch.tensorize(vec, dots.intrinsic(dot, str(data.dtype)))
+    for block in (init, writer):
+        loops = sch.get_loops(block)
+        if len(loops) > 1:
+            sch.unroll(loops[-2])
+        cuts = _lane_cuts(sch, block, loops[-1], cpu) if block == writer else []
+        if cuts:
+            # A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
+            # if_then_else on the vector lane, which TVM cannot vectorize: it left the whole
+            # epilogue scalar (BlazeFace int8: 0.36 → 0.2 ms per layer, partitioned, measured).
+            # Cut the loop where the condition flips, and after the whole registers of a piece
+            # (120 channels: 112 + 8): each part vectorizes with the condition constant.
+            sizes = [b - a for a, b in zip([0, *cuts], cuts)]
+            for part in sch.loop_partition(loops[-1], [*sizes, None]):
+                _vector_registers(sch, part, cpu)
+            continue
+        _vector_registers(sch, loops[-1], cpu)
+
+
+def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
+    """Where to cut ``block``'s vector ``loop``: at a pad's edges, and each piece between them
+    into :func:`register_pieces`. Ascending; none when the loop vectorizes as it is."""
+    extent = loop_extent(sch, loop)
+    edges = _pad_edges(sch, block, extent)
+    if not edges and extent % cpu.lanes == 0:
+        return []
+    cuts = set(edges)
+    for a, b in zip([0, *edges], [*edges, extent]):
+        for width in register_pieces(b - a, cpu.lanes)[:-1]:
+            a += width
+            cuts.add(a)
+    return sorted(cuts)
+
+
+def register_pieces(extent: int, lanes: int) -> list[int]:
+    """``extent`` lanes as pieces LLVM keeps in whole registers: the native registers, then the
+    rest in halves, quarters, … (42 on AVX-512: 32 + 8 + 2), a last single lane as is."""
+    pieces = [extent // lanes * lanes] if extent >= lanes else []
+    rest, width = extent - sum(pieces), lanes // 2
+    while rest and width:
+        if rest >= width:
+            pieces.append(width)
+            rest -= width
+        width //= 2
+    return pieces
+
+
+def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
+    """Where a pad's ``if_then_else`` in ``block`` changes along its innermost axis (the
+    constants it compares that axis with, inside the extent), ascending."""
+    import re
+
+    name = str(sch.get(block).iter_vars[-1].var.name)
+    body = str(sch.get(block).body)
+    if "if_then_else" not in body:
+        return []
+    edges = {int(n) for n in re.findall(rf"\b{re.escape(name)} < (?:T\.int64\()?(\d+)", body)}
+    return sorted(e for e in edges if 0 < e < extent)
+
+
+EXPENSIVE_EPILOGUE = 2500  # characters of TVMScript: bias + activation ≈ 300-900, a SiLU with fast_exp ≈ 8000
+
+
+def _body_size(sch: Any, block: Any) -> int:
+    """Size of a block's computation (TVM 0.27 exposes no TIR visitor to Python: its script)."""
+    return len(str(sch.get(block).body))
+
+
+def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True) -> None:
+    """Vectorize ``loop`` one native register at a time (the register copies unrolled): LLVM
+    handles <16 x float> well and <48 x float> badly (measured 30× slower)."""
+    ext = loop_extent(sch, loop)
+    if ext > cpu.lanes and ext % cpu.lanes == 0:
+        outer, loop = sch.split(loop, [None, cpu.lanes])
+        if unroll:
+            sch.unroll(outer)
+    sch.vectorize(loop)
+
+
+def conv2d_nhwc_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """The packed NHWC convolution micro-kernel (see module docstring); ``order`` 0 keeps a
+    row of pixels fixed while output-channel blocks stream weights, 1 the reverse."""
+    blocks = child_blocks(sch)
+    for block in blocks:
+        if block_name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+    epi, cropped = fold_epilogue(sch, main)
+    b, y, x, o, ry, rx, rc = sch.get_loops(main)
+    weights = sch.get(main).reads[1].source
+    oci = int(weights.shape[-1])
+    vectors = -(-oci // cpu.lanes)
+    ow = loop_extent(sch, x)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default_rows(ow, vectors, cpu), default_rows(ow, vectors, cpu)],
+                                      max_rows(vectors, cpu)))
+    oo, oi = sch.split(o, [None, oci])
+    if order == 0:
+        sch.reorder(b, y, xo, oo, ry, rx, rc, xi, oi)
+        at = oo
+        par = [b, y, xo]
+    else:
+        sch.reorder(b, y, oo, xo, ry, rx, rc, xi, oi)
+        at = xo
+        par = [b, y, oo]
+    parallel_outer(sch, par, cpu, cores)
+    _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, cropped)
+
+
+def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """The integer convolution micro-kernel: ``RW`` output pixels × ``NB`` blocks of 16 output
+    channels of int32 accumulators in registers over (ky, kx, ic/4), each step one dot-product
+    instruction per pixel and block (per 4 channels on Arm) — the target's family, read from
+    the kernel (:mod:`.dot`). ``RW`` and ``NB`` are tuned."""
+    blocks = child_blocks(sch)
+    for stage in blocks:
+        if block_name(sch, stage) == "pad":
+            schedule_elementwise(sch, stage, cpu, cores)
+    family = str(sch.get(main).annotations["edgetune.dot"])
+    # The requantize epilogue runs in this kernel: as a pass of its own (the fp32 kernels'
+    # choice when padded channels are cropped) it cost 3× the convolution (BlazeFace). Per
+    # tile of blocks, from the registers — unless the output is cropped (120 channels computed
+    # as 128) or a residual's channel pad is read: per tile, their bounds flip at a lane that
+    # depends on the tile, so TVM leaves the epilogue scalar (120 channels: 0.116 ms, 0.068
+    # once per row of pixels after all tiles, its channel loop cut into whole registers —
+    # measured). Then it runs once per row of pixels, from the accumulators in L1.
+    epi, cropped = fold_epilogue(sch, main)
+    ragged = cropped or (epi is not None and "if_then_else" in str(sch.get(epi).body))
+    b, y, x, o, ry, rx, rc = sch.get_loops(main)
+    weights = sch.get(main).reads[1].source
+    block, depth = int(weights.shape[-2]), int(weights.shape[-1])
+    # x86: a zmm accumulator per pixel and block, two or three blocks (dot.blocks_per_tile),
+    # rows of 8; Arm: four q registers per pixel and block (and the intrinsic's temporaries),
+    # rows of 4
+    from ..kernels import dot as dots
+
+    rows = 8 if family == "vnni" else 4
+    ow = loop_extent(sch, x)
+    default = max(d for d in divisors(ow) if d <= rows)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
+    oo, oi = sch.split(o, [None, block])
+    nob = loop_extent(sch, oo)
+    per = dots.blocks_per_tile(family, nob)
+    oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
+    rco, rci = sch.split(rc, [None, depth])
+    if order == 0:
+        sch.reorder(b, y, xo, oo, ry, rx, rco, xi, ob, oi, rci)
+        at, par = (xo if ragged else oo), [b, y, xo]
+    else:
+        sch.reorder(b, y, oo, xo, ry, rx, rco, xi, ob, oi, rci)
+        at, par = xo, [b, y, oo]
+    sch.unroll(ob)
+    fused = parallel_outer(sch, par, cpu, cores)
+    if at.same_as(xo) and order == 0 and not _exists(sch, at):
+        at = fused  # a small output's pixel tiles fused into the parallel loop (8×8 on 4 cores)
+    _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, dot=family)
+
+
+def _exists(sch: Any, loop: Any) -> bool:
+    """Whether ``loop`` is still in the schedule (fusing removes the loops it fuses)."""
+    try:
+        sch.get(loop)
+    except Exception:  # noqa: BLE001 — TVM raises a plain error for a removed loop
+        return False
+    return True
+
+
+def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """Depthwise NHWC: a row of ``RW`` pixels × a channel vector block in registers."""
+    for block in child_blocks(sch):
+        if block_name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+    epi, separate = fold_epilogue(sch, main)
+    b, y, x, c, ry, rx = sch.get_loops(main)
+    channels = loop_extent(sch, c)
+    cv = vector_factor(channels, cpu) or channels
+    vectors = -(-cv // cpu.lanes)
+    ow = loop_extent(sch, x)
+    rows = min(8, max_rows(vectors, cpu))
+    default = max(d for d in divisors(ow) if d <= rows)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], rows))
+    co, ci = sch.split(c, [None, cv])
+    # Channels rounded up to whole registers (lowering.depthwise_weights) are cropped by the
+    # epilogue: once per row of pixels, after every channel block, its loop cut into register
+    # pieces (as a pass of its own it cost a parallel region per layer). An epilogue that writes
+    # beyond the sums (a channel pad) stays a pass of its own.
+    per_row = separate and order == 0 and epi is not None and all(
+        e <= m for e, m in zip(out_shape(sch, epi), out_shape(sch, main)))
+    if order == 0:
+        sch.reorder(b, y, xo, co, ry, rx, xi, ci)
+        at, par = (xo if per_row else co), [b, y, xo]
+    else:
+        sch.reorder(b, y, co, xo, ry, rx, xi, ci)
+        at, par = xo, [b, y, co]
+    parallel_outer(sch, par, cpu, cores)
+    _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
+
+
+def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed. Its input
+    may be computed in the kernel (a recurrent step's ``r ⊙ h``): a parallel pass first."""
+    epi, cropped = fold_epilogue(sch, main)
+    inputs = {r.source for r in sch.get(main).reads}
+    for block in child_blocks(sch):
+        if not is_reduction(sch, block) and any(w.source in inputs for w in sch.get(block).writes):
+            schedule_elementwise(sch, block, cpu, cores)
+    loops = sch.get_loops(main)
+    *rows, j, rk = loops
+    row = sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    weights = sch.get(main).reads[1].source
+    nb = int(weights.shape[-1])
+    vectors = -(-nb // cpu.lanes)
+    m = loop_extent(sch, row)
+    rm = default_rows(m, vectors, cpu) if m > 1 else 1
+    ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
+    jo, ji = sch.split(j, [None, nb])
+    outer = [ro, jo] if order == 0 else [jo, ro]
+    sch.reorder(*outer, rk, ri, ji)
+    at = sch.fuse(*outer)
+    sch.parallel(at)
+    _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
+
+
+def winograd_conv(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """Winograd F(m, 3): input transform per tile and channel vector (parallel over tiles), the
+    α² GEMMs as register-tiled micro-kernels (tiles × output channels), output transform per
+    tile, then crop + epilogue as one elementwise pass."""
+    for block in child_blocks(sch):
+        if block_name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+    _winograd_input(sch, cpu)
+    e, p, o, rc = sch.get_loops(main)
+    oci = int(sch.get(main).reads[1].source.shape[-1])
+    vectors = -(-oci // cpu.lanes)
+    tiles = loop_extent(sch, p)
+    rows = default_rows(tiles, vectors, cpu)
+    po, pi = sch.split(p, decide.tile(p, [tiles // rows, rows], max_rows(vectors, cpu)))
+    oo, oi = sch.split(o, [None, oci])
+    outer = [e, po, oo] if order == 0 else [e, oo, po]
+    sch.reorder(*outer, rc, pi, oi)
+    sch.parallel(sch.fuse(outer[0], outer[1]))
+    writer = sch.cache_write(main, 0, "local")
+    sch.reverse_compute_at(writer, outer[2], preserve_unit_loops=True)
+    sch.unroll(pi)
+    _vector_registers(sch, oi, cpu)
+    init = sch.decompose_reduction(main, rc)
+    for block in (init, writer):
+        loops = sch.get_loops(block)
+        sch.unroll(loops[-2])
+        _vector_registers(sch, loops[-1], cpu)
+    _winograd_output(sch, cpu)
+    epi, _separate = fold_epilogue(sch, sch.get_sblock("winograd_crop"))
+    tail = epi if epi is not None else sch.get_sblock("winograd_crop")
+    if epi is not None:
+        sch.compute_inline(sch.get_sblock("winograd_crop"))
+    schedule_elementwise(sch, tail, cpu, cores)
+
+
+def _winograd_input(sch: Any, cpu: CpuFacts) -> None:
+    """Bᵀ d B per tile: tiles in parallel, channels in vectors, the α × α transform unrolled."""
+    v = sch.get_sblock("winograd_input")
+    e, p, c = sch.get_loops(v)
+    width = vector_factor(loop_extent(sch, c), cpu) or 1
+    co, ci = sch.split(c, [None, width])
+    sch.reorder(p, co, e, ci)
+    sch.parallel(p)
+    sch.unroll(e)
+    sch.vectorize(ci)
+    _first_stage_at(sch, "winograd_input1", co)
+
+
+def _winograd_output(sch: Any, cpu: CpuFacts) -> None:
+    """Aᵀ m A per tile: tiles in parallel, output channels in vectors, the transform unrolled."""
+    out = sch.get_sblock("winograd_output")
+    p, i, j, o = sch.get_loops(out)
+    width = vector_factor(loop_extent(sch, o), cpu) or 1
+    oo, oi = sch.split(o, [None, width])
+    sch.reorder(p, oo, i, j, oi)
+    sch.parallel(p)
+    sch.unroll(i)
+    sch.unroll(j)
+    sch.vectorize(oi)
+    _first_stage_at(sch, "winograd_output1", oo)
+
+
+def _first_stage_at(sch: Any, name: str, at: Any) -> None:
+    """The first (row) pass of a separable transform, per channel block: its two tile loops
+    unrolled, its channel loop vectorized."""
+    first = sch.get_sblock(name)
+    sch.compute_at(first, at)
+    loops = sch.get_loops(first)
+    sch.unroll(loops[-4])
+    sch.unroll(loops[-3])
+    sch.vectorize(loops[-1])
