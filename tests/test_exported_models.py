@@ -92,7 +92,7 @@ def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
     2^depth visits. Each expression is now evaluated once."""
     from tvm import relax
 
-    from edgetune._tvm.passes import int8_elementwise as quantized
+    from edgetune._tvm.passes import int8_elementwise
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((16,), "int8"))
@@ -105,10 +105,11 @@ def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
                                                    out_dtype="int8"))
         bb.emit_func_output(out)
     calls = []
-    original = quantized._call_values
-    monkeypatch.setattr(quantized, "_call_values", lambda *a: calls.append(1) or original(*a))
-    mod, count = quantized.int8_tables(bb.get())
-    assert count == 1  # the whole chain became one table lookup
+    original = int8_elementwise._call_values
+    monkeypatch.setattr(int8_elementwise, "_call_values", lambda *a: calls.append(1) or original(*a))
+    tables = int8_elementwise.Int8Tables()
+    tables(bb.get())
+    assert tables.count == 1  # the whole chain became one table lookup
     assert len(calls) < 200
 
 

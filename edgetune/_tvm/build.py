@@ -64,7 +64,7 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
 
     lw = lowering_for(target, layout)
     if target.kind.name != "llvm":
-        mod = pipeline.int8_convolutions_in_float(mod)
+        mod = pipeline.for_gpu(mod)
         if records is not None:
             from .metaschedule.database import compile_with_records
 

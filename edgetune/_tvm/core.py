@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 from typing import Any
@@ -39,6 +40,13 @@ def tvm() -> Any:
     return _tvm
 
 
+def tvm_module(name: str) -> Any:
+    """``tvm.<name>`` behind the version gate, for modules that need TVM when they are imported
+    (the graph passes define their mutators at module level; only builds import them)."""
+    tvm()
+    return importlib.import_module(f"tvm.{name}")
+
+
 def version() -> str:
     """The TVM version string, without importing TVM."""
     from importlib import metadata
@@ -57,6 +65,11 @@ def plain(value: Any) -> Any:
     if hasattr(value, "__iter__"):
         return [plain(v) for v in value]
     return str(value)
+
+
+def copy_module(mod: Any) -> Any:
+    """A new IRModule with ``mod``'s functions and attributes (replacing one leaves ``mod`` as is)."""
+    return tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
 
 
 def last_line(err: BaseException) -> str:

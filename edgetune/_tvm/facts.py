@@ -66,11 +66,18 @@ def quantization_notes(mod: Any) -> list[str]:
             f"quantize; checked against the runtime like the rest, not integer kernels): {shown}"]
 
 
-def quantization_scheme(mod: Any) -> dict[str, Any] | None:
-    """How an imported model is quantized and how it runs (:func:`.quantized.quantization_scheme`)."""
+def quantization_scheme(mod: Any, target: Any = None) -> dict[str, Any] | None:
+    """How an imported model is quantized and how it runs
+    (:func:`.passes.int8_scheme.quantization_scheme`); with ``target``, how its exact int8
+    layers run on that target (its dot-product instruction, or fp32 kernels)."""
+    from .kernels.dot import dot_family
+    from .passes.int8_scheme import integer_runs_as
     from .passes.int8_scheme import quantization_scheme as scheme
 
-    return scheme(mod)
+    found = scheme(mod)
+    if found is not None and target is not None and found.get("exact"):
+        found["runs_as"] = integer_runs_as(dot_family(target), gpu=target.kind.name != "llvm")
+    return found
 
 
 def kernel_table(fused: Any) -> dict[str, dict[str, Any]]:

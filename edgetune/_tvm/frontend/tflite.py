@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import ModelError
 from ..constants import QUANTIZED_DATA_MOVEMENT
-from ..core import tvm
+from ..core import copy_module, tvm
 from .common import NodeConversionError, quiet_frontend, reason
 
 
@@ -189,6 +189,6 @@ def rename_inputs(mod: Any, mapping: Mapping[str, str]) -> Any:
 
     body = _Rename(mod).visit_expr(func.body)
     new = relax.Function(new_params, body, func.ret_ty, func.is_pure, func.attrs)
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out = copy_module(mod)
     out[out.get_global_var("main")] = new
     return out

@@ -7,89 +7,83 @@ from typing import Any
 
 import numpy as np
 
-from .common import const_array, ints, is_tensor, map_functions, op_name
+from .common import MutatorPass, bound_value, const_array, emit_like, ints, is_tensor, module_pass, op_name, relax
 
 
-def drop_dropout(mod: Any) -> Any:
+@relax.expr_functor.mutator
+class _DropDropout(relax.PyExprMutator):
+    def visit_tuple_getitem_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
+        new = super().visit_tuple_getitem_(op)
+        value = bound_value(self, new.tuple_value)
+        if new.index == 0 and op_name(value) == "relax.nn.dropout":
+            return value.args[0]
+        return new
+
+
+@module_pass(opt_level=0)
+class DropDropout(MutatorPass):
     """``TupleGetItem(dropout(x), 0) → x``. DecomposeOpsForInference leaves dropout's tuple,
     which trips layout passes (measured: "Expected nested to match tuple" on squeezenet)."""
-    from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Drop(relax.PyExprMutator):
-        def visit_tuple_getitem_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
-            new = super().visit_tuple_getitem_(op)
-            value = new.tuple_value
-            if isinstance(value, relax.Var):
-                bound = self.lookup_binding(value)
-                value = value if bound is None else bound
-            if new.index == 0 and op_name(value) == "relax.nn.dropout":
-                return value.args[0]
+    mutator = _DropDropout
+
+
+@relax.expr_functor.mutator
+class _SumOfStack(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.sum" or new.attrs.keepdims or [int(a) for a in (new.attrs.axis or [])] != [0]:
             return new
+        stack = bound_value(self, new.args[0])
+        if op_name(stack) != "relax.stack" or int(stack.attrs.axis) != 0:
+            return new
+        parts = list(getattr(bound_value(self, stack.args[0]), "fields", []))
+        if len(parts) < 2:
+            return new
+        terms = []
+        for part in parts:
+            inner = bound_value(self, part)
+            terms.append(inner.args[0] if op_name(inner) == "relax.broadcast_to" else part)
+        total = terms[0]
+        for term in terms[1:]:
+            total = self.builder_.emit(relax.op.add(total, term))
+        want = [int(d) for d in new.ty.shape.values]
+        if [int(d) for d in total.ty.shape.values] != want:
+            total = relax.op.broadcast_to(total, want)
+        return total
 
-    return map_functions(mod, lambda m, f: _Drop(m).visit_expr(f))
 
-
-def sum_of_stack_to_add(mod: Any) -> Any:
+@module_pass(opt_level=0)
+class SumOfStackToAdd(MutatorPass):
     """ONNX ``Sum`` arrives as ``sum(stack([broadcast_to(a), broadcast_to(b)]), axis=0)``: a 5-D
     op nothing fuses with. Rewrite it to ``a + b`` (broadcasting as ``add`` does), so residual
     additions fuse into the convolution before them."""
-    from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Sum(relax.PyExprMutator):
-        def _bound(self, expr: Any) -> Any:
-            if isinstance(expr, relax.Var):
-                bound = self.lookup_binding(expr)
-                return expr if bound is None else bound
-            return expr
-
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            if op_name(new) != "relax.sum" or new.attrs.keepdims or [int(a) for a in (new.attrs.axis or [])] != [0]:
-                return new
-            stack = self._bound(new.args[0])
-            if op_name(stack) != "relax.stack" or int(stack.attrs.axis) != 0:
-                return new
-            parts = list(getattr(self._bound(stack.args[0]), "fields", []))
-            if len(parts) < 2:
-                return new
-            terms = []
-            for part in parts:
-                inner = self._bound(part)
-                terms.append(inner.args[0] if op_name(inner) == "relax.broadcast_to" else part)
-            total = terms[0]
-            for term in terms[1:]:
-                total = self.builder_.emit(relax.op.add(total, term))
-            want = [int(d) for d in new.ty.shape.values]
-            if [int(d) for d in total.ty.shape.values] != want:
-                total = relax.op.broadcast_to(total, want)
-            return total
-
-    return map_functions(mod, lambda m, f: _Sum(m).visit_expr(f))
+    mutator = _SumOfStack
 
 
-def nchw_conv2d_transpose(mod: Any) -> Any:
+@relax.expr_functor.mutator
+class _NCHWDeconv(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.nn.conv2d_transpose" or new.attrs.data_layout != "NHWC":
+            return new
+        a = new.attrs
+        x = self.builder_.emit(relax.op.permute_dims(new.args[0], [0, 3, 1, 2]))
+        y = self.builder_.emit(relax.op.nn.conv2d_transpose(
+            x, new.args[1], strides=ints(a.strides), padding=ints(a.padding),
+            output_padding=ints(a.output_padding), dilation=ints(a.dilation), groups=int(a.groups),
+            data_layout="NCHW", kernel_layout=a.kernel_layout, out_layout="NCHW", out_dtype=a.out_dtype))
+        return relax.op.permute_dims(y, [0, 2, 3, 1])
+
+
+@module_pass(opt_level=0)
+class NCHWConv2dTranspose(MutatorPass):
     """TVM 0.27 legalizes ``conv2d_transpose`` only in NCHW; the TFLite frontend emits it in NHWC
     (TRANSPOSE_CONV, MediaPipe's transposed conv), which then reaches codegen unlowered. Wrap
     such calls in transposes to NCHW and back (the layout passes fold them where they can)."""
-    from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Deconv(relax.PyExprMutator):
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            if op_name(new) != "relax.nn.conv2d_transpose" or new.attrs.data_layout != "NHWC":
-                return new
-            a = new.attrs
-            x = self.builder_.emit(relax.op.permute_dims(new.args[0], [0, 3, 1, 2]))
-            y = self.builder_.emit(relax.op.nn.conv2d_transpose(
-                x, new.args[1], strides=ints(a.strides), padding=ints(a.padding),
-                output_padding=ints(a.output_padding), dilation=ints(a.dilation), groups=int(a.groups),
-                data_layout="NCHW", kernel_layout=a.kernel_layout, out_layout="NCHW", out_dtype=a.out_dtype))
-            return relax.op.permute_dims(y, [0, 2, 3, 1])
-
-    return map_functions(mod, lambda m, f: _Deconv(m).visit_expr(f))
+    mutator = _NCHWDeconv
 
 
 _NUMPY_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multiply": "multiply",
@@ -99,67 +93,66 @@ _NUMPY_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multip
 _NUMPY_UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp", "relax.abs": "abs"}
 
 
-def fold_constants_numpy(mod: Any) -> Any:
+def _fold_call(call: Any) -> Any | None:
+    """The constant a call on constants evaluates to, computed in numpy; None when it is not one
+    of the cheap ops (or not on constants)."""
+    name = op_name(call)
+    if not is_tensor(call):  # shape- or tuple-valued calls (``shape_of``, ``split``) stay
+        return None
+    args = [const_array(a) for a in call.args if is_tensor(a)]
+    if not args or any(a is None for a in args) or len(args) != sum(1 for a in call.args if is_tensor(a)):
+        return None
+    dtype = str(call.ty.dtype)
+    if name in _NUMPY_BINARY and len(args) == 2 and args[0].dtype == args[1].dtype:
+        out = getattr(np, _NUMPY_BINARY[name])(args[0], args[1])
+    elif name in _NUMPY_UNARY and len(args) == 1:
+        out = getattr(np, _NUMPY_UNARY[name])(args[0])
+    elif name == "relax.rsqrt":
+        out = 1 / np.sqrt(args[0])
+    elif name in ("relax.expand_dims", "relax.reshape", "relax.squeeze", "relax.broadcast_to"):
+        shape = [int(d) for d in call.ty.shape.values]
+        out = np.broadcast_to(args[0], shape) if name == "relax.broadcast_to" else args[0].reshape(shape)
+    elif name == "relax.permute_dims":
+        axes = call.attrs.axes
+        out = np.transpose(args[0], None if axes is None else [int(a) for a in axes])
+    else:
+        return None
+    if str(out.dtype) != dtype:
+        return None
+    return relax.const(np.require(out, requirements="C"), dtype)  # ascontiguousarray makes a scalar 1-d
+
+
+@relax.expr_functor.mutator
+class _FoldNumpy(relax.PyExprMutator):
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        value = self.visit_expr(binding.value)
+        folded = _fold_call(value) if isinstance(value, relax.Call) else None
+        if folded is None:
+            return super().visit_var_binding_(binding)
+        self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, folded))
+        return None
+
+    def _inline(self, new: Any) -> Any:
+        bound = self.lookup_binding(new) if isinstance(new, relax.Var) else None
+        return bound if bound is not None and const_array(bound) is not None else new
+
+    def visit_var_(self, op: Any) -> Any:  # noqa: N802 — constants inline into their users
+        return self._inline(super().visit_var_(op))
+
+    def visit_dataflow_var_(self, op: Any) -> Any:  # noqa: N802
+        return self._inline(super().visit_dataflow_var_(op))
+
+
+@module_pass(opt_level=0)
+class FoldConstantsNumpy(MutatorPass):
     """Evaluate the cheap constant arithmetic of decomposed batch norms and weight reshapes
     (``expand_dims``, ``sqrt(var + eps)``, ``permute_dims`` …) in numpy. TVM's FoldConstant
     compiles a kernel for every such call: 15 s of a ResNet-50 build, measured."""
-    from tvm import relax
 
-    def fold(call: Any) -> Any | None:
-        name = op_name(call)
-        if not is_tensor(call):  # shape- or tuple-valued calls (``shape_of``, ``split``) stay
-            return None
-        args = [const_array(a) for a in call.args if is_tensor(a)]
-        if not args or any(a is None for a in args) or len(args) != sum(1 for a in call.args if is_tensor(a)):
-            return None
-        dtype = str(call.ty.dtype)
-        if name in _NUMPY_BINARY and len(args) == 2 and args[0].dtype == args[1].dtype:
-            out = getattr(np, _NUMPY_BINARY[name])(args[0], args[1])
-        elif name in _NUMPY_UNARY and len(args) == 1:
-            out = getattr(np, _NUMPY_UNARY[name])(args[0])
-        elif name == "relax.rsqrt":
-            out = 1 / np.sqrt(args[0])
-        elif name in ("relax.expand_dims", "relax.reshape", "relax.squeeze", "relax.broadcast_to"):
-            shape = [int(d) for d in call.ty.shape.values]
-            out = np.broadcast_to(args[0], shape) if name == "relax.broadcast_to" else args[0].reshape(shape)
-        elif name == "relax.permute_dims":
-            axes = call.attrs.axes
-            out = np.transpose(args[0], None if axes is None else [int(a) for a in axes])
-        else:
-            return None
-        if str(out.dtype) != dtype:
-            return None
-        return relax.const(np.require(out, requirements="C"), dtype)  # ascontiguousarray makes a scalar 1-d
-
-    @relax.expr_functor.mutator
-    class _Fold(relax.PyExprMutator):
-        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            value = self.visit_expr(binding.value)
-            folded = fold(value) if isinstance(value, relax.Call) else None
-            if folded is None:
-                return super().visit_var_binding_(binding)
-            self.set_var_remap(binding.var, self.builder_.emit(folded) if isinstance(binding.var, relax.DataflowVar)
-                               else self.builder_.emit_output(folded))
-            return None
-
-        def _inline(self, new: Any) -> Any:
-            bound = self.lookup_binding(new) if isinstance(new, relax.Var) else None
-            return bound if bound is not None and const_array(bound) is not None else new
-
-        def visit_var_(self, op: Any) -> Any:  # noqa: N802 — constants inline into their users
-            return self._inline(super().visit_var_(op))
-
-        def visit_dataflow_var_(self, op: Any) -> Any:  # noqa: N802
-            return self._inline(super().visit_dataflow_var_(op))
-
-    return map_functions(mod, lambda m, f: _Fold(m).visit_expr(f))
+    mutator = _FoldNumpy
 
 
-def fold_rest(mod: Any) -> Any:
-    """TVM's FoldConstant, only when calls on constants are left (e.g. a TFLite ``dequantize``
-    of int8 weights): the pass spent seconds on ResNet-50 even with nothing to fold."""
-    from tvm import relax
-
+def _calls_on_constants(mod: Any) -> bool:
     found = []
 
     def visit(expr: Any) -> None:
@@ -171,4 +164,13 @@ def fold_rest(mod: Any) -> Any:
     for _gv, func in mod.functions_items():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func.body, visit)
-    return relax.transform.FoldConstant()(mod) if found else mod
+    return bool(found)
+
+
+@module_pass(opt_level=0)
+class FoldRest:
+    """TVM's FoldConstant, only when calls on constants are left (e.g. a TFLite ``dequantize``
+    of int8 weights): the pass spent seconds on ResNet-50 even with nothing to fold."""
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return relax.transform.FoldConstant()(mod) if _calls_on_constants(mod) else mod

@@ -1,28 +1,48 @@
-"""What the graph passes share: walking a module's functions, reading bindings and constants."""
+"""What the graph passes share: TVM's Relax (passes are imported by builds only, so they import
+TVM when they load), the pass shapes edgetune's rewrites take, and readers of bindings and
+constants."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ..core import tvm
+from ..core import copy_module, tvm, tvm_module
+
+relax = tvm_module("relax")
+module_pass = tvm().transform.module_pass
 
 
 def map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
-    from tvm import relax
-
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    """``mod`` with every Relax function replaced by ``fn(mod, function)``."""
+    out = copy_module(mod)
     for gv, func in mod.functions_items():
         if isinstance(func, relax.Function):
             out[gv] = fn(mod, func)
     return out
 
 
+class MutatorPass:
+    """A module pass that runs ``mutator(mod)`` over every Relax function of the module.
+    Subclasses set ``mutator`` (a ``PyExprMutator`` class) and are decorated with
+    :func:`module_pass`."""
+
+    mutator: Any
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return map_functions(mod, lambda m, f: self.mutator(m).visit_expr(f))
+
+
+def emit_like(builder: Any, var: Any, expr: Any) -> Any:
+    """Bind ``expr`` as ``var`` was bound: an output of the dataflow block when ``var`` is one
+    (a non-dataflow var inside a dataflow block), else a plain binding."""
+    output = builder.current_block_is_dataflow() and not isinstance(var, relax.DataflowVar)
+    return builder.emit_output(expr) if output else builder.emit(expr)
+
+
 def readers_of(func: Any) -> dict[Any, list[Any]]:
     """Each variable of ``func``'s body → the values of the bindings that read it (a call's
     arguments, call_tir's tuple of them included); ``None`` for the function's result."""
-    from tvm import relax
-
     readers: dict[Any, list[Any]] = {}
     for block in func.body.blocks:
         for b in block.bindings:
@@ -37,8 +57,7 @@ def readers_of(func: Any) -> dict[Any, list[Any]]:
 
 
 def op_name(expr: Any) -> str:
-    from tvm import relax
-
+    """The operator ``expr`` calls (``relax.add``), or "" when it is not an operator call."""
     if isinstance(expr, relax.Call) and isinstance(expr.op, tvm().ir.Op):
         return str(expr.op.name)
     return ""
@@ -46,14 +65,12 @@ def op_name(expr: Any) -> str:
 
 def const_array(expr: Any) -> Any | None:
     """The numpy value of a Relax constant, else None."""
-    if type(expr).__name__ in ("GenericConst", "Constant") and hasattr(expr, "value"):
+    if isinstance(expr, tvm().ir.Constant) and isinstance(expr.value, tvm().runtime.Tensor):
         return expr.value.numpy()
-    return None
+    return None  # not a constant, or an immediate (IntImm, FloatImm)
 
 
 def is_tensor(expr: Any) -> bool:
-    from tvm import relax
-
     return isinstance(getattr(expr, "ty", None), relax.TensorType)
 
 
@@ -73,33 +90,38 @@ def ints(values: Any) -> list[int]:
 
 def bound_value(mutator: Any, expr: Any) -> Any:
     """What a variable is bound to in the function ``mutator`` rewrites (``expr`` itself if not
-    a variable)."""
-    from tvm import relax
+    a variable or not bound there)."""
+    if not isinstance(expr, relax.Var):
+        return expr
+    bound = mutator.lookup_binding(expr)
+    return expr if bound is None else bound
 
-    return mutator.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
+
+@relax.expr_functor.mutator
+class _Relabel(relax.PyExprMutator):
+    """Each call_tir bound to a variable of ``labels`` calls a copy of its PrimFunc carrying
+    another FuseOps pattern."""
+
+    def __init__(self, mod: Any, labels: dict[Any, tuple[Any, int, str]]):
+        super().__init__(mod)
+        self.mod, self.labels = mod, labels
+
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802 — TVM's visitor naming
+        if binding.var not in self.labels:
+            return super().visit_var_binding_(binding)
+        value, op_pattern, suffix = self.labels[binding.var]
+        gv = value.args[0]
+        copy = self.builder_.add_func(self.mod[gv].with_attr("op_pattern", op_pattern), f"{gv.name_hint}_{suffix}")
+        new = relax.Call(value.op, [copy, *(self.visit_expr(a) for a in value.args[1:])], value.attrs, value.ty_args)
+        self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, new))
+        return None
 
 
-def relabel(mod: Any, relabel: dict[Any, tuple[Any, int, str]]) -> Any:
-    """``mod`` with the call_tir bound to each variable of ``relabel`` calling a copy of its
-    PrimFunc with another FuseOps pattern (``relabel[var] = (value, pattern, suffix)``)."""
-    from tvm import relax
-
-    if not relabel:
+def relabel(mod: Any, labels: dict[Any, tuple[Any, int, str]]) -> Any:
+    """``mod`` with the call_tir bound to each variable of ``labels`` calling a copy of its
+    PrimFunc with another FuseOps pattern (``labels[var] = (value, pattern, suffix)``)."""
+    if not labels:
         return mod
-
-    @relax.expr_functor.mutator
-    class _Relabel(relax.PyExprMutator):
-        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            if binding.var not in relabel:
-                return super().visit_var_binding_(binding)
-            value, op_pattern, suffix = relabel[binding.var]
-            gv = value.args[0]
-            copy = self.builder_.add_func(mod[gv].with_attr("op_pattern", op_pattern), f"{gv.name_hint}_{suffix}")
-            new = relax.Call(value.op, [copy, *(self.visit_expr(a) for a in value.args[1:])], value.attrs, value.ty_args)
-            emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
-            self.set_var_remap(binding.var, emit(new))
-            return None
-
-    mutator = _Relabel(mod)
+    mutator = _Relabel(mod, labels)
     mutator.builder_.update_func(mod.get_global_var("main"), mutator.visit_expr(mod["main"]))
     return mutator.builder_.get()

@@ -7,20 +7,26 @@ from typing import Any
 import numpy as np
 
 from ..core import tvm
-from .common import const_array, is_tensor, relabel
+from .common import const_array, is_tensor, module_pass, relabel, relax
 
 _ELEMWISE, _BROADCAST, _INJECTIVE, _OUT_EWISE_FUSABLE = 0, 1, 2, 4  # TVM's OpPatternKind
 
 
-def broadcasts_apart(mod: Any) -> Any:
+@module_pass(opt_level=0)
+class BroadcastsApart:
     """A broadcast op that spreads a convolution's (or dense layer's) small output over a larger
     tensor — a squeeze-and-excitation gate times its feature map — is kept out of that kernel:
     FuseOps would fuse it as the kernel's epilogue, whose loops then run over the large shape and
     recompute every sum once per pixel (MobileNetV3's gates: 0.4–0.6 ms each, 1 GFLOP/s). The op is
     labelled injective for its call only (a copy of its PrimFunc), so it still fuses with what
     follows it."""
-    from tvm import relax
 
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return relabel(mod, _broadcasts_apart_labels(mod))
+
+
+def _broadcasts_apart_labels(mod: Any) -> dict[Any, tuple[Any, int, str]]:
+    """The broadcast calls of ``main`` to relabel injective."""
     main = mod["main"]
     bound = {b.var: b.value for block in main.body.blocks for b in block.bindings}
     call_tir = tvm().ir.Op.get("relax.call_tir")
@@ -64,17 +70,23 @@ def broadcasts_apart(mod: Any) -> Any:
             continue
         if any(isinstance(a, relax.Var) and spread(a, out) and from_reduction(a) for a in value.args[1].fields):
             labels[var] = (value, _INJECTIVE, "apart")
-    return relabel(mod, labels)
+    return labels
 
 
-def table_lookups_elementwise(mod: Any) -> Any:
-    """Lookups in a constant 1-D table (``take(table, index)``, :func:`.quantized.int8_tables`)
+@module_pass(opt_level=0)
+class TableLookupsElementwise:
+    """Lookups in a constant 1-D table (``take(table, index)``, :class:`.int8_elementwise.Int8Tables`)
     labelled elementwise, for their call only: TVM labels ``take`` injective (its output is not
     a function of the same element of its index in general), so FuseOps kept each lookup out of
     the convolution it follows — a kernel of its own, a pass over memory and a dispatch per
     table. Over a constant table indexed by a tensor of the output's shape it is elementwise."""
-    from tvm import relax
 
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return relabel(mod, _table_lookups_elementwise_labels(mod))
+
+
+def _table_lookups_elementwise_labels(mod: Any) -> dict[Any, tuple[Any, int, str]]:
+    """The lookups of ``main`` to relabel elementwise."""
     main = mod["main"]
     call_tir = tvm().ir.Op.get("relax.call_tir")
     labels = {}
@@ -92,4 +104,4 @@ def table_lookups_elementwise(mod: Any) -> Any:
                     and is_tensor(args[1]) and is_tensor(value)
                     and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
                 labels[b.var] = (value, _ELEMWISE, "lookup")
-    return relabel(mod, labels)
+    return labels

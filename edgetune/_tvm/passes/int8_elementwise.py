@@ -8,19 +8,39 @@ from typing import Any
 
 import numpy as np
 
-from .common import bound_value, const_array, map_functions, op_name
+from ..core import tvm_module
+from .common import bound_value, const_array, map_functions, module_pass, op_name, relax
+
+tirx = tvm_module("tirx")
 
 
-def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
+class QuantizeRewrite:
+    """The shape of the int8 elementwise passes: each ``quantize`` call to one of ``dtypes`` is
+    replaced by ``rewrite(mutator, call)`` where that gives an expression (None: kept as is);
+    ``count`` says, after a run, how many were replaced."""
+
+    dtypes: tuple[str, ...] = ("int8",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
+        raise NotImplementedError
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return map_functions(mod, lambda m, f: _Quantizes(m, self).visit_expr(f))
+
+
+@module_pass(opt_level=0)
+class XnnpackInt8Adds(QuantizeRewrite):
     """TFLite int8 ADDs (``quantize(dequantize(a) + dequantize(b))``) computed as LiteRT's
     XNNPACK kernel does, in int32 fixed point: each input's scale over the output's as a
     multiplier of 20 significant bits (the larger one in [2²⁰, 2²¹)), a rounding bias that
     also carries the zero points, then an arithmetic shift. The float path rounds a step away
     where the exact sum sits near a half — one step per residual block, compounding through
-    the network. Returns the module and how many adds were rewritten."""
-    from tvm import relax
+    the network."""
 
-    def rewrite(mutator: Any, q: Any) -> Any | None:
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
         add = bound_value(mutator, q.args[0])
         if op_name(add) != "relax.add":
             return None
@@ -52,47 +72,39 @@ def xnnpack_int8_adds(mod: Any) -> tuple[Any, int]:
         out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
         return relax.op.astype(emit(relax.op.clip(out, -128, 127)), "int8")
 
-    return rewrite_quantizes(mod, rewrite)
 
-
-def int8_relus(mod: Any) -> tuple[Any, int]:
+@module_pass(opt_level=0)
+class Int8Relus(QuantizeRewrite):
     """TFLite int8 ReLUs (``quantize(relu(dequantize(v)))``) without the division TVM's
     ``quantize`` spends per element: ``round(max(v − z1, 0) · k) + z2`` with one float32 ``k``
     for ``s1/s2`` — kept only when it gives what the float path gives for every one of the 256
-    int8 inputs (checked here in float32), so results do not change. Returns the module and how
-    many ReLUs were rewritten."""
+    int8 inputs (checked here in float32), so results do not change."""
 
-    def rewrite(mutator: Any, q: Any) -> Any | None:
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
         relu = bound_value(mutator, q.args[0])
         if op_name(relu) != "relax.nn.relu":
             return None
         return _affine_requantize(mutator, q, bound_value(mutator, relu.args[0]), relu=True)
 
-    return rewrite_quantizes(mod, rewrite)
 
-
-def int8_rescales(mod: Any) -> tuple[Any, int]:
+@module_pass(opt_level=0)
+class Int8Rescales(QuantizeRewrite):
     """``quantize(dequantize(v))`` from one scale and zero point to another (how QDQ graphs put
     a SqueezeNet Fire module's branches on the scale of their concatenation, after
-    :func:`int8_concats`) as ``round((v − z1) · k) + z2``, saturated, with one float32 ``k`` for
+    :class:`Int8Concats`) as ``round((v − z1) · k) + z2``, saturated, with one float32 ``k`` for
     ``s1/s2`` — where that gives the float path's result for every one of the 256 int8 inputs,
-    as :func:`int8_relus` checks; other rescales stay lookups (:func:`int8_tables`). A lookup in
+    as :class:`Int8Relus` checks; other rescales stay lookups (:class:`Int8Tables`). A lookup in
     a vectorized epilogue is a scalar load per lane (TVM has no vector gather): on SqueezeNet's
-    55×55×16 → 64 expand layer the epilogue's lookup took 0.17 ms, the arithmetic 0.09. Returns
-    the module and how many rescales were rewritten."""
+    55×55×16 → 64 expand layer the epilogue's lookup took 0.17 ms, the arithmetic 0.09."""
 
-    def rewrite(mutator: Any, q: Any) -> Any | None:
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
         return _affine_requantize(mutator, q, bound_value(mutator, q.args[0]), relu=False)
-
-    return rewrite_quantizes(mod, rewrite)
 
 
 def _affine_requantize(mutator: Any, q: Any, d: Any, relu: bool) -> Any | None:
     """``q`` = ``quantize(relu?(d))``, ``d`` = ``dequantize(v)`` of an int8 ``v``, both per
     tensor, as ``clip(round(max?(v − z1, 0) · k) + z2)`` in float32 with ``k`` = ``s1/s2``;
     None where ``q`` is not that or this differs from the float path on any of the 256 inputs."""
-    from tvm import relax
-
     if (op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8"
             or str(q.attrs.out_dtype) != "int8"):
         return None
@@ -141,25 +153,26 @@ _TABLE_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255)}
 
 
-def int8_concats(mod: Any) -> tuple[Any, int]:
+@module_pass(opt_level=0)
+class Int8Concats(QuantizeRewrite):
     """``quantize(concat(dequantize(a), dequantize(b), …))`` — how QDQ graphs join SqueezeNet's
     expand branches — as ``concat(a', b', …)`` of int8 tensors: an input on the output's scale
     and zero point is taken as it is, another requantized (``quantize(dequantize(x))``, which
-    :func:`int8_tables` makes a lookup in the kernel that produces ``x``). The float path wrote
+    :class:`Int8Tables` makes a lookup in the kernel that produces ``x``). The float path wrote
     each branch as float32 and ran a concat + quantize kernel over them (SqueezeNet: 0.1 ms per
-    Fire module, a tenth of the model). Returns the module and how many were rewritten."""
-    from tvm import relax
+    Fire module, a tenth of the model)."""
 
+    @staticmethod
     def per_tensor(d: Any) -> tuple[np.float32, int] | None:
         scale, zero = const_array(d.args[1]), const_array(d.args[2])
         if scale is None or zero is None or scale.size != 1 or zero.size != 1:
             return None
         return np.float32(scale.reshape(())), int(zero.reshape(()))
 
-    def rewrite(mutator: Any, q: Any) -> Any | None:
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
         concat = bound_value(mutator, q.args[0])
         fields = bound_value(mutator, concat.args[0]) if op_name(concat) == "relax.concat" else None
-        out = per_tensor(q)
+        out = self.per_tensor(q)
         if not isinstance(fields, relax.Tuple) or out is None:
             return None
         parts = []
@@ -167,7 +180,7 @@ def int8_concats(mod: Any) -> tuple[Any, int]:
             d = bound_value(mutator, field)
             if op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != str(q.attrs.out_dtype):
                 return None
-            params = per_tensor(d)
+            params = self.per_tensor(d)
             if params is None:
                 return None
             parts.append(d.args[0] if params == out else
@@ -175,10 +188,9 @@ def int8_concats(mod: Any) -> tuple[Any, int]:
                                                                  out_dtype=str(q.attrs.out_dtype))))
         return relax.op.concat(parts, axis=int(concat.attrs.axis))
 
-    return rewrite_quantizes(mod, rewrite)
 
-
-def int8_tables(mod: Any) -> tuple[Any, int]:
+@module_pass(opt_level=0)
+class Int8Tables(QuantizeRewrite):
     """Chains of elementwise float ops between one 8-bit tensor and a quantize —
     ``quantize(f(dequantize(x)))`` with per-tensor parameters and scalar constants, such as
     MobileNetV3's hard-swish in QDQ form (dequantize → hard-sigmoid → quantize → dequantize →
@@ -189,12 +201,13 @@ def int8_tables(mod: Any) -> tuple[Any, int]:
     the float path divides per element; the lookup is one gather (the division-free float
     spelling of the same chain measured slower than the gather in MobileNetV3's depthwise
     epilogues, 0.43 against 0.27 ms on a 14×14×672 layer — while those epilogues were still
-    scalar code; a plain rescale is now arithmetic, :func:`int8_rescales`). Tables follow tables: a chain
+    scalar code; a plain rescale is now arithmetic, :class:`Int8Rescales`). Tables follow tables: a chain
     through an already tabled quantize is evaluated through its table, so the whole chain
-    becomes one lookup. Returns the module and how many quantizes were replaced."""
-    from tvm import relax
+    becomes one lookup."""
 
-    def rewrite(mutator: Any, q: Any) -> Any | None:
+    dtypes = tuple(INT_RANGE)
+
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
         source: list[Any] = []
         values = chain_values(mutator, q, source)
         if values is None or not source:
@@ -209,8 +222,6 @@ def int8_tables(mod: Any) -> tuple[Any, int]:
         table = relax.const(values.astype(np.int32), "int32")
         # "clip": the index is in range by construction; "fast" would print a warning per table
         return relax.op.astype(emit(relax.op.take(table, index, axis=0, mode="clip")), str(q.attrs.out_dtype))
-
-    return rewrite_quantizes(mod, rewrite, tuple(INT_RANGE))
 
 
 def chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> np.ndarray | None:
@@ -232,9 +243,7 @@ def chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> 
 
 def _chain(mutator: Any, expr: Any, depth: int) -> tuple[np.ndarray | None, Any]:
     """(values, source) of ``expr`` found with no source preset, memoised on ``mutator``."""
-    from tvm import relax
-
-    if type(expr).__name__ in ("FloatImm", "IntImm"):  # clip's bounds
+    if isinstance(expr, (tirx.FloatImm, tirx.IntImm)):  # clip's bounds
         return np.asarray(expr.value), None
     constant = const_array(expr)
     if constant is not None:
@@ -256,8 +265,6 @@ def _chain(mutator: Any, expr: Any, depth: int) -> tuple[np.ndarray | None, Any]
 
 
 def _int8_var(expr: Any) -> bool:
-    from tvm import relax
-
     return isinstance(expr, relax.Var) and str(getattr(expr.ty, "dtype", "")) in INT_RANGE
 
 
@@ -313,25 +320,20 @@ def _call_values(mutator: Any, call: Any, source: list[Any], depth: int) -> np.n
     return None
 
 
-def rewrite_quantizes(mod: Any, rewrite: Callable[[Any, Any], Any | None],
-                       dtypes: tuple[str, ...] = ("int8",)) -> tuple[Any, int]:
-    """``mod`` with each ``quantize`` call to one of ``dtypes`` replaced by
-    ``rewrite(mutator, call)`` where that gives an expression (None: kept), and how many were
-    replaced."""
-    from tvm import relax
+@relax.expr_functor.mutator
+class _Quantizes(relax.PyExprMutator):
+    """Each ``quantize`` to one of the pass's dtypes replaced by what its ``rewrite`` makes of it."""
 
-    done = [0]
+    def __init__(self, mod: Any, rewriter: QuantizeRewrite):
+        super().__init__(mod)
+        self.rewriter = rewriter
 
-    @relax.expr_functor.mutator
-    class _Rewrite(relax.PyExprMutator):
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            if op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) not in dtypes:
-                return new
-            rewritten = rewrite(self, new)
-            if rewritten is None:
-                return new
-            done[0] += 1
-            return rewritten
-
-    return map_functions(mod, lambda m, f: _Rewrite(m).visit_expr(f)), done[0]
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.quantize" or str(new.attrs.out_dtype) not in self.rewriter.dtypes:
+            return new
+        rewritten = self.rewriter.rewrite(self, new)
+        if rewritten is None:
+            return new
+        self.rewriter.count += 1
+        return rewritten

@@ -11,11 +11,23 @@ from ..kernels import dot
 from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, depthwise_conv2d_nhwc
 from ..kernels.cpu import CpuFacts, depthwise_weights, pad_axis, register_tile
 from ..kernels.winograd import conv_signature
-from .common import const_array, ints, is_tensor, map_functions, op_name, readers_of
+from .common import (
+    MutatorPass,
+    const_array,
+    emit_like,
+    ints,
+    is_tensor,
+    map_functions,
+    module_pass,
+    op_name,
+    readers_of,
+    relax,
+)
 
 
-def int8_convolutions(mod: Any, target: Any) -> Any:
-    """int8 × int8 → int32 convolutions (exact int8 layers, :mod:`.quantized`) as edgetune's
+@module_pass(opt_level=0)
+class Int8Convolutions:
+    """int8 × int8 → int32 convolutions (exact int8 layers, :class:`.int8_layers.ExactInt8Layers`) as edgetune's
     kernels, a zero-point pad in front of one absorbed into it (a pad of its own would be a
     separate pass over the input: FuseOps does not fuse producers into a convolution), and the
     per-channel constant added after it (``bias − zx·Σw``) taken in:
@@ -32,130 +44,138 @@ def int8_convolutions(mod: Any, target: Any) -> Any:
     vector less, in epilogues as long as the 9-tap sums of a depthwise layer).
 
     Done before LegalizeOps because TVM's conv2d carries no pad value."""
-    from tvm import relax
 
-    family, cpu = dot.dot_family(target), CpuFacts.of(target)
+    def __init__(self, target: Any):
+        self.family, self.cpu = dot.dot_family(target), CpuFacts.of(target)
 
-    def kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | None:
-        """(the call_te of an exact int8 convolution ``conv`` plus ``bias`` — int32 per output
-        channel, or None —, whether it returns the sums in float32, the part of ``bias`` left to
-        add in int32 after it: None, or all of it where float32 would round); None: not one."""
-        weights = integer_conv_weights(conv)
-        a = conv.attrs
-        if (weights is None or str(conv.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
-                or a.out_layout != "NHWC" or sorted(str(a.kernel_layout)) != sorted("OHWI")):
-            return None
-        weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
-        x, padding, fill = conv.args[0], ints(a.padding), 0
-        src = mutator.lookup_binding(x) if isinstance(x, relax.Var) else None
-        if op_name(src) == "relax.nn.pad" and not any(padding) and str(src.attrs.pad_mode) == "constant":
-            widths = ints(src.attrs.pad_width)
-            if not any(widths[:2] + widths[6:]):
-                x, fill = src.args[0], int(src.attrs.pad_value)
-                padding = [widths[2], widths[4], widths[3], widths[5]]
-        geometry = dict(strides=ints(a.strides), padding=padding, dilation=ints(a.dilation), fill=fill)
-        oc, kh, kw, ic_g = weights.shape
-        ic = int(x.ty.shape.values[3])
-        sig = conv_signature(ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
-        # float32 holds the sum plus the constant exactly while |x| ≤ 128 keeps them below 2²⁴
-        exact = bias is None or (kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
-                                 + int(np.abs(bias.astype(np.int64)).max(initial=0)) < 2**24)
-        fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
-        rest = None if exact else bias
-        te = mutator.builder_.call_te
-        if int(a.groups) == 1 and family is not None:
-            padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
-            packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
-                      .transpose(0, 2, 3, 4, 1, 5).copy())
-            offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
-            if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
-                offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
-            extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
-            call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
-                      signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
-            return call, False, None
-        if int(a.groups) == 1:
-            oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
-            padded = pad_axis(weights.astype(np.float32), 0, oci)
-            packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-            call = te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc, signature=sig,
-                      out_dtype="float32", primfunc_name_hint="conv2d_nhwc")
-            return call, True, rest
-        if int(a.groups) == ic == oc and ic_g == 1:
-            packed = depthwise_weights(weights.astype(np.float32), cpu)
-            call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
-                      primfunc_name_hint="depthwise_conv2d_nhwc")
-            return call, True, rest
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
+        mutator = _Int8(mod, set().union(*(_biased(func) for _gv, func in functions)), self.family, self.cpu)
+        for gv, func in functions:
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+        return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+
+
+def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | None:
+    """(the call_te of an exact int8 convolution ``conv`` plus ``bias`` — int32 per output
+    channel, or None —, whether it returns the sums in float32, the part of ``bias`` left to
+    add in int32 after it: None, or all of it where float32 would round); None: not one."""
+    weights = integer_conv_weights(conv)
+    a = conv.attrs
+    if (weights is None or str(conv.args[0].ty.dtype) != "int8" or a.data_layout != "NHWC"
+            or a.out_layout != "NHWC" or sorted(str(a.kernel_layout)) != sorted("OHWI")):
         return None
+    weights = weights.transpose([str(a.kernel_layout).index(axis) for axis in "OHWI"])
+    x, padding, fill = conv.args[0], ints(a.padding), 0
+    src = mutator.lookup_binding(x) if isinstance(x, relax.Var) else None
+    if op_name(src) == "relax.nn.pad" and not any(padding) and str(src.attrs.pad_mode) == "constant":
+        widths = ints(src.attrs.pad_width)
+        if not any(widths[:2] + widths[6:]):
+            x, fill = src.args[0], int(src.attrs.pad_value)
+            padding = [widths[2], widths[4], widths[3], widths[5]]
+    geometry = dict(strides=ints(a.strides), padding=padding, dilation=ints(a.dilation), fill=fill)
+    oc, kh, kw, ic_g = weights.shape
+    ic = int(x.ty.shape.values[3])
+    sig = conv_signature(ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
+    # float32 holds the sum plus the constant exactly while |x| ≤ 128 keeps them below 2²⁴
+    exact = bias is None or (kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
+                             + int(np.abs(bias.astype(np.int64)).max(initial=0)) < 2**24)
+    fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
+    rest = None if exact else bias
+    te = mutator.builder_.call_te
+    family, cpu = mutator.family, mutator.cpu
+    if int(a.groups) == 1 and family is not None:
+        padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
+        packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
+                  .transpose(0, 2, 3, 4, 1, 5).copy())
+        offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
+        if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
+            offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
+        extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
+        call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
+                  signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+        return call, False, None
+    if int(a.groups) == 1:
+        oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
+        padded = pad_axis(weights.astype(np.float32), 0, oci)
+        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+        call = te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc, signature=sig,
+                  out_dtype="float32", primfunc_name_hint="conv2d_nhwc")
+        return call, True, rest
+    if int(a.groups) == ic == oc and ic_g == 1:
+        packed = depthwise_weights(weights.astype(np.float32), cpu)
+        call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
+                  primfunc_name_hint="depthwise_conv2d_nhwc")
+        return call, True, rest
+    return None
 
-    def channel_constant(expr: Any, channels: int) -> Any | None:
-        """An int32 constant of one value per channel along the last axis, flattened; else None."""
-        value = const_array(expr)
-        if value is None or value.dtype != np.int32 or value.size != channels or value.shape[-1:] != (channels,):
-            return None
-        return value.reshape(-1)
 
-    def biased(func: Any) -> set[Any]:
-        """The convolutions whose only user adds an int32 constant per output channel to them."""
-        readers = readers_of(func)
-        out = set()
-        for block in func.body.blocks:
-            for b in block.bindings:
-                (user, *more) = readers.get(b.var, [None])
-                if (op_name(b.value) == "relax.nn.conv2d" and not more and op_name(user) == "relax.add"
-                        and user.args[0].same_as(b.var)
-                        and channel_constant(user.args[1], int(b.var.ty.shape.values[-1])) is not None):
-                    out.add(b.var)
-        return out
+def _channel_constant(expr: Any, channels: int) -> Any | None:
+    """An int32 constant of one value per channel along the last axis, flattened; else None."""
+    value = const_array(expr)
+    if value is None or value.dtype != np.int32 or value.size != channels or value.shape[-1:] != (channels,):
+        return None
+    return value.reshape(-1)
 
-    @relax.expr_functor.mutator
-    class _Int8(relax.PyExprMutator):
-        """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
-        sums are cast to int32 for their users and the casts back to float32 dropped."""
 
-        def __init__(self, module: Any, deferred: set[Any]):
-            super().__init__(module)
-            self.deferred = deferred  # convolutions made kernels at their bias add
-            self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
+def _biased(func: Any) -> set[Any]:
+    """The convolutions whose only user adds an int32 constant per output channel to them."""
+    readers = readers_of(func)
+    out = set()
+    for block in func.body.blocks:
+        for b in block.bindings:
+            (user, *more) = readers.get(b.var, [None])
+            if (op_name(b.value) == "relax.nn.conv2d" and not more and op_name(user) == "relax.add"
+                    and user.args[0].same_as(b.var)
+                    and _channel_constant(user.args[1], int(b.var.ty.shape.values[-1])) is not None):
+                out.add(b.var)
+    return out
 
-        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            new = None if binding.var in self.deferred else self._rewrite(self.visit_expr(binding.value))
-            if new is None:
-                super().visit_var_binding_(binding)
-                return
-            output = self.builder_.current_block_is_dataflow() and not isinstance(binding.var, relax.DataflowVar)
-            emit = self.builder_.emit_output if output else self.builder_.emit
-            call, is_float, rest = new
-            out = emit(call)
-            if is_float:
-                out = emit(relax.op.astype(out, "int32"))
-                self.floats.add(out)
-            if rest is not None:
-                out = emit(relax.op.add(out, relax.const(rest.astype(np.int32))))
-            self.set_var_remap(binding.var, out)
 
-        def _rewrite(self, value: Any) -> tuple[Any, bool, Any] | None:
-            name = op_name(value)
-            if name == "relax.astype" and str(value.attrs.dtype) == "float32" and value.args[0] in self.floats:
-                return self.lookup_binding(value.args[0]).args[0], False, None  # the float sums themselves
-            if name == "relax.nn.conv2d":
-                return kernel(self, value, None)
-            if name == "relax.add" and isinstance(value.args[0], relax.Var):
-                conv = self.lookup_binding(value.args[0])
-                if op_name(conv) == "relax.nn.conv2d" and is_tensor(value):
-                    return kernel(self, conv, channel_constant(value.args[1], int(value.ty.shape.values[-1])))
-            return None
+@relax.expr_functor.mutator
+class _Int8(relax.PyExprMutator):
+    """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
+    sums are cast to int32 for their users and the casts back to float32 dropped."""
 
-    functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
-    mutator = _Int8(mod, set().union(*(biased(func) for _gv, func in functions)))
-    for gv, func in functions:
-        mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+    def __init__(self, module: Any, deferred: set[Any], family: str | None, cpu: CpuFacts):
+        super().__init__(module)
+        self.family, self.cpu = family, cpu  # the target's dot-product instruction, its vector facts
+        self.deferred = deferred  # convolutions made kernels at their bias add
+        self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
+
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        new = None if binding.var in self.deferred else self._rewrite(self.visit_expr(binding.value))
+        if new is None:
+            super().visit_var_binding_(binding)
+            return
+        def emit(expr: Any) -> Any:
+            return emit_like(self.builder_, binding.var, expr)
+
+        call, is_float, rest = new
+        out = emit(call)
+        if is_float:
+            out = emit(relax.op.astype(out, "int32"))
+            self.floats.add(out)
+        if rest is not None:
+            out = emit(relax.op.add(out, relax.const(rest.astype(np.int32))))
+        self.set_var_remap(binding.var, out)
+
+    def _rewrite(self, value: Any) -> tuple[Any, bool, Any] | None:
+        name = op_name(value)
+        if name == "relax.astype" and str(value.attrs.dtype) == "float32" and value.args[0] in self.floats:
+            return self.lookup_binding(value.args[0]).args[0], False, None  # the float sums themselves
+        if name == "relax.nn.conv2d":
+            return _int8_kernel(self, value, None)
+        if name == "relax.add" and isinstance(value.args[0], relax.Var):
+            conv = self.lookup_binding(value.args[0])
+            if op_name(conv) == "relax.nn.conv2d" and is_tensor(value):
+                return _int8_kernel(self, conv, _channel_constant(value.args[1], int(value.ty.shape.values[-1])))
+        return None
 
 
 def integer_conv_weights(call: Any) -> Any | None:
     """The int8 weights of an int8 × int8 → int32 convolution with constant weights (an exact
-    int8 layer, :mod:`.quantized`), else None."""
+    int8 layer, :class:`.int8_layers.ExactInt8Layers`), else None."""
 
     if op_name(call) != "relax.nn.conv2d" or str(call.attrs.out_dtype) != "int32":
         return None
@@ -163,35 +183,84 @@ def integer_conv_weights(call: Any) -> Any | None:
     return weights if weights is not None and weights.dtype == np.int8 else None
 
 
-def int8_convolutions_in_float(mod: Any) -> Any:
+@relax.expr_functor.mutator
+class _Float(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        weights = integer_conv_weights(new)
+        if weights is None:
+            return new
+        a = new.attrs
+        x = self.builder_.emit(relax.op.astype(new.args[0], "float32"))
+        conv = self.builder_.emit(relax.op.nn.conv2d(
+            x, relax.const(weights.astype(np.float32)), strides=a.strides, padding=a.padding, dilation=a.dilation,
+            groups=int(a.groups), data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
+            out_layout=str(a.out_layout), out_dtype="float32"))
+        return relax.op.astype(conv, "int32")
+
+
+@module_pass(opt_level=0)
+class Int8ConvolutionsInFloat(MutatorPass):
     """For GPU targets: int8 × int8 → int32 convolutions as float32 convolutions of the same
     integers, cast back (exact: the sums stay below 2²⁴, checked at import) — the kernels TVM's
     GPU schedules handle, as before edgetune had integer kernels."""
-    from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Float(relax.PyExprMutator):
-        def visit_call_(self, op: Any) -> Any:  # noqa: N802
-            new = super().visit_call_(op)
-            weights = integer_conv_weights(new)
-            if weights is None:
-                return new
-            a = new.attrs
-            x = self.builder_.emit(relax.op.astype(new.args[0], "float32"))
-            conv = self.builder_.emit(relax.op.nn.conv2d(
-                x, relax.const(weights.astype(np.float32)), strides=a.strides, padding=a.padding, dilation=a.dilation,
-                groups=int(a.groups), data_layout=str(a.data_layout), kernel_layout=str(a.kernel_layout),
-                out_layout=str(a.out_layout), out_dtype="float32"))
-            return relax.op.astype(conv, "int32")
-
-    return map_functions(mod, lambda m, f: _Float(m).visit_expr(f))
+    mutator = _Float
 
 
 _FUSES_AFTER = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum", "relax.clip",
                 "relax.right_shift", "relax.left_shift", "relax.astype", "relax.take"}
 
 
-def narrowing_round_trips_dropped(mod: Any) -> Any:
+def _clip_bound(value: Any) -> float | None:  # clip's bound: a PrimValue or an immediate
+    while hasattr(value, "value"):
+        value = value.value
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _dropped(func: Any) -> dict[Any, Any]:
+    """var → the clipped float var its widening cast reads instead."""
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    users = {var: [op_name(v) if v is not None else "return" for v in readers]
+             for var, readers in readers_of(func).items()}
+    out = {}
+    for var, value in values.items():
+        narrow = values.get(value.args[0]) if op_name(value) == "relax.astype" else None
+        clip = values.get(narrow.args[0]) if op_name(narrow) == "relax.astype" else None
+        if op_name(clip) != "relax.clip" or not users.get(value.args[0]) == users.get(narrow.args[0]) == ["relax.astype"]:
+            continue
+        if not users.get(var) or not set(users[var]) <= _FUSES_AFTER:
+            continue
+        wide, small = str(value.ty.dtype), str(narrow.ty.dtype)
+        if small not in ("int8", "uint8", "int16") or wide not in ("int16", "int32", "int64"):
+            continue
+        lo, hi, info, into = _clip_bound(clip.args[1]), _clip_bound(clip.args[2]), np.iinfo(small), np.iinfo(wide)
+        if lo is not None and hi is not None and info.min <= lo <= hi <= info.max and into.min <= info.min and into.max >= info.max:
+            out[var] = narrow.args[0]
+    return out
+
+
+@relax.expr_functor.mutator
+class _RoundTrips(relax.PyExprMutator):
+    def __init__(self, mod: Any, drop: dict[Any, Any]):
+        super().__init__(mod)
+        self.drop = drop
+
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        if binding.var not in self.drop:
+            return super().visit_var_binding_(binding)
+        new = relax.op.astype(self.visit_expr(self.drop[binding.var]), str(binding.value.ty.dtype))
+        self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, new))
+        return None
+
+
+def _without_round_trips(mod: Any, func: Any) -> Any:
+    drop = _dropped(func)
+    return _RoundTrips(mod, drop).visit_expr(func) if drop else func
+
+
+@module_pass(opt_level=0)
+class NarrowingRoundTripsDropped:
     """``astype(astype(clip(x, lo, hi), int8), int32)`` as ``astype(clip(x, lo, hi), int32)``
     where ``[lo, hi]`` lies inside the narrow type, so the narrow cast cannot wrap: the same
     values. Requantized int8 tensors that an XNNPACK add, an int8 ReLU or a lookup widens again
@@ -200,49 +269,6 @@ def narrowing_round_trips_dropped(mod: Any) -> Any:
     widened one feeds elementwise arithmetic, i.e. where both casts land in one kernel: else the
     producing kernel hands over the float tensor (4× the bytes) to a cast kernel of its own
     (seen on BlazeFace, whose int8 residuals are also cast again for the next block)."""
-    from tvm import relax
 
-    def bound(value: Any) -> float | None:  # clip's bound: a PrimValue or an immediate
-        while hasattr(value, "value"):
-            value = value.value
-        return float(value) if isinstance(value, (int, float)) else None
-
-    def dropped(func: Any) -> dict[Any, Any]:
-        """var → the clipped float var its widening cast reads instead."""
-        values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
-        users = {var: [op_name(v) if v is not None else "return" for v in readers]
-                 for var, readers in readers_of(func).items()}
-        out = {}
-        for var, value in values.items():
-            narrow = values.get(value.args[0]) if op_name(value) == "relax.astype" else None
-            clip = values.get(narrow.args[0]) if op_name(narrow) == "relax.astype" else None
-            if op_name(clip) != "relax.clip" or not users.get(value.args[0]) == users.get(narrow.args[0]) == ["relax.astype"]:
-                continue
-            if not users.get(var) or not set(users[var]) <= _FUSES_AFTER:
-                continue
-            wide, small = str(value.ty.dtype), str(narrow.ty.dtype)
-            if small not in ("int8", "uint8", "int16") or wide not in ("int16", "int32", "int64"):
-                continue
-            lo, hi, info, into = bound(clip.args[1]), bound(clip.args[2]), np.iinfo(small), np.iinfo(wide)
-            if lo is not None and hi is not None and info.min <= lo <= hi <= info.max and into.min <= info.min and into.max >= info.max:
-                out[var] = narrow.args[0]
-        return out
-
-    def rewrite(_mod: Any, func: Any) -> Any:
-        drop = dropped(func)
-        if not drop:
-            return func
-
-        @relax.expr_functor.mutator
-        class _RoundTrips(relax.PyExprMutator):
-            def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-                if binding.var not in drop:
-                    return super().visit_var_binding_(binding)
-                new = relax.op.astype(self.visit_expr(drop[binding.var]), str(binding.value.ty.dtype))
-                emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
-                self.set_var_remap(binding.var, emit(new))
-                return None
-
-        return _RoundTrips(_mod).visit_expr(func)
-
-    return map_functions(mod, rewrite)
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        return map_functions(mod, _without_round_trips)

@@ -82,7 +82,7 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
     activation input is dequantized (an int8 → int8 layer). None for a float model.
 
     ``exact``: the layers whose int8 sums are computed exactly and requantized as the runtime
-    does (:func:`exact_int8_layers`); ``fixed_point_adds``: TFLite int8 ADDs in LiteRT's fixed
+    does (:class:`.int8_layers.ExactInt8Layers`); ``fixed_point_adds``: TFLite int8 ADDs in LiteRT's fixed
     point. The import stores the scheme on the module (these rewrites hide the pattern)."""
 
     if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
@@ -115,6 +115,26 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
     return {"weights": sorted(weights), "activations": sorted(activations) or [WEIGHT_ONLY],
             "layers": layers, "exact": 0, "exact_bounded": 0, "fixed_point_adds": 0,
             "runs_as": "dequantize → fp32 kernels → quantize"}
+
+
+_DOT_INSTRUCTIONS = {"vnni": "AVX-512 VNNI", "sdot": "Arm sdot", "neon": "Arm NEON smull/sadalp"}
+
+
+def integer_runs_as(family: str | None, gpu: bool = False, known: bool = True) -> str:
+    """How the exact int8 layers run on a target: with ``family`` its int8 dot-product
+    instruction (:func:`..kernels.dot.dot_family`), on a GPU, or — ``known`` False, at import,
+    before a target is chosen — on whichever the build's target has."""
+    fp32 = "exact integer sums in fp32 kernels"
+    if not known:
+        return (f"full convolutions and dense layers (as 1×1 convolutions) on the target CPU's int8 dot-product "
+                f"instruction where it has one ({', '.join(_DOT_INSTRUCTIONS.values())}), else — and depthwise "
+                f"layers, and GPUs — as {fp32}")
+    if gpu:
+        return f"{fp32} (GPU: the integer kernels are CPU-only)"
+    if family is None:
+        return f"{fp32} (this CPU has no int8 dot-product instruction edgetune uses)"
+    return (f"full convolutions and dense layers (as 1×1 convolutions) on {_DOT_INSTRUCTIONS[family]}, "
+            f"depthwise layers as {fp32}")
 
 
 def quantized_computes(bound: dict[Any, Any]) -> Any:

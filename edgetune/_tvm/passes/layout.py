@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core import tvm
-from .common import const_array, const_size, ints, is_tensor, map_functions, op_name, rank
+from ..core import copy_module
+from .common import MutatorPass, const_array, const_size, emit_like, ints, is_tensor, module_pass, op_name, rank, relax
 
 _UNARY = frozenset(f"relax.{n}" for n in (
     "nn.relu", "nn.relu6", "nn.silu", "nn.gelu", "nn.gelu_tanh", "nn.leakyrelu", "nn.softplus", "nn.selu",
@@ -39,131 +39,127 @@ TO_NCHW = (0, 3, 1, 2)
 _AXIS = {0: 0, 1: 3, 2: 1, 3: 2}  # NCHW axis → NHWC axis
 
 
-def to_nhwc(mod: Any) -> Any:
+@relax.expr_functor.mutator
+class _NHWC(relax.PyExprMutator):
+    def __init__(self, mod: Any):
+        super().__init__(mod)
+        self.nhwc: dict[Any, Any] = {}  # new NCHW var → the same value in NHWC
+
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        value = binding.value
+        if not op_name(value):
+            return super().visit_var_binding_(binding)
+        call = self.visit_expr(value)
+        converted = self._convert(call)
+        if converted is None:
+            return super().visit_var_binding_(binding)
+        new_nhwc, plain = converted
+        if plain:  # the result has no layout (e.g. mean over H, W without keepdims)
+            self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, new_nhwc))
+            return None
+        nhwc_var = self.builder_.emit(new_nhwc)
+        back = emit_like(self.builder_, binding.var, relax.op.permute_dims(nhwc_var, TO_NCHW))
+        self.nhwc[back] = nhwc_var
+        self.set_var_remap(binding.var, back)
+        return None
+
+    def _in_nhwc(self, arg: Any) -> Any:
+        if arg in self.nhwc:
+            return self.nhwc[arg]
+        ty = arg.ty
+        rank = getattr(ty, "ndim", -1)
+        if not 0 <= rank <= 4:
+            raise _NotConvertibleError
+        value = const_array(arg)
+        if value is not None and value.size == 1:
+            # rank 0: legalization makes it an immediate; as (1,1,1,1) it was a buffer the
+            # kernel loads, under a bounds predicate a masked gather per vector (measured)
+            return relax.const(value.reshape(()), str(ty.dtype))
+        shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
+        if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
+            return relax.const(value.reshape(shape).transpose(TO_NHWC).copy(), str(ty.dtype))
+        if rank < 4:
+            arg = relax.op.reshape(arg, shape)
+        return relax.op.permute_dims(arg, TO_NHWC)
+
+    def _convert(self, call: Any) -> tuple[Any, bool] | None:
+        name = str(call.op.name)
+        tensors = [a for a in call.args if is_tensor(a)]
+        try:
+            if name == "relax.nn.conv2d":
+                return self._conv(call)
+            if name == "relax.concat":
+                return self._concat(call)
+            if not any(a in self.nhwc for a in tensors):
+                return None
+            if name in _POOLS and call.attrs.layout == "NCHW" and call.attrs.out_layout == "NCHW":
+                return _pool(call, self._in_nhwc(call.args[0])), False
+            if name == "relax.nn.adaptive_avg_pool2d" and call.attrs.layout == "NCHW":
+                size = [int(s) for s in call.attrs.output_size] if call.attrs.output_size else None
+                return relax.op.nn.adaptive_avg_pool2d(self._in_nhwc(call.args[0]), size, layout="NHWC"), False
+            if name in _UNARY or name in _BINARY:
+                if not all(rank(a) <= 4 for a in tensors) or rank(call) != 4:
+                    return None
+                args = [self._in_nhwc(a) if is_tensor(a) else a for a in call.args]
+                return relax.Call(call.op, args, call.attrs), False
+            if name in _REDUCE and call.attrs.axis is not None and rank(call.args[0]) == 4:
+                return self._reduce(call)
+            if name == "relax.nn.pad" and rank(call) == 4 and str(call.attrs.pad_mode) == "constant":
+                w = ints(call.attrs.pad_width)  # (before, after) per NCHW axis
+                widths = [p for axis in TO_NHWC for p in w[2 * axis:2 * axis + 2]]
+                return relax.op.nn.pad(self._in_nhwc(call.args[0]), widths, pad_value=float(call.attrs.pad_value)), False
+            if name == "relax.take" and is_table(call) and rank(call) == 4:  # a lookup per element
+                return relax.op.take(call.args[0], self._in_nhwc(call.args[1]), axis=0, mode=str(call.attrs.mode)), False
+            if name in _QUANTIZE and rank(call) == 4 and all(rank(a) == 0 or const_size(a) == 1 for a in call.args[1:]):
+                op = relax.op.quantize if name == "relax.quantize" else relax.op.dequantize  # per tensor: no axis to move
+                return op(self._in_nhwc(call.args[0]), *call.args[1:], axis=-1, out_dtype=str(call.attrs.out_dtype)), False
+        except _NotConvertibleError:
+            return None
+        return None
+
+    def _conv(self, call: Any) -> tuple[Any, bool] | None:
+        a = call.attrs
+        if not (a.data_layout == "NCHW" and a.kernel_layout == "OIHW" and a.out_layout == "NCHW"):
+            return None
+        value = const_array(call.args[1])
+        weight = (relax.op.permute_dims(call.args[1], TO_NHWC) if value is None  # OIHW → OHWI
+                  else relax.const(value.transpose(TO_NHWC).copy(), str(call.args[1].ty.dtype)))
+        out = relax.op.nn.conv2d(self._in_nhwc(call.args[0]), weight, strides=ints(a.strides),
+                                 padding=ints(a.padding), dilation=ints(a.dilation), groups=int(a.groups),
+                                 data_layout="NHWC", kernel_layout="OHWI", out_layout="NHWC",
+                                 out_dtype=a.out_dtype or None)
+        return out, False
+
+    def _concat(self, call: Any) -> tuple[Any, bool] | None:
+        parts = call.args[0]
+        fields = list(getattr(parts, "fields", []))
+        if not fields or not any(f in self.nhwc for f in fields) or rank(call) != 4:
+            return None
+        axis = _AXIS[int(call.attrs.axis) % 4]
+        return relax.op.concat([self._in_nhwc(f) for f in fields], axis=axis), False
+
+    def _reduce(self, call: Any) -> tuple[Any, bool] | None:
+        axes = sorted(int(x) % 4 for x in call.attrs.axis)
+        keep = bool(call.attrs.keepdims)
+        if axes != [2, 3] or call.args[0] not in self.nhwc:
+            return None
+        op = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum,
+              "relax.max": relax.op.max, "relax.min": relax.op.min}[str(call.op.name)]
+        return op(self.nhwc[call.args[0]], axis=[1, 2], keepdims=keep), not keep
+
+
+@module_pass(opt_level=0)
+class ToNHWC(MutatorPass):
     """Run NCHW convolutions (and the ops around them that do not care about layout) in NHWC
     with OHWI weights. Transposes appear only where an op needs NCHW (graph inputs/outputs,
     reshapes); constant operands are permuted once and folded later."""
-    from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _NHWC(relax.PyExprMutator):
-        def __init__(self, mod: Any):
-            super().__init__(mod)
-            self.nhwc: dict[Any, Any] = {}  # new NCHW var → the same value in NHWC
-
-        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            value = binding.value
-            if not isinstance(value, relax.Call) or not isinstance(value.op, tvm().ir.Op):
-                return super().visit_var_binding_(binding)
-            call = self.visit_expr(value)
-            converted = self._convert(call)
-            if converted is None:
-                return super().visit_var_binding_(binding)
-            new_nhwc, plain = converted
-            if plain:  # the result has no layout (e.g. mean over H, W without keepdims)
-                self.set_var_remap(binding.var, self._emit(binding.var, new_nhwc))
-                return None
-            nhwc_var = self.builder_.emit(new_nhwc)
-            back = self._emit(binding.var, relax.op.permute_dims(nhwc_var, TO_NCHW))
-            self.nhwc[back] = nhwc_var
-            self.set_var_remap(binding.var, back)
-            return None
-
-        def _emit(self, var: Any, expr: Any) -> Any:
-            if isinstance(var, relax.DataflowVar):
-                return self.builder_.emit(expr)
-            return self.builder_.emit_output(expr)
-
-        def _in_nhwc(self, arg: Any) -> Any:
-            if arg in self.nhwc:
-                return self.nhwc[arg]
-            ty = arg.ty
-            rank = getattr(ty, "ndim", -1)
-            if not 0 <= rank <= 4:
-                raise _NotConvertibleError
-            value = const_array(arg)
-            if value is not None and value.size == 1:
-                # rank 0: legalization makes it an immediate; as (1,1,1,1) it was a buffer the
-                # kernel loads, under a bounds predicate a masked gather per vector (measured)
-                return relax.const(value.reshape(()), str(ty.dtype))
-            shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
-            if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
-                return relax.const(value.reshape(shape).transpose(TO_NHWC).copy(), str(ty.dtype))
-            if rank < 4:
-                arg = relax.op.reshape(arg, shape)
-            return relax.op.permute_dims(arg, TO_NHWC)
-
-        def _convert(self, call: Any) -> tuple[Any, bool] | None:
-            name = str(call.op.name)
-            tensors = [a for a in call.args if is_tensor(a)]
-            try:
-                if name == "relax.nn.conv2d":
-                    return self._conv(call)
-                if name == "relax.concat":
-                    return self._concat(call)
-                if not any(a in self.nhwc for a in tensors):
-                    return None
-                if name in _POOLS and call.attrs.layout == "NCHW" and call.attrs.out_layout == "NCHW":
-                    return _pool(call, self._in_nhwc(call.args[0])), False
-                if name == "relax.nn.adaptive_avg_pool2d" and call.attrs.layout == "NCHW":
-                    size = [int(s) for s in call.attrs.output_size] if call.attrs.output_size else None
-                    return relax.op.nn.adaptive_avg_pool2d(self._in_nhwc(call.args[0]), size, layout="NHWC"), False
-                if name in _UNARY or name in _BINARY:
-                    if not all(rank(a) <= 4 for a in tensors) or rank(call) != 4:
-                        return None
-                    args = [self._in_nhwc(a) if is_tensor(a) else a for a in call.args]
-                    return relax.Call(call.op, args, call.attrs), False
-                if name in _REDUCE and call.attrs.axis is not None and rank(call.args[0]) == 4:
-                    return self._reduce(call)
-                if name == "relax.nn.pad" and rank(call) == 4 and str(call.attrs.pad_mode) == "constant":
-                    w = ints(call.attrs.pad_width)  # (before, after) per NCHW axis
-                    widths = [p for axis in TO_NHWC for p in w[2 * axis:2 * axis + 2]]
-                    return relax.op.nn.pad(self._in_nhwc(call.args[0]), widths, pad_value=float(call.attrs.pad_value)), False
-                if name == "relax.take" and is_table(call) and rank(call) == 4:  # a lookup per element
-                    return relax.op.take(call.args[0], self._in_nhwc(call.args[1]), axis=0, mode=str(call.attrs.mode)), False
-                if name in _QUANTIZE and rank(call) == 4 and all(rank(a) == 0 or const_size(a) == 1 for a in call.args[1:]):
-                    op = relax.op.quantize if name == "relax.quantize" else relax.op.dequantize  # per tensor: no axis to move
-                    return op(self._in_nhwc(call.args[0]), *call.args[1:], axis=-1, out_dtype=str(call.attrs.out_dtype)), False
-            except _NotConvertibleError:
-                return None
-            return None
-
-        def _conv(self, call: Any) -> tuple[Any, bool] | None:
-            a = call.attrs
-            if not (a.data_layout == "NCHW" and a.kernel_layout == "OIHW" and a.out_layout == "NCHW"):
-                return None
-            value = const_array(call.args[1])
-            weight = (relax.op.permute_dims(call.args[1], TO_NHWC) if value is None  # OIHW → OHWI
-                      else relax.const(value.transpose(TO_NHWC).copy(), str(call.args[1].ty.dtype)))
-            out = relax.op.nn.conv2d(self._in_nhwc(call.args[0]), weight, strides=ints(a.strides),
-                                     padding=ints(a.padding), dilation=ints(a.dilation), groups=int(a.groups),
-                                     data_layout="NHWC", kernel_layout="OHWI", out_layout="NHWC",
-                                     out_dtype=a.out_dtype or None)
-            return out, False
-
-        def _concat(self, call: Any) -> tuple[Any, bool] | None:
-            parts = call.args[0]
-            fields = list(getattr(parts, "fields", []))
-            if not fields or not any(f in self.nhwc for f in fields) or rank(call) != 4:
-                return None
-            axis = _AXIS[int(call.attrs.axis) % 4]
-            return relax.op.concat([self._in_nhwc(f) for f in fields], axis=axis), False
-
-        def _reduce(self, call: Any) -> tuple[Any, bool] | None:
-            axes = sorted(int(x) % 4 for x in call.attrs.axis)
-            keep = bool(call.attrs.keepdims)
-            if axes != [2, 3] or call.args[0] not in self.nhwc:
-                return None
-            op = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum,
-                  "relax.max": relax.op.max, "relax.min": relax.op.min}[str(call.op.name)]
-            return op(self.nhwc[call.args[0]], axis=[1, 2], keepdims=keep), not keep
-
-    return map_functions(mod, lambda m, f: _NHWC(m).visit_expr(f))
+    mutator = _NHWC
 
 
 def is_table(call: Any) -> bool:
     """``call`` is ``take(table, index, axis=0)`` with a constant 1-D table: an elementwise
-    lookup (:func:`.quantized.int8_tables`)."""
+    lookup (:class:`.int8_elementwise.Int8Tables`)."""
     table = const_array(call.args[0])
     return table is not None and table.ndim == 1 and call.attrs.axis is not None and int(call.attrs.axis) == 0
 
@@ -173,8 +169,6 @@ class _NotConvertibleError(Exception):
 
 
 def _pool(call: Any, data: Any) -> Any:
-    from tvm import relax
-
     a = call.attrs
     make = relax.op.nn.max_pool2d if str(call.op.name) == "relax.nn.max_pool2d" else relax.op.nn.avg_pool2d
     return make(data, pool_size=ints(a.pool_size), strides=ints(a.strides), padding=ints(a.padding),
@@ -185,26 +179,8 @@ def _pool(call: Any, data: Any) -> Any:
 _AFFINE = frozenset(("relax.add", "relax.subtract", "relax.multiply", "relax.divide"))
 
 
-def fold_affine_into_conv(mod: Any) -> Any:
-    """``conv2d → (add | subtract | multiply | divide by per-channel constants)…`` becomes one
-    conv2d with scaled weights plus one bias add: a decomposed batch norm's four passes over
-    the output become one (NHWC convolutions with constant OHWI weights, each intermediate used
-    only by the next op)."""
-    from tvm import relax
-
-    for gv, func in list(mod.functions_items()):
-        if not isinstance(func, relax.Function):
-            continue
-        chains = _affine_chains(func)
-        if chains:
-            mod = _rewrite_affine(mod, gv, chains)
-    return mod
-
-
 def _affine_chains(func: Any) -> dict[Any, tuple[Any, Any, Any]]:
     """Chain end var → (conv call, folded weights, bias) for every foldable chain."""
-    from tvm import relax
-
     bindings: dict[Any, Any] = {}
     uses: dict[Any, int] = {}
     order: list[Any] = []
@@ -269,26 +245,41 @@ def _channel_vector(expr: Any, channels: int) -> Any | None:
     return np.broadcast_to(value.reshape(-1), (channels,)).astype(np.float32)
 
 
-def _rewrite_affine(mod: Any, gv: Any, chains: dict[Any, tuple[Any, Any, Any]]) -> Any:
-    from tvm import relax
+@relax.expr_functor.mutator
+class _FoldAffine(relax.PyExprMutator):
+    def __init__(self, mod: Any, chains: dict[Any, tuple[Any, Any, Any]]):
+        super().__init__(mod)
+        self.chains = chains
 
-    @relax.expr_functor.mutator
-    class _Fold(relax.PyExprMutator):
-        def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
-            if binding.var not in chains:
-                return super().visit_var_binding_(binding)
-            conv, weights, bias = chains[binding.var]
-            a = conv.attrs
-            new = relax.op.nn.conv2d(self.visit_expr(conv.args[0]), relax.const(weights), strides=ints(a.strides),
-                                     padding=ints(a.padding), dilation=ints(a.dilation), groups=int(a.groups),
-                                     data_layout="NHWC", kernel_layout="OHWI", out_layout="NHWC",
-                                     out_dtype=a.out_dtype or None)
-            out = self.builder_.emit(new)
-            value = relax.op.add(out, relax.const(bias.reshape(1, 1, 1, -1)))
-            emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) else self.builder_.emit_output
-            self.set_var_remap(binding.var, emit(value))
-            return None
+    def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        if binding.var not in self.chains:
+            return super().visit_var_binding_(binding)
+        conv, weights, bias = self.chains[binding.var]
+        a = conv.attrs
+        new = relax.op.nn.conv2d(self.visit_expr(conv.args[0]), relax.const(weights), strides=ints(a.strides),
+                                 padding=ints(a.padding), dilation=ints(a.dilation), groups=int(a.groups),
+                                 data_layout="NHWC", kernel_layout="OHWI", out_layout="NHWC",
+                                 out_dtype=a.out_dtype or None)
+        out = self.builder_.emit(new)
+        value = relax.op.add(out, relax.const(bias.reshape(1, 1, 1, -1)))
+        self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, value))
+        return None
 
-    out = mod.shallow_copy() if hasattr(mod, "shallow_copy") else tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    out[gv] = _Fold(mod).visit_expr(mod[gv])
-    return relax.transform.DeadCodeElimination(["main"])(out)
+
+@module_pass(opt_level=0)
+class FoldAffineIntoConv:
+    """``conv2d → (add | subtract | multiply | divide by per-channel constants)…`` becomes one
+    conv2d with scaled weights plus one bias add: a decomposed batch norm's four passes over
+    the output become one (NHWC convolutions with constant OHWI weights, each intermediate used
+    only by the next op)."""
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        for gv, func in list(mod.functions_items()):
+            if not isinstance(func, relax.Function):
+                continue
+            chains = _affine_chains(func)
+            if chains:
+                out = copy_module(mod)
+                out[gv] = _FoldAffine(mod, chains).visit_expr(mod[gv])
+                mod = relax.transform.DeadCodeElimination(["main"])(out)
+        return mod

@@ -1,95 +1,123 @@
-"""The compiler core's pipeline: the one place the order of edgetune's graph passes is written."""
+"""The compiler core's pipeline: the one place the order of edgetune's graph passes is written.
+
+A model's Relax module goes through three pass lists, each a ``tvm.transform.Sequential`` (so
+TVM's instruments can time or dump every step):
+
+1. :func:`int8_passes` — at import, on the module the frontend made: int8 layers computed as the
+   runtime computes them (the scheme they report is stored on the module);
+2. :func:`prepare_passes` — at build and at task extraction: inference decomposition, clean-ups,
+   the NHWC layout change and per-channel affine folding, int8 convolutions onto integer
+   kernels;
+3. :func:`fuse_passes` — legalization to edgetune's kernels (a custom LegalizeOps map), fusion
+   hints, then FuseOps/FuseTIR: the PrimFuncs tuning records and default schedules apply to.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
+from ..constants import SCHEME_ATTR
 from ..core import tvm
 from ..kernels.winograd import ConvChoice
 from ..targets import NATIVE, Lowering
-from .cleanups import drop_dropout, fold_constants_numpy, fold_rest, nchw_conv2d_transpose, sum_of_stack_to_add
-from .fusion import broadcasts_apart, table_lookups_elementwise
-from .int8_kernels import int8_convolutions, int8_convolutions_in_float, narrowing_round_trips_dropped
-from .int8_scheme import quantization_scheme
-from .layout import fold_affine_into_conv, to_nhwc
+from .cleanups import DropDropout, FoldConstantsNumpy, FoldRest, NCHWConv2dTranspose, SumOfStackToAdd
+from .common import relax
+from .fusion import BroadcastsApart, TableLookupsElementwise
+from .int8_elementwise import Int8Concats, Int8Relus, Int8Rescales, Int8Tables, XnnpackInt8Adds
+from .int8_kernels import Int8Convolutions, Int8ConvolutionsInFloat, NarrowingRoundTripsDropped
+from .int8_layers import ExactInt8Layers
+from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
+from .layout import FoldAffineIntoConv, ToNHWC
 from .legalize import packed_legalize_map
 
 
-def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
-    """Inference decomposition and the layout change: the unfused graph of this lowering."""
-    from tvm import relax
-
-    steps = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    mod = nchw_conv2d_transpose(tvm().transform.Sequential(steps)(mod))
-    if target.kind.name != "llvm":
-        mod = int8_convolutions_in_float(mod)
-    if lowering == NATIVE:
-        return mod
-    mod = fold_constants_numpy(sum_of_stack_to_add(drop_dropout(mod)))
-    mod = relax.transform.CanonicalizeBindings()(mod)  # to_nhwc follows values through calls only
-    if lowering.layout == "nhwc":
-        mod = fold_constants_numpy(to_nhwc(mod))
-        # transposes to NCHW that nothing uses would count as uses of the conv outputs
-        mod = fold_affine_into_conv(relax.transform.DeadCodeElimination(["main"])(mod))
-    if target.kind.name == "llvm":
-        mod = int8_convolutions(mod, target)
-    mod = narrowing_round_trips_dropped(mod)
-    return fold_rest(tvm().transform.Sequential([relax.transform.CanonicalizeBindings(),
-                                                  relax.transform.DeadCodeElimination(["main"])])(mod))
+def _run(passes: list[Any], mod: Any) -> Any:
+    return tvm().transform.Sequential(passes)(mod)
 
 
-def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
-    """The fused module of ``lowering``: what tuning extracts tasks from and what the build
-    schedules (records apply to exactly these PrimFuncs). ``conv_choice`` picks direct or
-    Winograd kernels for 3×3 stride-1 convolutions (see :func:`winograd_tile`)."""
-    from tvm import relax
-
-    prepared = prepare(mod, target, lowering)
-    custom = packed_legalize_map(target, conv_choice) if lowering.pack else None
-    with target:
-        legal = tvm().transform.Sequential([
-            relax.backend.DispatchSampling(),
-            relax.backend.DispatchSortScan(),
-            relax.transform.LegalizeOps(customize_legalize_map=custom),
-            relax.transform.AnnotateTIROpPattern(),
-        ])(prepared)
-        if lowering == NATIVE:  # exactly TVM's zero pipeline: records made with it must match
-            legal = relax.transform.FoldConstant()(legal)
-        else:
-            legal = fold_rest(broadcasts_apart(table_lookups_elementwise(legal)))
-        return tvm().transform.Sequential([relax.transform.FuseOps(), relax.transform.FuseTIR()])(legal)
+# ---------------------------------------------------------------- 1. import: int8 layers
 
 
 def integer_layers(mod: Any, tflite: bool) -> Any:
     """``mod`` with its quantized convolution / dense layers as exact integer sums
-    (:func:`.quantized.exact_int8_layers`) — and for TFLite, int8 ADDs and ReLUs as LiteRT's
-    XNNPACK computes them — the quantization scheme kept on the module. A float model as is."""
-    from collections import Counter
-
-    from ..constants import SCHEME_ATTR
-    from .int8_elementwise import int8_concats, int8_relus, int8_rescales, int8_tables, xnnpack_int8_adds
-    from .int8_layers import exact_int8_layers
-    from .int8_scheme import quantized_layers
-
+    (:class:`.int8_layers.ExactInt8Layers`) — and for TFLite, int8 ADDs and ReLUs as LiteRT's
+    XNNPACK computes them — the quantization scheme, with what each pass rewrote, kept on the
+    module. A float model gets only the elementwise passes (QDQ chains as tables)."""
     scheme = quantization_scheme(mod)
+    concats, rescales, tables = Int8Concats(), Int8Rescales(), Int8Tables()
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
-        return int8_tables(int8_rescales(int8_concats(mod)[0])[0])[0]
+        return _run([concats, rescales, tables], mod)
     layers = quantized_layers(mod)
-    mod, exact = exact_int8_layers(mod)
-    float_layers = list((Counter(layers) - Counter(exact["rewritten"])).elements())
-    adds = relus = 0
-    if tflite:
-        mod, adds = xnnpack_int8_adds(mod)
-        mod, relus = int8_relus(mod)
-    mod, concats = int8_concats(mod)
-    mod, rescales = int8_rescales(mod)
-    mod, tables = int8_tables(mod)
-    scheme.update(exact=exact["layers"], exact_bounded=exact["bounded"], integer=exact["integer"], float_layers=float_layers,
-                  fixed_point_adds=adds, relus=relus,
-                  concats=concats, rescales=rescales, tables=tables,
+    exact, adds, relus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus()
+    mod = _run([exact, *([adds, relus] if tflite else []), concats, rescales, tables], mod)
+    counts = exact.counts
+    float_layers = list((Counter(layers) - Counter(counts["rewritten"])).elements())
+    scheme.update(exact=counts["layers"], exact_bounded=counts["bounded"], integer=counts["integer"],
+                  float_layers=float_layers, fixed_point_adds=adds.count if tflite else 0,
+                  relus=relus.count if tflite else 0, concats=concats.count, rescales=rescales.count,
+                  tables=tables.count,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
-                  runs_as="full convolutions and dense layers (as 1×1 convolutions) on the CPU's int8 dot-product "
-                          "instruction (AVX-512 VNNI, Arm sdot, NEON smull), depthwise layers (and CPUs without one) as "
-                          "exact integer sums in fp32 kernels")
+                  runs_as=integer_runs_as(None, known=False))
     return mod.with_attr(SCHEME_ATTR, json.dumps(scheme))
+
+
+# ---------------------------------------------------------------- 2. prepare: the unfused graph
+
+
+def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
+    """The passes from an imported module to the unfused graph of ``lowering`` on ``target``."""
+    cpu = target.kind.name == "llvm"
+    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
+              NCHWConv2dTranspose()]
+    if not cpu:
+        passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
+    if lowering == NATIVE:
+        return passes
+    passes += [DropDropout(), SumOfStackToAdd(), FoldConstantsNumpy(),
+               relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
+    if lowering.layout == "nhwc":
+        # transposes to NCHW that nothing uses would count as uses of the conv outputs
+        passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
+    if cpu:
+        passes.append(Int8Convolutions(target))
+    passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
+               relax.transform.DeadCodeElimination(["main"]), FoldRest()]
+    return passes
+
+
+def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
+    """The unfused graph of ``lowering``: :func:`prepare_passes` run on ``mod``."""
+    return _run(prepare_passes(target, lowering), mod)
+
+
+def for_gpu(mod: Any) -> Any:
+    """What a GPU build (TVM's own pipeline) starts from: int8 convolutions as float ones."""
+    return Int8ConvolutionsInFloat()(mod)
+
+
+# ---------------------------------------------------------------- 3. legalize and fuse
+
+
+def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> list[Any]:
+    """The passes from the unfused graph to fused PrimFuncs. ``NATIVE`` is exactly TVM's zero
+    pipeline (records made with it must match); edgetune's lowering legalizes to its own kernels
+    (3×3 stride-1 convolutions direct or Winograd by ``conv_choice``, :func:`winograd_tile`) and
+    hints FuseOps."""
+    custom = packed_legalize_map(target, conv_choice) if lowering.pack else None
+    passes = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(),
+              relax.transform.LegalizeOps(customize_legalize_map=custom), relax.transform.AnnotateTIROpPattern()]
+    if lowering == NATIVE:
+        passes.append(relax.transform.FoldConstant())
+    else:
+        passes += [TableLookupsElementwise(), BroadcastsApart(), FoldRest()]
+    return [*passes, relax.transform.FuseOps(), relax.transform.FuseTIR()]
+
+
+def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
+    """The fused module of ``lowering``: what tuning extracts tasks from and what the build
+    schedules (records apply to exactly these PrimFuncs)."""
+    prepared = prepare(mod, target, lowering)
+    with target:
+        return _run(fuse_passes(target, lowering, conv_choice), prepared)
