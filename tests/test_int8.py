@@ -469,7 +469,7 @@ def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     target = _tvm.make_target(get_profile("host").target_spec())
     sch, kind = _tvm.default_schedule(func, target)
     assert sch is not None, kind
-    lib = build_candidate(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target, None)
+    lib = build_candidate(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target)
     tensors = [tvm.runtime.tensor(a) for a in args]
     lib["main"](*tensors)
     return [t.numpy() for t in tensors], lib.inspect_source("asm")

@@ -515,8 +515,8 @@ class TuneLoop:
                     self.timers[f"worker_{phase}"] += secs
             if ok:
                 with self._timed("run"):
-                    ran = self.runner.impl.run([built[n].artifact_path for n in ok], self.runner.device_type,
-                                               [batch[n] for n in ok])
+                    inputs = [ms.runner_input(built[n].artifact_path, self.runner.device_type, batch[n]) for n in ok]
+                    ran = [future.result() for future in self.runner.impl.run(inputs)]
                 for n, res in zip(ok, ran):
                     results[n] = res
         finally:

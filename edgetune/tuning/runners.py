@@ -46,7 +46,7 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         from edgetune_runtime.loader import default_threads
 
         default_threads()  # the workers that time candidates inherit the threads a package gets
-        runner = ms.LocalPoolRunner(evaluator, opts.timeout)
+        runner = ms.local_runner(evaluator, opts.timeout)
         try:
             yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions)
         finally:
@@ -78,7 +78,7 @@ def _board_runner(opts: TuneOptions, board: Any, evaluator: Any, device_type: st
         notice(f"starting the RPC server on {board.name}")
         with board_server(rb) as server:
             endpoint = ms.RpcEndpoint("127.0.0.1", server.local_port, server.key)
-            runner = ms.PoolRunner(endpoint, evaluator, 1, opts.timeout)
+            runner = ms.rpc_runner(endpoint, evaluator, 1, opts.timeout)
 
             def alive() -> int:
                 return 1 if ms.probe(endpoint, 15.0) else 0
@@ -129,7 +129,7 @@ def _tracker_runner(opts: TuneOptions, profile: Profile, evaluator: Any, device_
         raise RemoteError(f"no board is registered under key '{key}' at {host}:{port}",
                           "register boards with `edgetune tracker attach BOARD...`, or give --key")
     notice(f"{count} board(s) under '{key}' at {host}:{port}")
-    runner = ms.PoolRunner(ms.RpcEndpoint(host, port, key, tracker=True), evaluator, count, opts.timeout)
+    runner = ms.rpc_runner(ms.RpcEndpoint(host, port, key, tracker=True), evaluator, count, opts.timeout)
     try:
         yield RunnerHandle(runner, f"tracker {host}:{port} key {key}", device_type, alive, count)
     finally:

@@ -5,7 +5,15 @@ worker pools of :mod:`.pool`). ``edgetune.tuning`` reads this package as ``ms``.
 
 from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE
 from .base import ms
-from .builder import TIMING_FILE, artifact_timing, build_candidate, builder_input, make_builder, remove_artifact
+from .builder import (
+    TIMING_FILE,
+    PooledBuilder,
+    artifact_timing,
+    build_candidate,
+    builder_input,
+    make_builder,
+    remove_artifact,
+)
 from .database import (
     annotation_keys,
     apply_records,
@@ -18,7 +26,16 @@ from .database import (
     top_traces,
 )
 from .pool import shielded_pool
-from .runner import Evaluator, LocalPoolRunner, PoolRunner, RpcEndpoint, probe, rpc_measure, runner_input, runner_result
+from .runner import (
+    Evaluator,
+    PoolRunner,
+    RpcEndpoint,
+    local_runner,
+    probe,
+    rpc_runner,
+    runner_input,
+    runner_result,
+)
 from .search import (
     SearchConfig,
     TaskContext,
@@ -34,11 +51,11 @@ from .search import (
 from .tasks import Workload, extract_workloads, kernel_workloads, workload_hash
 
 __all__ = [
-    "FAILED_RUN_SECS", "RECORDS_FILE", "TIMING_FILE", "WORKLOADS_FILE", "Evaluator", "LocalPoolRunner", "PoolRunner",
+    "FAILED_RUN_SECS", "RECORDS_FILE", "TIMING_FILE", "WORKLOADS_FILE", "Evaluator", "PoolRunner", "PooledBuilder",
     "RpcEndpoint", "SearchConfig", "TaskContext", "Workload", "annotation_keys", "apply_records", "artifact_timing",
     "build_candidate", "builder_input", "commit", "compile_with_records", "decisions", "design_space_of",
-    "extract_workloads", "fit_decisions", "kernel_workloads", "make_builder", "make_cost_model", "mean_secs",
-    "measured_keys", "ms", "open_database", "probe", "remove_artifact", "replay_problem", "rpc_measure", "runner_input",
+    "extract_workloads", "fit_decisions", "kernel_workloads", "local_runner", "make_builder", "make_cost_model", "mean_secs",
+    "measured_keys", "ms", "open_database", "probe", "remove_artifact", "replay_problem", "rpc_runner", "runner_input",
     "runner_result", "shielded_pool", "similar_workloads", "top_traces", "trace_key", "update_cost_model",
     "with_decision", "workload_hash",
 ]

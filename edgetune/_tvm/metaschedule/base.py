@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE  # noqa: F401 — re-exported
 from ..core import tvm
-
-log = logging.getLogger(__name__)
 
 
 def ms() -> Any:
@@ -21,3 +17,12 @@ def ms() -> Any:
 
     dot.register()
     return _ms
+
+
+def derived_object(cls: type) -> Any:
+    """MetaSchedule's decorator for Python subclasses of its objects (``PyBuilder``,
+    ``PyRunner``, ``PyRunnerFuture``)."""
+    ms()
+    from tvm.ir.utils import derived_object as derive
+
+    return derive(cls)

@@ -1,5 +1,6 @@
-"""Building candidates: edgetune's builder (kernels compiled without MetaSchedule's tensor
-intrinsic import, linked for the board), on a pool of workers that stay."""
+"""Building candidates: edgetune's builder, a MetaSchedule ``PyBuilder`` (kernels compiled without
+MetaSchedule's tensor intrinsic import, linked for the board), on a pool of workers that stay.
+Importing this module imports TVM (the builder class derives from MetaSchedule's)."""
 
 from __future__ import annotations
 
@@ -14,25 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from ..cuda import cuda_compile_env
-from .base import ms
+from .base import derived_object, ms
 from .pool import shielded_pool
-
-_BUILD_SECS: list[float] = []  # set by build_candidate in a builder worker, read by export_candidate
-
 
 TIMING_FILE = "timing.json"
 
 
-def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> Any:
+def build_candidate(mod: Any, target: Any, cuda: Any = None) -> Any:
     """Build one candidate (runs in a builder worker). Unlike MetaSchedule's default it does not
     import ``tvm.s_tir.tensor_intrin`` (≈23 s per fresh worker, which times every build out).
     With ``cuda`` (a CudaToolchain) GPU kernels are compiled by nvcc into a cubin."""
-    import time
-
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    start = time.perf_counter()
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     if cuda is not None:
         with cuda_compile_env(cuda), target:
@@ -42,14 +37,14 @@ def build_candidate(mod: Any, target: Any, _params: Any, cuda: Any = None) -> An
 
         lookups.register()
         built = tvm_build(mod, target=target, pipeline=lookups.PIPELINE)
-    _BUILD_SECS[:] = [time.perf_counter() - start]
     return built
 
 
-def export_candidate(rt_mod: Any, cc: str | None, workdir: str | None = None) -> str:
+def export_candidate(rt_mod: Any, lower_s: float, cc: str | None, workdir: str | None = None) -> str:
     """Link a candidate into a shared library for the board (runs in a builder worker), in a
     directory under ``workdir`` (the tuning run's, removed with it even when a worker is killed
-    mid-build); the compile and link times go into ``timing.json`` beside it."""
+    mid-build); the lowering (``lower_s``), compile and link times go into ``timing.json``
+    beside it."""
     import time
 
     from tvm.support import cc as tvm_cc
@@ -71,7 +66,7 @@ def export_candidate(rt_mod: Any, cc: str | None, workdir: str | None = None) ->
     rt_mod.export_library(path, fcompile=timed_link)
     total = time.perf_counter() - start
     # export_library runs LLVM's code generation (object file), then the linker
-    timing = {"lower_s": _BUILD_SECS[0] if _BUILD_SECS else 0.0, "codegen_s": total - linking[0], "link_s": linking[0]}
+    timing = {"lower_s": lower_s, "codegen_s": total - linking[0], "link_s": linking[0]}
     with open(os.path.join(directory, TIMING_FILE), "w") as fh:
         json.dump(timing, fh)
     return path
@@ -89,29 +84,42 @@ def artifact_timing(path: str | None) -> dict[str, float]:
         return {}
 
 
+def build_and_export(build: Callable[[Any, Any], Any], export: Callable[[Any, float], str], mod: Any,
+                     target: Any) -> str:
+    """One candidate from schedule to shared library (runs in a builder worker): ``build`` it,
+    timed, and ``export`` it with that time."""
+    import time
+
+    start = time.perf_counter()
+    rt_mod = build(mod, target)
+    return export(rt_mod, time.perf_counter() - start)
+
+
 def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None, workdir: Path | None = None) -> Any:
     """A parallel host builder whose candidates are shared libraries for the board's arch."""
     return PooledBuilder(workers, timeout, functools.partial(build_candidate, cuda=cuda),
                          functools.partial(export_candidate, cc=cc, workdir=str(workdir) if workdir else None))
 
 
-class PooledBuilder:
+@derived_object
+class PooledBuilder(ms().builder.PyBuilder):
     """MetaSchedule's ``LocalBuilder`` without its new process pool per batch: the workers stay
     (each imports TVM once, ~0.7 s of CPU that LocalBuilder paid per worker and batch) and are
-    recycled after ``uses`` builds, which bounds the slow leak LocalBuilder restarts them for."""
+    recycled after ``uses`` builds, which bounds the slow leak LocalBuilder restarts them for.
+    A candidate that fails or times out is a result with its error, not an exception."""
 
     def __init__(self, workers: int, timeout: float, f_build: Callable[..., Any], f_export: Callable[..., Any],
                  uses: int = 256):
+        super().__init__()
         self.timeout, self.f_build, self.f_export = timeout, f_build, f_export
         self.pool = shielded_pool(workers, timeout, uses)
 
-    def build(self, inputs: Sequence[Any]) -> list[Any]:
-        from tvm.s_tir.meta_schedule.builder import local_builder as lb
+    def build(self, build_inputs: Sequence[Any]) -> list[Any]:
         from tvm.support.popen_pool import StatusKind
 
-        jobs = [(self.f_build, self.f_export, i.mod, i.target, lb._serialize_params(i.params)) for i in inputs]
+        jobs = [(self.f_build, self.f_export, i.mod, i.target) for i in build_inputs]
         out = []
-        for res in self.pool.map_with_error_catching(lambda job: lb._worker_func(*job), jobs):
+        for res in self.pool.map_with_error_catching(lambda job: build_and_export(*job), jobs):
             if res.status == StatusKind.COMPLETE:
                 out.append(ms().builder.BuilderResult(res.value, None))
             elif res.status == StatusKind.TIMEOUT:

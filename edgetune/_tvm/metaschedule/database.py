@@ -68,7 +68,7 @@ def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
     from tvm.s_tir import schedule as s
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    from .constants import TRACE_ANNOTATIONS
+    from ..constants import TRACE_ANNOTATIONS
 
     m = ms()
     try:

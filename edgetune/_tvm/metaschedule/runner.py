@@ -1,17 +1,20 @@
-"""Timing candidates: on this machine, or over RPC on a board or a tracker's boards."""
+"""Timing candidates: on this machine, or over RPC on a board or a tracker's boards — a MetaSchedule
+``PyRunner`` on a pool of workers. Importing this module imports TVM (the runner classes derive
+from MetaSchedule's)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..core import last_line
-from .base import ms
+from ..core import last_line, tvm
+from .base import derived_object, ms
 from .pool import shielded_pool
 
 
@@ -35,17 +38,6 @@ class Evaluator:
     def config(self) -> Any:
         return ms().runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
                                            enable_cpu_cache_flush=self.flush_cpu_cache)
-
-
-def make_local_runner(evaluator: Evaluator, timeout: float) -> Any:
-    """Time candidates on this machine, one at a time (parallel runs would disturb each other), in
-    a worker shielded from Ctrl-C (:func:`shielded_pool`)."""
-    import subprocess
-
-    runner = ms().runner.LocalRunner(timeout_sec=timeout, evaluator_config=evaluator.config())
-    runner.pool.shutdown()
-    runner.pool = shielded_pool(1, timeout, stderr=subprocess.DEVNULL)  # LocalRunner's own stderr choice
-    return runner
 
 
 @dataclass(frozen=True)
@@ -84,7 +76,7 @@ def host_random_fill(tensor: Any) -> None:
 
 
 def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_type: str,
-                args_info: tuple[Any, ...], timeout: float) -> list[float]:
+                args_info: tuple[Any, ...], *, timeout: float) -> list[float]:
     """Upload, load and time one candidate on a board (runs in a runner worker, which the pool
     kills after ``timeout``)."""
     from tvm.s_tir.meta_schedule.runner import rpc_runner as r
@@ -121,46 +113,72 @@ def ping(endpoint: RpcEndpoint, timeout: float) -> None:
     connect(endpoint, timeout).cpu(0)
 
 
-class PoolRunner:
-    """Candidates timed over RPC by a pool of ``workers`` processes, each killed after ``timeout``.
+def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tuple[Any, ...]) -> list[float]:
+    """Load and time one candidate on this machine (runs in a runner worker), as MetaSchedule's
+    LocalRunner does: its argument allocation (random fill) and time evaluator."""
+    from tvm.s_tir.meta_schedule.runner import local_runner as lr
 
-    MetaSchedule's RPCRunner waits forever on a dead board; here a stuck candidate becomes an
-    error result and its worker process is replaced.
-    """
+    runtime = tvm().runtime
+    rt_mod = runtime.load_module(artifact)
+    device = runtime.device(device_type, 0)
+    args = lr.default_alloc_argument(device, args_info, 1)
+    return [float(x) for x in lr.default_run_evaluator(rt_mod, device, evaluator, args)]
 
-    def __init__(self, endpoint: RpcEndpoint, evaluator: Evaluator, workers: int, timeout: float):
-        self.endpoint, self.timeout = endpoint, timeout
-        self.evaluator = evaluator.config()
-        self.pool = shielded_pool(workers, timeout)
 
-    def run(self, artifacts: list[str], device_type: str, candidates: list[Any]) -> list[Any]:
-        futures = [self.pool.submit(rpc_measure, self.endpoint, self.evaluator, art, device_type,
-                                    tuple(a.as_json() for a in c.args_info), self.timeout)
-                   for art, c in zip(artifacts, candidates)]
-        return [self._result(f) for f in futures]
+@derived_object
+class PoolFuture(ms().runner.PyRunnerFuture):
+    """One candidate's timing in a pool worker; a timeout or an error is its result."""
 
-    def _result(self, future: Any) -> Any:
+    def __init__(self, future: Any, timeout: float, where: str):
+        super().__init__()
+        self.future, self.timeout, self.where = future, timeout, where
+
+    def done(self) -> bool:
+        return bool(self.future.done())
+
+    def result(self) -> Any:
         try:
-            return runner_result(future.result(), None)
+            return runner_result(self.future.result(), None)
         except TimeoutError:
             return runner_result(None, f"timed out after {self.timeout:.0f} s")
         except Exception as err:  # noqa: BLE001 — a failed candidate is data
-            return runner_result(None, f"RPC error: {last_line(err)}")
-
-    def close(self) -> None:
-        self.pool.shutdown()
+            return runner_result(None, f"{self.where} error: {last_line(err)}")
 
 
-class LocalPoolRunner:
-    """MetaSchedule's LocalRunner behind the same ``run``/``close`` interface as :class:`PoolRunner`."""
+@derived_object
+class PoolRunner(ms().runner.PyRunner):
+    """Candidates timed by ``measure(artifact, device_type, args_info)`` in a pool of
+    ``workers`` processes shielded from Ctrl-C (:func:`shielded_pool`), each killed after
+    ``timeout``: MetaSchedule's RPCRunner waits forever on a dead board, and its LocalRunner is
+    not interruptible; here a stuck candidate becomes an error result and its worker process is
+    replaced. Build one with :func:`local_runner` or :func:`rpc_runner`."""
 
-    def __init__(self, evaluator: Evaluator, timeout: float):
-        self.runner = make_local_runner(evaluator, timeout)
+    def __init__(self, measure: Callable[..., list[float]], workers: int, timeout: float, where: str,
+                 stderr: Any = None):
+        super().__init__()
+        self.measure, self.timeout, self.where = measure, timeout, where
+        self.pool = shielded_pool(workers, timeout, stderr=stderr)
 
-    def run(self, artifacts: list[str], device_type: str, candidates: list[Any]) -> list[Any]:
-        inputs = [runner_input(a, device_type, c) for a, c in zip(artifacts, candidates)]
-        return [f.result() for f in self.runner.run(inputs)]
+    def run(self, runner_inputs: Sequence[Any]) -> list[Any]:
+        futures = [self.pool.submit(self.measure, str(i.artifact_path), str(i.device_type),
+                                    tuple(a.as_json() for a in i.args_info)) for i in runner_inputs]
+        return [PoolFuture(f, self.timeout, self.where) for f in futures]
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.runner.pool.shutdown()
+            self.pool.shutdown()
+
+
+def local_runner(evaluator: Evaluator, timeout: float) -> Any:
+    """Time candidates on this machine, one at a time (parallel runs would disturb each other);
+    the worker's stderr dropped, as LocalRunner does."""
+    import subprocess
+
+    return PoolRunner(functools.partial(local_measure, evaluator.config()), 1, timeout, "run",
+                      stderr=subprocess.DEVNULL)
+
+
+def rpc_runner(endpoint: RpcEndpoint, evaluator: Evaluator, workers: int, timeout: float) -> Any:
+    """Time candidates over RPC on a board, or on ``workers`` boards behind a tracker."""
+    return PoolRunner(functools.partial(rpc_measure, endpoint, evaluator.config(), timeout=timeout), workers,
+                      timeout, "RPC")
