@@ -265,7 +265,7 @@ def _built_rows(rows: list[dict[str, Any]], choice: Mapping[str, str]) -> list[d
 
 def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """How the package's kernels were scheduled: counts per kind, and the kernels left as naive
-    loops with their share of the model's FLOPs."""
+    loops — with their share of the model's FLOPs and why no schedule rule fit each."""
     total = sum(k["calls"] * k["flops"] for k in kernels.values()) or 1.0
     kinds: dict[str, int] = {}
     for k in kernels.values():
@@ -273,7 +273,8 @@ def schedule_summary(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
     naive = sorted((name for name, k in kernels.items() if k["kind"] == "naive"),
                    key=lambda n: -kernels[n]["calls"] * kernels[n]["flops"])
     share = sum(kernels[n]["calls"] * kernels[n]["flops"] for n in naive) / total
-    return {"kinds": kinds, "tuned": kinds.get("tuned", 0), "naive": naive, "naive_flops_share": round(share, 4)}
+    return {"kinds": kinds, "tuned": kinds.get("tuned", 0), "naive": naive, "naive_flops_share": round(share, 4),
+            "naive_why": {n: kernels[n].get("why", "") for n in naive}}
 
 
 def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -142,8 +142,9 @@ def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[st
     key = _tvm.lowering_for(target, layout).key
     rows = []
     for wl in ms.extract_workloads(model.mod, target, key):
-        kind = _tvm.default_schedule(wl.mod, target)[1] if target.kind.name == "llvm" else "gpu (DLight)"
-        rows.append({"kernel": wl.name, "kind": kind, "calls": wl.weight, "flops": wl.flops})
+        found = _tvm.default_schedule(wl.mod, target, wl.name) if target.kind.name == "llvm" else None
+        rows.append({"kernel": wl.name, "kind": found.kind if found else "gpu (DLight)", "calls": wl.weight, "flops": wl.flops,
+                     **({"why": found.why} if found and found.sch is None else {})})
     total = sum(r["calls"] * r["flops"] for r in rows) or 1.0
     for r in rows:
         r["flops_share"] = r["calls"] * r["flops"] / total

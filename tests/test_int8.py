@@ -467,7 +467,7 @@ def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     from edgetune.profiles import get_profile
 
     target = _tvm.make_target(get_profile("host").target_spec())
-    sch, kind = _tvm.default_schedule(func, target)
+    sch, kind, _why = _tvm.default_schedule(func, target)
     assert sch is not None, kind
     lib = build_candidate(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}), target)
     tensors = [tvm.runtime.tensor(a) for a in args]

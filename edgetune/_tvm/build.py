@@ -80,8 +80,9 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
     from .schedules.dispatch import apply_default_schedules
 
     table = kernel_table(fused)
-    fused, kinds = apply_default_schedules(fused, target)
-    kernels = {name: {"kind": kind, "workload": workloads.get(name, ""), **table.get(name, {"calls": 0, "flops": 0.0})}
+    fused, kinds, why = apply_default_schedules(fused, target)
+    kernels = {name: {"kind": kind, "workload": workloads.get(name, ""), **table.get(name, {"calls": 0, "flops": 0.0}),
+                      **({"why": why[name]} if name in why else {})}
                for name, kind in kinds.items()}
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 

@@ -7,6 +7,7 @@ import functools
 import importlib
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ToolchainError
@@ -65,6 +66,32 @@ def plain(value: Any) -> Any:
     if hasattr(value, "__iter__"):
         return [plain(v) for v in value]
     return str(value)
+
+
+_SKIP_FIELDS = frozenset({"span", "ty", "dtype", "buffer", "op", "annotations"})
+
+
+def ir_nodes(root: Any) -> Iterator[Any]:
+    """Every node of a TVM IR tree — TIR statements and expressions — pre-order. TVM 0.27 gives
+    Python no TIR visitor; the FFI's reflection lists each node's fields, which this walks
+    (types, spans, buffers and operators are leaves: what they hold is not the computation)."""
+    import tvm_ffi
+
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple, tvm_ffi.Array)):
+            stack.extend(reversed(list(node)))
+            continue
+        if not isinstance(node, tvm_ffi.Object) or isinstance(node, tvm_ffi.Array):
+            continue
+        yield node
+        children = []
+        info = getattr(type(node), "__tvm_ffi_type_info__", None)
+        while info is not None:
+            children = [getattr(node, f.name) for f in info.fields if f.name not in _SKIP_FIELDS] + children
+            info = info.parent_type_info
+        stack.extend(reversed(children))
 
 
 def copy_module(mod: Any) -> Any:

@@ -102,3 +102,6 @@ def _render_kernels(kernels: list[dict], profile: str) -> None:
     share = sum(k["flops_share"] for k in naive)
     out.print(f"{len(kernels)} kernels for {profile}: {len(naive)} without a default schedule "
               f"({100 * share:.1f}% of the FLOPs)" + ("" if not naive else f": {', '.join(k['kernel'] for k in naive[:5])}"))
+    for k in naive[:3]:
+        if k.get("why"):
+            out.print(f"  {k['kernel']}: {k['why']}")

@@ -68,6 +68,9 @@ def package(
     if sched.get("naive"):
         out.print(f"  [yellow]{len(sched['naive'])} kernel(s) without a default schedule run as plain loops[/] "
                   f"({100 * sched['naive_flops_share']:.1f}% of the FLOPs): {', '.join(sched['naive'][:5])}")
+        first = sched["naive"][0]
+        if sched.get("naive_why", {}).get(first):
+            out.print(f"    {first}: {sched['naive_why'][first]}")
     for note in sched.get("notes", []):
         out.print(f"  [yellow]note[/]: {note}")
     if result.tarball:

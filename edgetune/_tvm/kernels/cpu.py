@@ -62,6 +62,15 @@ def depthwise_weights(weights_ohwi: Any, cpu: CpuFacts) -> Any:
     return pad_axis(packed, 2, multiple).copy()
 
 
+def packed_weights(weights_ohwi: Any, oci: int) -> Any:
+    """Convolution weights ``[OC, KH, KW, IC]`` packed for the direct micro-kernel as
+    ``[OCp/OCi, KH, KW, IC, OCi]``: output channels in blocks of ``OCi`` (zero filters after
+    ``OC``), each block's channels contiguous for a vector load."""
+    oc, kh, kw, ic = weights_ohwi.shape
+    padded = pad_axis(weights_ohwi, 0, oci)
+    return padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
+
+
 def register_tile(oc: int, ow: int, cpu: CpuFacts) -> tuple[int, int]:
     """(OCi, RW): the output-channel block and output-pixel row of one micro-kernel.
 

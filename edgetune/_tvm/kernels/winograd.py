@@ -51,14 +51,13 @@ def default_conv_variant(target: Any) -> str:
     return "direct" if triple.startswith(("aarch64", "arm")) else "winograd"
 
 
-def winograd_tile(sig: str, oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any], choice: ConvChoice,
-                  default: str = "winograd") -> int:
+def winograd_tile(sig: str, kernel: tuple[int, int], oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any],
+                  choice: ConvChoice, default: str = "winograd") -> int:
     """The Winograd output tile for this convolution (0: direct). ``auto`` (and a signature the
     ``choice`` mapping leaves out) means ``default``: see :func:`default_conv_variant`. Winograd
     is F(4,3) unless the map is smaller than 8, then F(2,3)."""
     wanted = choice.get(sig, "auto") if isinstance(choice, Mapping) else choice
     wanted = default if wanted == "auto" else wanted
-    kernel = tuple(int(x) for x in sig.split(" k")[1].split(" ")[0].split("x"))
     if wanted == "direct" or not winograd_eligible(kernel, geometry["strides"], geometry["dilation"], ic, oc):
         return 0
     return 4 if min(oh, ow) >= 8 else 2

@@ -79,7 +79,7 @@ class TaskContext:
 
         if self.ctx.target.kind.name == "cuda":
             return None
-        sch, _kind = default_schedule(self.workload.mod, self.ctx.target)
+        sch = default_schedule(self.workload.mod, self.ctx.target).sch
         if sch is None:
             sch = s.Schedule(self.workload.mod)
         self._default = trace_key(sch.trace)

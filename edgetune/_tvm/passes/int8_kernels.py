@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import dot
 from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, depthwise_conv2d_nhwc
-from ..kernels.cpu import CpuFacts, depthwise_weights, pad_axis, register_tile
+from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, pad_axis, register_tile
 from ..kernels.winograd import conv_signature
 from .common import (
     MutatorPass,
@@ -97,9 +97,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         return call, False, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
-        padded = pad_axis(weights.astype(np.float32), 0, oci)
-        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-        call = te(conv2d_nhwc_packed, x, relax.const(packed), *fbias, **geometry, out_channels=oc, signature=sig,
+        call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
     if int(a.groups) == ic == oc and ic_g == 1:

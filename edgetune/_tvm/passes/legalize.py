@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import tvm
 from ..kernels.conv import conv2d_nhwc_packed, depthwise_conv2d_nhwc
-from ..kernels.cpu import CpuFacts, dense_block, depthwise_weights, pad_axis, register_tile
+from ..kernels.cpu import CpuFacts, dense_block, depthwise_weights, packed_weights, pad_axis, register_tile
 from ..kernels.dense import dense_packed
 from ..kernels.winograd import (
     ConvChoice,
@@ -102,16 +102,14 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     if groups == 1:
         oh, ow = int(call.ty.shape.values[1]), int(call.ty.shape.values[2])
         sig = conv_signature(ints(call.args[0].ty.shape.values), weights.shape, **geometry)
-        # an int8 layer made exact (quantized.py) has small integer weights: Winograd's
+        # an int8 layer made exact (int8_layers.py) has small integer weights: Winograd's
         # transforms would round its sums, so it keeps the direct kernel
         exact = bool(np.all(np.abs(weights) <= 128) and np.array_equal(weights, np.round(weights)))
-        tile = None if exact else winograd_tile(sig, oh, ow, ic, oc, geometry, choice, default)
+        tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default)
         if tile:
             return legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
-        padded = pad_axis(weights, 0, oci)
-        packed = padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
-        return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed), **geometry, out_channels=oc,
+        return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), **geometry, out_channels=oc,
                           signature=sig, primfunc_name_hint="conv2d_nhwc")
     if groups == ic == oc and ic_g == 1:
         packed = depthwise_weights(weights, cpu)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..core import last_line
 from ..kernels.cpu import CpuFacts
-from .common import child_blocks, is_reduction, kernel_of
+from .common import NoMatchError, child_blocks, is_reduction, kernel_of
 from .microkernels import Decider, conv2d_nhwc_int8, conv2d_nhwc_packed, dense_packed, depthwise_conv2d_nhwc, winograd_conv
 from .rules import schedule_blockwise, schedule_injective, schedule_reduction
 
@@ -97,10 +98,20 @@ def design_space(sch: Any, target: Any) -> list[Any]:
     return out
 
 
-def default_schedule(func: Any, target: Any) -> tuple[Any | None, str]:
-    """(the default schedule of one PrimFunc — an ``s_tir.Schedule`` with its trace — or None,
-    the kind of kernel it was scheduled as). Every rule is tried in turn; a rule that fails
-    falls through, and ``naive`` means plain loops."""
+class DefaultSchedule(NamedTuple):
+    """A PrimFunc's default schedule: ``sch`` (an ``s_tir.Schedule`` with its trace) or None,
+    the ``kind`` it was scheduled as (``naive``: plain loops), and ``why`` no rule fit."""
+
+    sch: Any
+    kind: str
+    why: str = ""
+
+
+def default_schedule(func: Any, target: Any, name: str = "kernel") -> DefaultSchedule:
+    """The default schedule of one PrimFunc. Every rule that could fit is tried in turn; one that
+    does not match or fails falls through, and ``naive`` means plain loops — with the rules'
+    reasons in ``why``, and a warning where a rule failed (not merely did not match): that is a
+    bug in the rule, and the kernel runs slower for it."""
     from tvm import s_tir
 
     cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
@@ -112,23 +123,34 @@ def default_schedule(func: Any, target: Any) -> tuple[Any | None, str]:
         rules = [("elementwise", schedule_injective)]
     else:
         rules = [("reduction", schedule_reduction), ("reduction", schedule_blockwise)]
+    reasons, failed = [], False
     for label, rule in rules:
         sch = s_tir.Schedule(func)
         try:
             rule(sch, cpu, cores)
-        except Exception as err:  # noqa: BLE001 — fall through to the next rule, then naive
-            log.debug("%s rule failed: %s", label, err)
+        except NoMatchError as err:
+            reasons.append(f"{rule.__name__}: {err or 'does not match'}")
             continue
-        return sch, label
-    return None, "naive"
+        except Exception as err:  # noqa: BLE001 — TVM's schedule errors are many types; the next rule is tried
+            reasons.append(f"{rule.__name__} failed: {last_line(err)}")
+            failed = True
+            log.debug("%s rule failed", label, exc_info=True)
+            continue
+        return DefaultSchedule(sch, label)
+    why = "; ".join(reasons) or "no rule for this kernel"
+    if failed:
+        log.warning("%s runs as plain loops: %s", name, why)
+    return DefaultSchedule(None, "naive", why)
 
 
-def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str]]:
+def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str], dict[str, str]]:
     """Schedule every PrimFunc of a fused module that is not scheduled yet (tuning records are
-    applied first). Returns the module and the kind each function got (``naive``: none)."""
+    applied first). Returns the module, the kind each function got (``naive``: none), and why
+    each naive one got no schedule."""
     from tvm import tirx
 
     kinds: dict[str, str] = {}
+    why: dict[str, str] = {}
     updates = {}
     for gv, func in mod.functions_items():
         if not isinstance(func, tirx.PrimFunc):
@@ -137,10 +159,12 @@ def apply_default_schedules(mod: Any, target: Any) -> tuple[Any, dict[str, str]]
             # written scheduled (a recurrent loop kernel) or a tuning record applied
             kinds[gv.name_hint] = str(func.attrs.get("edgetune.kind", "tuned"))
             continue
-        sch, kind = default_schedule(func, target)
-        kinds[gv.name_hint] = kind
-        if sch is not None:
-            updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+        found = default_schedule(func, target, gv.name_hint)
+        kinds[gv.name_hint] = found.kind
+        if found.sch is None:
+            why[gv.name_hint] = found.why
+        else:
+            updates[gv] = found.sch.mod["main"].with_attr("tirx.is_scheduled", True)
     for gv, func in updates.items():
         mod[gv] = func
-    return mod, kinds
+    return mod, kinds, why

@@ -31,7 +31,7 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     blocks = child_blocks(sch)
     reductions = [b for b in blocks if is_reduction(sch, b)]
     if len(reductions) != 1:
-        raise NoMatchError
+        raise NoMatchError(f"{len(reductions)} reduction blocks, not one")
     main = reductions[0]
     idx = next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(main)))
     for block in blocks[:idx]:
@@ -40,11 +40,11 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     kinds = [int(iv.iter_type) for iv in sch.get(main).iter_vars]
     loops = sch.get_loops(main)
     if len(loops) != len(kinds):
-        raise NoMatchError
+        raise NoMatchError("the reduction's loops are not its iteration axes")
     spatial = [lp for lp, k in zip(loops, kinds) if k == 0]
     reduce = [lp for lp, k in zip(loops, kinds) if k != 0]
     if not spatial:
-        raise NoMatchError
+        raise NoMatchError("a reduction to a scalar")
     inner = spatial[-1]
     width = vector_factor(loop_extent(sch, inner), cpu)
     vec = None
@@ -77,7 +77,7 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
     """Only spatial blocks: inline what inlines, then each remaining block parallel + vector."""
     blocks = child_blocks(sch)
     if any(is_reduction(sch, b) for b in blocks):
-        raise NoMatchError
+        raise NoMatchError("has a reduction")
     for block in blocks[:-1]:
         try:
             sch.compute_inline(block)
