@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,23 +31,6 @@ class CompiledArtifact:
     build_seconds: float
     lowering: str = ""
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # fused function → kind, calls, flops
-
-    def save(self) -> Path:
-        """Write ``artifact.json`` beside the library."""
-        path = self.library.with_name("artifact.json")
-        data = {k: v for k, v in self.__dict__.items() if k not in ("library", "inputs", "outputs")}
-        data.update(library=self.library.name, inputs=[t.to_json() for t in self.inputs], outputs=[t.to_json() for t in self.outputs])
-        path.write_text(json.dumps(data, indent=2))
-        return path
-
-    @classmethod
-    def load(cls, directory: Path) -> "CompiledArtifact":
-        """Read what :meth:`save` wrote."""
-        data = json.loads((directory / "artifact.json").read_text())
-        data["library"] = directory / data["library"]
-        data["inputs"] = tuple(TensorSpec.from_json(t) for t in data["inputs"])
-        data["outputs"] = tuple(TensorSpec.from_json(t) for t in data["outputs"])
-        return cls(**data)
 
 
 def check_toolchain(profile: Profile) -> tuple[str | None, Any]:

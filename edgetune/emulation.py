@@ -1,7 +1,8 @@
 """Run foreign-architecture packages on this host under qemu-user, for the reference check.
 
 An aarch64 Debian Python (debootstrap, first stage, unpacked) serves as the interpreter; the
-runtime bundle supplies TVM's runtime. Both are cached. See DESIGN.md §4.
+runtime bundle supplies TVM's runtime. Both are cached (README: Development, testing without a
+board).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,64 +81,9 @@ class ImportedModel:
     bound: dict[str, Any] = field(default_factory=dict, compare=False)  # --bind: input → value
     state: tuple[StateSpec, ...] = field(default=(), compare=False)
 
-    def meta(self) -> dict[str, Any]:
-        """Everything but the IRModule, as JSON data."""
-        return {
-            "source": str(self.source),
-            "format": self.format,
-            "sha256": self.sha256,
-            "inputs": [t.to_json() for t in self.inputs],
-            "outputs": [t.to_json() for t in self.outputs],
-            "notes": list(self.notes),
-            "bound": dict(self.bound),
-            "state": [s.to_json() for s in self.state],
-        }
-
-    def save(self, directory: Path) -> Path:
-        """Write ``imported.json``, ``module.json`` and the reference model into ``directory``."""
-        from . import _tvm
-
-        directory.mkdir(parents=True, exist_ok=True)
-        _tvm.save_ir(self.mod, directory / "module.json")
-        (directory / f"reference.{self.format}").write_bytes(self.source_bytes)
-        (directory / "imported.json").write_text(json.dumps(self.meta(), indent=2))
-        if self.state:
-            save_state(directory / STATE_FILE, self.state)
-        return directory
-
-    @classmethod
-    def load(cls, directory: Path) -> "ImportedModel":
-        """Read what :meth:`save` wrote."""
-        from . import _tvm
-
-        meta = json.loads((directory / "imported.json").read_text())
-        return cls(
-            Path(meta["source"]), meta["format"], meta["sha256"],
-            tuple(TensorSpec.from_json(t) for t in meta["inputs"]),
-            tuple(TensorSpec.from_json(t) for t in meta["outputs"]),
-            _tvm.load_ir(directory / "module.json"),
-            (directory / f"reference.{meta['format']}").read_bytes(),
-            tuple(meta.get("notes", ())),
-            dict(meta.get("bound", {})),
-            load_state(directory / STATE_FILE, meta.get("state", [])),
-        )
-
-
-STATE_FILE = "state.npz"
-
 
 def save_state(path: Path, state: tuple[StateSpec, ...]) -> None:
     """Initial state values, keyed by state input name."""
     import numpy as np
 
     np.savez(path, **{s.input: s.initial for s in state})
-
-
-def load_state(path: Path, specs: list[dict[str, Any]]) -> tuple[StateSpec, ...]:
-    """What :func:`save_state` wrote, with the pairs from ``specs`` (manifest form)."""
-    if not specs:
-        return ()
-    import numpy as np
-
-    with np.load(path) as arrays:
-        return tuple(StateSpec(s["input"], s["output"], np.array(arrays[s["input"]])) for s in specs)

@@ -24,21 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from edgetune_runtime.loader import FORMAT_VERSION, MANIFEST, REFERENCE, STATE
+
 from . import __version__, elf, emulation, reference
 from .build import CompiledArtifact, check_toolchain, compile_model
 from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
 from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
-from .model import STATE_FILE, ImportedModel, save_state
+from .model import ImportedModel, save_state
 from .profiles import Profile
 from .util import process_alive, sha256_file
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-REFERENCE = "reference.npz"
-FORMAT_VERSION = 1
 SCHEMA_URL = "edgetune package manifest, format 1 (see README: Package format)"
 
 Progress = Callable[[str], None]
@@ -130,7 +129,7 @@ def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
     inputs hold the model's initial state, also stored as state.npz)."""
     inputs = reference.make_inputs(model.inputs, seed, {s.input: s.initial for s in model.state})
     if model.state:
-        save_state(root / STATE_FILE, model.state)
+        save_state(root / STATE, model.state)
     outputs = reference.run_reference(model, inputs)
     arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
     arrays.update({f"output:{s.name}": a for s, a in zip(model.outputs, outputs)})

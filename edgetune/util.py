@@ -106,3 +106,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     else:
         tmp.write_text(data)
     os.replace(tmp, path)
+
+
+def to_ms(seconds: float | None) -> float | None:
+    """Seconds as milliseconds (None stays None)."""
+    return None if seconds is None else seconds * 1e3

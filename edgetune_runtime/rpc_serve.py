@@ -2,8 +2,8 @@
 [--tracker HOST:PORT --custom-addr A]``: TVM's RPC server, with its key read from a file only
 the board's user can read (deleted once read) rather than from the command line, which every
 local user sees in ``ps``. TVM's handshake refuses a client that does not present the key, so
-another user of the board or the host cannot run code through the server (DESIGN: trust model,
-README)."""
+another user of the board or the host cannot run code through the server (README: Trust
+model)."""
 
 from __future__ import annotations
 

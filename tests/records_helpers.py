@@ -27,7 +27,7 @@ def workload_line(mod: Any) -> list[Any]:
     from edgetune._tvm import metaschedule as ms
     from edgetune._tvm.core import plain
 
-    return plain(ms.ms().database.Workload(mod).as_json())
+    return plain(ms.meta_schedule().database.Workload(mod).as_json())
 
 
 def trace(mod: Any, factor: int, extra: list[Any] | None = None) -> list[Any]:

@@ -1,6 +1,6 @@
 """A stand-in Raspberry Pi: a real OpenSSH server in a network namespace this code creates,
 reached over a veth pair, with a test user whose ``python3`` and ``uname`` are aarch64 binaries
-from a Debian sysroot run by qemu-aarch64-static (DESIGN.md §4).
+from a Debian sysroot run by qemu-aarch64-static (as :mod:`edgetune.emulation` runs packages).
 
 sshd runs in a private mount namespace of its own where ``/proc/cpuinfo`` reads as a Raspberry
 Pi 4's (qemu-user 7.2 passes the host's x86 text through): the CPU probing of onnxruntime and

@@ -1,7 +1,6 @@
 """Import: exporter-style ONNX, name sanitizing, shape errors, unsupported ops, damaged files."""
 
 import models
-import numpy as np
 import pytest
 
 from edgetune.errors import InputShapeError, ModelFormatError, UnsupportedOpsError
@@ -96,13 +95,3 @@ def test_unknown_extension_and_missing_file(tmp_path):
         import_model(tmp_path / "model.pb")
     with pytest.raises(ModelFormatError, match="not found"):
         import_model(tmp_path / "missing.onnx")
-
-
-def test_imported_model_save_load_roundtrip(tmp_path, exporter_onnx):
-    from edgetune.model import ImportedModel
-
-    model = import_model(exporter_onnx)
-    loaded = ImportedModel.load(model.save(tmp_path / "imported"))
-    assert loaded == model  # dataclass equality: everything but the module and bytes
-    assert loaded.source_bytes == model.source_bytes
-    assert np.array_equal(np.array(loaded.mod["main"].params[0].ty.shape.values, dtype=int), [1, 3, 16, 16])

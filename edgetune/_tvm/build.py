@@ -28,9 +28,9 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
           records: Path | None = None, layout: str = "auto", conv_choice: Any = "auto") -> BuildInfo:
     """Compile ``mod`` for ``target`` and export a .so.
 
-    CPU targets: edgetune's lowering (:mod:`.lowering`; ``conv_choice`` picks direct or Winograd
+    CPU targets: edgetune's lowering (:mod:`.passes.pipeline`; ``conv_choice`` picks direct or Winograd
     kernels per 3×3 convolution), tuning ``records`` applied where they match, default
-    schedules (:mod:`.cpu_schedules`) for every other kernel. GPU targets: TVM's
+    schedules (:mod:`.schedules.dispatch`) for every other kernel. GPU targets: TVM's
     pipeline with DLight schedules (records applied first). ``cc`` is the cross compiler driver
     used to link (None: the host's); for CUDA, ``cuda`` supplies nvcc so kernels are embedded as
     a compiled fatbin, not source.
@@ -92,13 +92,3 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
     rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
     return (tvm().compile(fused, target, relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
             BuildInfo(lw.key, kernels))
-
-
-def save_ir(mod: Any, path: Path) -> None:
-    """Write an IRModule (with its constants) as TVM JSON."""
-    path.write_text(tvm().ir.save_json(mod))
-
-
-def load_ir(path: Path) -> Any:
-    """Read an IRModule written by :func:`save_ir`."""
-    return tvm().ir.load_json(path.read_text())

@@ -1,4 +1,4 @@
-"""CUDA for Jetson profiles: nvcc-compiled kernels on a host without a GPU (DESIGN §3, Jetson)."""
+"""CUDA for Jetson profiles: nvcc-compiled kernels on a host without a GPU (README: Jetson)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def cuda_runtime_library() -> Path:
 
 @contextlib.contextmanager
 def cuda_compile_env(cuda: CudaToolchain) -> Iterator[None]:
-    """Make TVM compile CUDA kernels with nvcc into a binary (DESIGN §3, Jetson).
+    """Make TVM compile CUDA kernels with nvcc into a binary.
 
     Without a loadable libcuda, TVM's CUDA runtime module is absent and the build silently
     embeds CUDA *source*. On a host without a driver we load libcudart and a stub libcuda

@@ -1,4 +1,4 @@
-"""ONNX → Relax, with the clean-ups real exporter output needs (DESIGN §3).
+"""ONNX → Relax, with the clean-ups real exporter output needs.
 
 Steps: drop initializers listed as graph inputs; make ``--bind`` inputs constants; fix dynamic
 input dims from ``--input-shape``; rewrite batch-major recurrent layers to time-major; fold

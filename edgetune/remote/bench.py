@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from edgetune_runtime.loader import REFERENCE
+
 from .. import _tvm
 from ..errors import RemoteCommandError, RemoteError, RpcError, UsageError
 from ..model import ImportedModel
@@ -53,7 +55,7 @@ class BenchResult:
 
 def _inputs_and_reference(package: Path) -> tuple[dict[str, Any], list[np.ndarray], dict[str, np.ndarray]]:
     manifest = read_manifest(package)
-    ref = package / "reference.npz"
+    ref = package / REFERENCE
     if not ref.is_file():
         raise RemoteError(f"{package} has no reference data (built with --no-verify)", "package it again without --no-verify")
     with np.load(ref) as data:

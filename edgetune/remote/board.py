@@ -239,15 +239,15 @@ def package_name(package: Path) -> str:
 
 
 def read_manifest(package: Path) -> dict[str, Any]:
-    """A package's manifest; PackageError when the directory is not a package."""
-    path = package / "manifest.json"
+    """A package's manifest, read as the loader on the board reads it; PackageError when the
+    directory is not a package or its manifest is unreadable."""
+    from edgetune_runtime.errors import LoaderError
+    from edgetune_runtime.loader import read_manifest as loader_read
+
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PackageError(f"{package} is not an edgetune package (no manifest.json)",
-                           "give the directory `edgetune package -o` wrote") from None
-    except (OSError, ValueError) as err:
-        raise PackageError(f"{path} is unreadable: {err}", "package the model again") from err
+        return loader_read(package)
+    except LoaderError as err:
+        raise PackageError(err.message, err.hint) from None
 
 
 def deploy_package(package: Path, board: Board) -> DeployResult:

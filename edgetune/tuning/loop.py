@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import RemoteError, UsageError
 from ..profiles import Profile
-from ..util import process_alive, write_atomic
+from ..util import process_alive, to_ms, write_atomic
 from . import droplet
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
 from .record_check import impossible_time, run_secs_problem
@@ -508,7 +508,7 @@ class TuneLoop:
         with self._timed("build"):
             built = self.builder.build([ms.builder_input(c, self.taskset.target) for c in batch])
         ok = [n for n, b in enumerate(built) if b.error_msg is None]
-        results: list[Any] = [ms.runner_result(None, "build: " + _first_line(b.error_msg)) for b in built]
+        results: list[Any] = [ms.runner_result(None, "build: " + _last_line(b.error_msg)) for b in built]
         try:
             for b in built:
                 for phase, secs in ms.artifact_timing(b.artifact_path).items():
@@ -539,7 +539,7 @@ class TuneLoop:
         self.failures += len(times) - len(valid)
         for r, t in zip(results, times):
             if t is None:
-                msg = _first_line(r.error_msg)
+                msg = _last_line(r.error_msg)
                 log.debug("candidate failed: %s", r.error_msg)
                 if msg not in self.errors and len(self.errors) < 5:
                     self.errors.append(msg)
@@ -583,12 +583,12 @@ class TuneLoop:
 
     def snapshot(self, message: str = "") -> Snapshot:
         sched = self.scheduler
-        rows = tuple(TaskRow(t.name, task.workload.kind, t.trials, _ms(t.best), _ms(t.baseline), t.stopped or "live",
+        rows = tuple(TaskRow(t.name, task.workload.kind, t.trials, to_ms(t.best), to_ms(t.baseline), t.stopped or "live",
                              task.flops, self.peak_gflops)
                      for t, task in zip(sched.tasks, self.taskset.tasks))
         base = self.opts.baselines
-        nets = tuple(NetworkRow(n.name, _ms(sched.baseline_latency(j)), _ms(sched.latency(j)), _ms(n.target_s),
-                                _ms(base[n.name].seconds) if n.name in base else None,
+        nets = tuple(NetworkRow(n.name, to_ms(sched.baseline_latency(j)), to_ms(sched.latency(j)), to_ms(n.target_s),
+                                to_ms(base[n.name].seconds) if n.name in base else None,
                                 base[n.name].runtime if n.name in base else None)
                      for j, n in enumerate(sched.objective.networks))
         return Snapshot(self.profile.name, self.runner.label, self.opts.trial_budget, self.opts.time_s, self.spent,
@@ -614,11 +614,7 @@ def _remove_stale_runs() -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1e3
-
-
-def _first_line(text: str | None) -> str:
+def _last_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "unknown error"
 

@@ -25,7 +25,7 @@ from .._tvm.constants import LOWERING_KEYS
 from .._tvm.constants import RECORDS_FILE as RECORDS
 from .._tvm.constants import WORKLOADS_FILE as WORKLOADS
 from ..errors import UsageError
-from ..util import cache_dir, write_atomic
+from ..util import cache_dir, to_ms, write_atomic
 from .record_check import impossible_time, run_secs_problem
 from .record_check import row_problem as record_problem_row
 
@@ -195,7 +195,7 @@ class RecordStore:
             best[shash] = min(best.get(shash, mean), mean)
             if not (rec[0][0] if rec[0] else []):  # edgetune 0.1's "before": plain loops, empty trace
                 defaults.setdefault(shash, mean)
-        return {h: WorkloadStats(h, c[0], c[1], _ms(best.get(h)), _ms(defaults.get(h))) for h, c in trials.items()}
+        return {h: WorkloadStats(h, c[0], c[1], to_ms(best.get(h)), to_ms(defaults.get(h))) for h, c in trials.items()}
 
     def defaults(self) -> dict[str, float]:
         """Per workload hash: seconds of its default schedule, as tuning measured it."""
@@ -290,10 +290,6 @@ class RecordStore:
         _append(self.dir / RECORDS, new_records)
         self.record_defaults({k: v for k, v in theirs_defaults.items() if k not in self.defaults()})
         return len(new_workloads), len(new_records)
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1e3
 
 
 def _record_key(idx: int, rec: Any) -> str:

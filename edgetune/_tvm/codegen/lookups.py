@@ -1,7 +1,7 @@
 """Table lookups in vector code: the ``edgetune`` TIR pipeline.
 
 An int8 → int8 chain that edgetune runs as a lookup in a 256-entry table
-(:func:`.quantized.int8_tables`: MobileNetV3's QDQ hard-swish) sits in the epilogue of the
+(:class:`..passes.int8_elementwise.Int8Tables`: MobileNetV3's QDQ hard-swish) sits in the epilogue of the
 convolution before it, a vectorized loop. TVM's LLVM code generator has no vector gather: a
 load whose index is a vector that is not a ramp becomes one scalar load and one insert per lane
 (16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.

@@ -10,7 +10,7 @@ from ...errors import ModelError
 from ..core import tvm
 from .common import NodeConversionError, quiet_frontend, reason
 
-# Converted while TVM's frontend walks the graph, not through its converter map (DESIGN §3).
+# Converted while TVM 0.27's frontend walks the graph (If, Constant), not through its converter map.
 _ONNX_DIRECT = frozenset({"If", "Constant", "Loop"})  # Loop: edgetune's (:mod:`.onnx_loop`)
 
 

@@ -122,7 +122,7 @@ def rfft2d(bb: Any, x: Any, shape: list[int], fft: list[int]) -> Any:
 
 
 def tflite_supported_ops() -> frozenset[str]:
-    """TFLite builtin operator names edgetune's converter (TVM's, :mod:`.tflite_ops`) converts."""
+    """TFLite builtin operator names edgetune's converter (TVM's, subclassed: :func:`converter_class`) converts."""
     tvm()
     return frozenset(converter_class()(None, None, None, None).convert_map)
 
@@ -153,7 +153,7 @@ def parse_unsupported(text: str) -> list[str]:
 
 def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
     """Convert a parsed tflite.Model to a Relax IRModule (weights are constants); int8 layers
-    computed as LiteRT computes them (:mod:`.quantized`), the quantization scheme kept on the
+    computed as LiteRT computes them (:func:`..passes.pipeline.integer_layers`), the quantization scheme kept on the
     module (:func:`quantization_scheme`)."""
     tvm()
     from tvm.relax.frontend.tflite import tflite_frontend

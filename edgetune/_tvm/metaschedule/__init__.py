@@ -4,7 +4,7 @@ builder and runners that compile and time candidates (:mod:`.builder`, :mod:`.ru
 worker pools of :mod:`.pool`). ``edgetune.tuning`` reads this package as ``ms``."""
 
 from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE
-from .base import ms
+from .base import meta_schedule
 from .builder import (
     TIMING_FILE,
     PooledBuilder,
@@ -55,7 +55,7 @@ __all__ = [
     "RpcEndpoint", "SearchConfig", "TaskContext", "Workload", "annotation_keys", "apply_records", "artifact_timing",
     "build_candidate", "builder_input", "commit", "compile_with_records", "decisions", "design_space_of",
     "extract_workloads", "fit_decisions", "kernel_workloads", "local_runner", "make_builder", "make_cost_model", "mean_secs",
-    "measured_keys", "ms", "open_database", "probe", "remove_artifact", "replay_problem", "rpc_runner", "runner_input",
+    "measured_keys", "meta_schedule", "open_database", "probe", "remove_artifact", "replay_problem", "rpc_runner", "runner_input",
     "runner_result", "shielded_pool", "similar_workloads", "top_traces", "trace_key", "update_cost_model",
     "with_decision", "workload_hash",
 ]

@@ -7,7 +7,7 @@ from typing import Any
 from ..core import tvm
 
 
-def ms() -> Any:
+def meta_schedule() -> Any:
     """``tvm.s_tir.meta_schedule`` (imported once, after the version gate), with edgetune's
     tensor intrinsics registered: stored traces that tensorize name them."""
     tvm()
@@ -22,7 +22,7 @@ def ms() -> Any:
 def derived_object(cls: type) -> Any:
     """MetaSchedule's decorator for Python subclasses of its objects (``PyBuilder``,
     ``PyRunner``, ``PyRunnerFuture``)."""
-    ms()
+    meta_schedule()
     from tvm.ir.utils import derived_object as derive
 
     return derive(cls)

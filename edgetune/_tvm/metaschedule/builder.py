@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cuda import cuda_compile_env
-from .base import derived_object, ms
+from .base import derived_object, meta_schedule
 from .pool import shielded_pool
 
 TIMING_FILE = "timing.json"
@@ -32,7 +32,7 @@ def build_candidate(mod: Any, target: Any, cuda: Any = None) -> Any:
     if cuda is not None:
         with cuda_compile_env(cuda), target:
             built = tvm_build(mod, target=target)
-    else:  # a CPU: table lookups as vector code (:mod:`.lookups`), as the package is built
+    else:  # a CPU: table lookups as vector code (:mod:`..codegen.lookups`), as the package is built
         from ..codegen import lookups
 
         lookups.register()
@@ -102,7 +102,7 @@ def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None,
 
 
 @derived_object
-class PooledBuilder(ms().builder.PyBuilder):
+class PooledBuilder(meta_schedule().builder.PyBuilder):
     """MetaSchedule's ``LocalBuilder`` without its new process pool per batch: the workers stay
     (each imports TVM once, ~0.7 s of CPU that LocalBuilder paid per worker and batch) and are
     recycled after ``uses`` builds, which bounds the slow leak LocalBuilder restarts them for.
@@ -121,11 +121,11 @@ class PooledBuilder(ms().builder.PyBuilder):
         out = []
         for res in self.pool.map_with_error_catching(lambda job: build_and_export(*job), jobs):
             if res.status == StatusKind.COMPLETE:
-                out.append(ms().builder.BuilderResult(res.value, None))
+                out.append(meta_schedule().builder.BuilderResult(res.value, None))
             elif res.status == StatusKind.TIMEOUT:
-                out.append(ms().builder.BuilderResult(None, f"build timed out after {self.timeout:.0f} s"))
+                out.append(meta_schedule().builder.BuilderResult(None, f"build timed out after {self.timeout:.0f} s"))
             else:
-                out.append(ms().builder.BuilderResult(None, f"build failed: {res.value}"))
+                out.append(meta_schedule().builder.BuilderResult(None, f"build failed: {res.value}"))
         return out
 
     def close(self) -> None:
@@ -139,4 +139,4 @@ def remove_artifact(path: str | None) -> None:
 
 
 def builder_input(candidate: Any, target: Any) -> Any:
-    return ms().builder.BuilderInput(candidate.sch.mod, target)
+    return meta_schedule().builder.BuilderInput(candidate.sch.mod, target)

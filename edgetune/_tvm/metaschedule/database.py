@@ -7,7 +7,7 @@ from typing import Any
 
 from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE
 from ..core import last_line, plain
-from .base import ms
+from .base import meta_schedule
 from .search import trace_key
 from .tasks import tuning_module, workload_hash
 
@@ -22,14 +22,14 @@ def mean_secs(result: Any) -> float | None:
 
 def open_database(directory: Path) -> Any:
     """MetaSchedule's JSON database in ``directory`` (which must exist and be repaired)."""
-    return ms().database.JSONDatabase(path_workload=str(directory / WORKLOADS_FILE),
+    return meta_schedule().database.JSONDatabase(path_workload=str(directory / WORKLOADS_FILE),
                                       path_tuning_record=str(directory / RECORDS_FILE),
                                       module_equality="structural")
 
 
 def commit(database: Any, workload_mod: Any, candidates: list[Any], results: list[Any], target: Any) -> None:
     """Append one measured batch; failed candidates are kept with MetaSchedule's failure time."""
-    m = ms()
+    m = meta_schedule()
     wl = database.commit_workload(workload_mod)
     for cand, res in zip(candidates, results):
         secs = mean_secs(res)
@@ -70,7 +70,7 @@ def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
 
     from ..constants import TRACE_ANNOTATIONS
 
-    m = ms()
+    m = meta_schedule()
     try:
         workload = m.database.Workload.from_json(workload_line)
     except Exception as err:  # noqa: BLE001 — TVM's deserializer raises many types
@@ -131,4 +131,4 @@ def compile_with_records(mod: Any, target: Any, database_dir: Path) -> Any:
     """``compile_relax`` with the records in ``database_dir`` applied (untuned kernels stay as the
     default pipeline leaves them; on GPU, DLight schedules them)."""
     database = open_database(database_dir)
-    return ms().relax_integration.compile_relax(database, tuning_module(mod), target, params=None)
+    return meta_schedule().relax_integration.compile_relax(database, tuning_module(mod), target, params=None)

@@ -14,16 +14,17 @@ from typing import Any
 import numpy as np
 
 from ..core import last_line, tvm
-from .base import derived_object, ms
+from ..rpc import rpc_connect, rpc_tracker_request
+from .base import derived_object, meta_schedule
 from .pool import shielded_pool
 
 
 def runner_result(run_secs: Sequence[float] | None, error: str | None) -> Any:
-    return ms().runner.RunnerResult(list(run_secs) if run_secs is not None else None, error)
+    return meta_schedule().runner.RunnerResult(list(run_secs) if run_secs is not None else None, error)
 
 
 def runner_input(artifact: str, device_type: str, candidate: Any) -> Any:
-    return ms().runner.RunnerInput(artifact, device_type, candidate.args_info)
+    return meta_schedule().runner.RunnerInput(artifact, device_type, candidate.args_info)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Evaluator:
     flush_cpu_cache: bool = False
 
     def config(self) -> Any:
-        return ms().runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+        return meta_schedule().runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
                                            enable_cpu_cache_flush=self.flush_cpu_cache)
 
 
@@ -52,12 +53,12 @@ class RpcEndpoint:
 
 def connect(endpoint: RpcEndpoint, timeout: float) -> Any:
     """An RPC session that gives up after ``timeout`` seconds instead of waiting forever."""
-    from tvm import rpc
-
     if not endpoint.tracker:
-        return rpc.connect(endpoint.host, endpoint.port, key=endpoint.key, session_timeout=timeout)
-    tracker = rpc.connect_tracker(endpoint.host, endpoint.port)
-    return tracker.request(endpoint.key, priority=1, session_timeout=timeout)
+        return rpc_connect(endpoint.host, endpoint.port, endpoint.key, session_timeout=timeout)
+    session = rpc_tracker_request(endpoint.host, endpoint.port, endpoint.key, wait=timeout, session_timeout=timeout)
+    if session is None:
+        raise TimeoutError(f"no board under '{endpoint.key}' was free within {timeout:.0f} s")
+    return session
 
 
 def host_random_fill(tensor: Any) -> None:
@@ -126,7 +127,7 @@ def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tu
 
 
 @derived_object
-class PoolFuture(ms().runner.PyRunnerFuture):
+class PoolFuture(meta_schedule().runner.PyRunnerFuture):
     """One candidate's timing in a pool worker; a timeout or an error is its result."""
 
     def __init__(self, future: Any, timeout: float, where: str):
@@ -146,7 +147,7 @@ class PoolFuture(ms().runner.PyRunnerFuture):
 
 
 @derived_object
-class PoolRunner(ms().runner.PyRunner):
+class PoolRunner(meta_schedule().runner.PyRunner):
     """Candidates timed by ``measure(artifact, device_type, args_info)`` in a pool of
     ``workers`` processes shielded from Ctrl-C (:func:`shielded_pool`), each killed after
     ``timeout``: MetaSchedule's RPCRunner waits forever on a dead board, and its LocalRunner is

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import plain
-from .base import ms
+from .base import meta_schedule
 from .tasks import Workload, workload_hash
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class TaskContext:
     """A MetaSchedule TuneContext for one workload, with its evolutionary search started."""
 
     def __init__(self, workload: Workload, target: Any, seed: int, threads: int, config: SearchConfig):
-        m = ms()
+        m = meta_schedule()
         strategy = m.search_strategy.EvolutionarySearch(
             population_size=config.population_size, init_measured_ratio=config.init_measured_ratio,
             init_min_unmeasured=config.init_min_unmeasured, genetic_num_iters=config.genetic_num_iters,
@@ -83,7 +83,7 @@ class TaskContext:
         if sch is None:
             sch = s.Schedule(self.workload.mod)
         self._default = trace_key(sch.trace)
-        return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return meta_schedule().search_strategy.MeasureCandidate(sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
     def is_default(self, candidate: Any) -> bool:
         return self._default is not None and trace_key(candidate.sch.trace) == self._default
@@ -151,7 +151,7 @@ class TaskContext:
             sch.trace.apply_to_schedule(s.Schedule(self.workload.mod, debug_mask=0), remove_postproc=True)
         except Exception:  # noqa: BLE001 — a trace from elsewhere that does not replay is no candidate
             return None
-        return ms().search_strategy.MeasureCandidate(sch, ms().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return meta_schedule().search_strategy.MeasureCandidate(sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
     def predict(self, cost_model: Any, candidates: list[Any]) -> list[float]:
         """Cost-model scores (higher is faster) for ranking untried candidates."""
@@ -166,7 +166,7 @@ def design_space_of(workload: Workload, target: Any) -> Any:
     from ..schedules.dispatch import MICROKERNEL_KINDS, design_space
 
     if target.kind.name == "llvm" and workload.kind in MICROKERNEL_KINDS:
-        return ms().space_generator.ScheduleFn(functools.partial(design_space, target=target))
+        return meta_schedule().space_generator.ScheduleFn(functools.partial(design_space, target=target))
     return "post-order-apply"
 
 
@@ -262,7 +262,7 @@ def similar_workloads(database: Any, mod: Any, limit: int) -> list[Any]:
 
 def make_cost_model(threads: int) -> Any:
     """MetaSchedule's XGBoost cost model."""
-    return ms().cost_model.XGBModel(num_tuning_cores=threads, tree_method="auto")
+    return meta_schedule().cost_model.XGBModel(num_tuning_cores=threads, tree_method="auto")
 
 
 def update_cost_model(cost_model: Any, task: TaskContext, candidates: list[Any], results: list[Any]) -> None:

@@ -7,13 +7,14 @@ from typing import Any
 
 from ..core import tvm
 from ..targets import LOWERINGS
-from .base import ms
+from .base import meta_schedule
 
 
 def tuning_module(mod: Any) -> Any:
     """The module records apply to and tasks come from: inference-decomposed, canonical, unfused.
 
-    Handing ``compile_relax`` a fused module silently stops records from matching (DESIGN §3).
+    Handing ``compile_relax`` a fused module silently stops records from matching (TVM 0.27,
+    measured: it fuses again, so its PrimFuncs no longer hash as the recorded workloads).
     """
     from tvm import relax
 
@@ -55,7 +56,7 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
     fused = pipeline.fuse(mod, target, LOWERINGS[lowering_key], conv_choice)
     cpu = target.kind.name == "llvm"
     out = []
-    for task in ms().relax_integration.extract_tasks(fused, target):
+    for task in meta_schedule().relax_integration.extract_tasks(fused, target):
         tir = task.dispatched[0]  # an IRModule holding the PrimFunc as "main"
         func = tir["main"]
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):

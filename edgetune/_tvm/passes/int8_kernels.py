@@ -33,7 +33,7 @@ class Int8Convolutions:
     per-channel constant added after it (``bias − zx·Σw``) taken in:
 
     * full convolutions: the integer micro-kernel tensorized with the target's dot-product
-      instruction (:mod:`.dot`; the constant joins the ``128·Σw`` an unsigned one takes off: one
+      instruction (:mod:`..kernels.dot`; the constant joins the ``128·Σw`` an unsigned one takes off: one
       add per vector), or the fp32 packed kernel over the same small integers on a CPU without
       one (exact: the sums stay below 2²⁴, checked at import);
     * depthwise ones: the fp32 depthwise kernel reading the int8 input directly (no integer

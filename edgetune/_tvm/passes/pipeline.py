@@ -3,7 +3,7 @@
 A model's Relax module goes through three pass lists, each a ``tvm.transform.Sequential`` (so
 TVM's instruments can time or dump every step):
 
-1. :func:`int8_passes` — at import, on the module the frontend made: int8 layers computed as the
+1. :func:`integer_layers` — at import, on the module the frontend made: int8 layers computed as the
    runtime computes them (the scheme they report is stored on the module);
 2. :func:`prepare_passes` — at build and at task extraction: inference decomposition, clean-ups,
    the NHWC layout change and per-channel affine folding, int8 convolutions onto integer
@@ -103,7 +103,7 @@ def for_gpu(mod: Any) -> Any:
 def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> list[Any]:
     """The passes from the unfused graph to fused PrimFuncs. ``NATIVE`` is exactly TVM's zero
     pipeline (records made with it must match); edgetune's lowering legalizes to its own kernels
-    (3×3 stride-1 convolutions direct or Winograd by ``conv_choice``, :func:`winograd_tile`) and
+    (3×3 stride-1 convolutions direct or Winograd by ``conv_choice``, :func:`..kernels.winograd.winograd_tile`) and
     hints FuseOps."""
     custom = packed_legalize_map(target, conv_choice) if lowering.pack else None
     passes = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(),

@@ -9,18 +9,25 @@ from typing import Any, NamedTuple
 from ..core import last_line
 from ..kernels.cpu import CpuFacts
 from .common import NoMatchError, child_blocks, is_reduction, kernel_of
-from .microkernels import Decider, conv2d_nhwc_int8, conv2d_nhwc_packed, dense_packed, depthwise_conv2d_nhwc, winograd_conv
+from .microkernels import (
+    Decider,
+    schedule_conv2d_int8,
+    schedule_conv2d_packed,
+    schedule_dense,
+    schedule_depthwise,
+    schedule_winograd,
+)
 from .rules import schedule_blockwise, schedule_injective, schedule_reduction
 
 log = logging.getLogger(__name__)
 
 
 MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
-    "conv2d_nhwc_packed": ("conv2d", conv2d_nhwc_packed),
-    "conv2d_nhwc_int8": ("conv2d-int8", conv2d_nhwc_int8),
-    "depthwise_conv2d_nhwc": ("depthwise", depthwise_conv2d_nhwc),
-    "dense_packed": ("dense", dense_packed),
-    "winograd_gemm": ("winograd", winograd_conv),
+    "conv2d_nhwc_packed": ("conv2d", schedule_conv2d_packed),
+    "conv2d_nhwc_int8": ("conv2d-int8", schedule_conv2d_int8),
+    "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
+    "dense_packed": ("dense", schedule_dense),
+    "winograd_gemm": ("winograd", schedule_winograd),
 }
 
 

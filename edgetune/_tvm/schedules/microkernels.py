@@ -135,6 +135,14 @@ def register_pieces(extent: int, lanes: int) -> list[int]:
     return pieces
 
 
+def _pad_stages(sch: Any, cpu: CpuFacts, cores: int) -> None:
+    """A kernel's input pad stages (a pass of their own before the micro-kernel), parallel and
+    vectorized."""
+    for block in child_blocks(sch):
+        if block_name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores)
+
+
 def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
     """Where a pad's ``if_then_else`` in ``block`` changes along its innermost axis (the
     constants it compares that axis with, inside the extent), ascending."""
@@ -171,13 +179,10 @@ def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True) -
     sch.vectorize(loop)
 
 
-def conv2d_nhwc_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """The packed NHWC convolution micro-kernel (see module docstring); ``order`` 0 keeps a
     row of pixels fixed while output-channel blocks stream weights, 1 the reverse."""
-    blocks = child_blocks(sch)
-    for block in blocks:
-        if block_name(sch, block) == "pad":
-            schedule_elementwise(sch, block, cpu, cores)
+    _pad_stages(sch, cpu, cores)
     epi, cropped = fold_epilogue(sch, main)
     b, y, x, o, ry, rx, rc = sch.get_loops(main)
     weights = sch.get(main).reads[1].source
@@ -199,15 +204,12 @@ def conv2d_nhwc_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, cropped)
 
 
-def conv2d_nhwc_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """The integer convolution micro-kernel: ``RW`` output pixels × ``NB`` blocks of 16 output
     channels of int32 accumulators in registers over (ky, kx, ic/4), each step one dot-product
     instruction per pixel and block (per 4 channels on Arm) — the target's family, read from
-    the kernel (:mod:`.dot`). ``RW`` and ``NB`` are tuned."""
-    blocks = child_blocks(sch)
-    for stage in blocks:
-        if block_name(sch, stage) == "pad":
-            schedule_elementwise(sch, stage, cpu, cores)
+    the kernel (:mod:`..kernels.dot`). ``RW`` and ``NB`` are tuned."""
+    _pad_stages(sch, cpu, cores)
     family = str(sch.get(main).annotations["edgetune.dot"])
     # The requantize epilogue runs in this kernel: as a pass of its own (the fp32 kernels'
     # choice when padded channels are cropped) it cost 3× the convolution (BlazeFace). Per
@@ -257,11 +259,9 @@ def _exists(sch: Any, loop: Any) -> bool:
     return True
 
 
-def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """Depthwise NHWC: a row of ``RW`` pixels × a channel vector block in registers."""
-    for block in child_blocks(sch):
-        if block_name(sch, block) == "pad":
-            schedule_elementwise(sch, block, cpu, cores)
+    _pad_stages(sch, cpu, cores)
     epi, separate = fold_epilogue(sch, main)
     b, y, x, c, ry, rx = sch.get_loops(main)
     channels = loop_extent(sch, c)
@@ -272,7 +272,7 @@ def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide
     default = max(d for d in divisors(ow) if d <= rows)
     xo, xi = sch.split(x, decide.tile(x, [ow // default, default], rows))
     co, ci = sch.split(c, [None, cv])
-    # Channels rounded up to whole registers (lowering.depthwise_weights) are cropped by the
+    # Channels rounded up to whole registers (kernels.cpu.depthwise_weights) are cropped by the
     # epilogue: once per row of pixels, after every channel block, its loop cut into register
     # pieces (as a pass of its own it cost a parallel region per layer). An epilogue that writes
     # beyond the sums (a channel pad) stays a pass of its own.
@@ -288,7 +288,7 @@ def depthwise_conv2d_nhwc(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide
     _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
 
 
-def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed. Its input
     may be computed in the kernel (a recurrent step's ``r ⊙ h``): a parallel pass first."""
     epi, cropped = fold_epilogue(sch, main)
@@ -313,13 +313,11 @@ def dense_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider
     _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
 
 
-def winograd_conv(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+def schedule_winograd(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """Winograd F(m, 3): input transform per tile and channel vector (parallel over tiles), the
     α² GEMMs as register-tiled micro-kernels (tiles × output channels), output transform per
     tile, then crop + epilogue as one elementwise pass."""
-    for block in child_blocks(sch):
-        if block_name(sch, block) == "pad":
-            schedule_elementwise(sch, block, cpu, cores)
+    _pad_stages(sch, cpu, cores)
     _winograd_input(sch, cpu)
     e, p, o, rc = sch.get_loops(main)
     oci = int(sch.get(main).reads[1].source.shape[-1])
