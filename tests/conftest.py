@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,16 @@ def record_lines(records: Path) -> int:
     """Tuning records measured so far in a records directory (lines of its records file)."""
     path = records / "database_tuning_record.json"
     return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def wait_until_spinning(pid: int, cpu_s: float = 0.3, timeout: float = 60.0) -> None:
+    """Block until process ``pid`` has used ``cpu_s`` of CPU: a busy loop started for a test is
+    then really running (not still starting Python), whatever the machine's load."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / ticks >= cpu_s:  # utime + stime
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not start spinning within {timeout:.0f} s")

@@ -70,3 +70,41 @@ def write_store(directory: Path, profile: str = "host") -> Any:
 
 def hashes(store: Any) -> tuple[str, str]:
     return tuple(store.workloads())  # type: ignore[return-value]
+
+
+def read_records(directory: Path) -> list[tuple[int, dict[int, Any], float | None]]:
+    """The records of a directory in the order they were measured: (workload index, decisions
+    by instruction index, mean seconds or None for a failed candidate)."""
+    out = []
+    for line in (directory / RECORDS).read_text().splitlines():
+        idx, rec = json.loads(line)
+        trace, secs = rec[0], [float(s) for s in rec[1]]
+        decisions = {int(i): json.dumps(d) for i, d in (trace[1] if len(trace) > 1 else [])}
+        ok = secs and max(secs) < 1e9
+        out.append((int(idx), decisions, sum(secs) / len(secs) if ok else None))
+    return out
+
+
+def check_against_records(snap: Any, records: Path, profile: str, model: Path) -> None:
+    """What a tuning snapshot reports is what the records directory holds: per task its best and its
+    default (the untuned kernel, measured as a candidate) as the store reads them, and the
+    network's estimates as Σ calls × those, computed here from the store."""
+    from pytest import approx
+
+    from edgetune.profiles import get_profile
+    from edgetune.tuning.records import RecordStore
+    from edgetune.tuning.tasks import build_task_set, choose_variants
+
+    stats = RecordStore(records, profile).stats()
+    taskset = build_task_set([model], get_profile(profile))
+    for row, task in zip(snap.tasks, taskset.tasks, strict=True):
+        stored = stats[task.shash]
+        assert row.name == task.name, (row.name, task.name)
+        assert row.best_ms == approx(stored.best_ms) and row.default_ms == approx(stored.default_ms), row
+    # a convolution with a direct and a Winograd variant counts as the faster of the two
+    rows = [{"signature": t.workload.signature, "variant": t.workload.variant, "calls": t.calls[0],
+             "best_ms": stats[t.shash].best_ms, "default_ms": stats[t.shash].default_ms} for t in taskset.tasks]
+    counted = taskset.network_tasks(0, choose_variants(rows, taskset.default_variant))
+    (net,) = snap.networks
+    assert net.estimate_ms == approx(sum(n * stats[taskset.tasks[i].shash].best_ms for i, n in counted.items()))
+    assert net.before_ms == approx(sum(n * stats[taskset.tasks[i].shash].default_ms for i, n in counted.items()))

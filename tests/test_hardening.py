@@ -160,37 +160,36 @@ def test_disk_full_while_packaging_keeps_the_old_package(tmp_path, squeezenet):
 
 def test_package_and_export_while_a_tune_writes_the_records(tmp_path):
     """`package` and `records export` used to repair() the records without the lock and could cut
-    a line being appended: readers now read a snapshot and never write."""
-    import sys
-    import time
+    a line being appended: readers now read a snapshot and never write. The tuning run is caught
+    mid-append deterministically: the store's lock held here (as a run holds it) and half of its
+    next record line at the end of the file while both readers run."""
+    import tarfile
 
     import models
-    from conftest import record_lines
+
+    from edgetune.tuning.records import RecordStore
+    from edgetune.tuning.session import TuneOptions, tune
 
     net = models.small_cnn_onnx(tmp_path / "net.onnx")
     records = tmp_path / "records"
-    tune = subprocess.Popen([sys.executable, "-m", "edgetune", "tune", str(net), "--device", "host", "--trials", "40",
-                             "--batch", "4", "--population", "32", "--skip-tail", "0", "--records", str(records), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while record_lines(records) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        rounds = 0
-        while tune.poll() is None and rounds < 3:
-            pkg = run_edgetune("package", str(net), "--device", "host", "-o", str(tmp_path / f"pkg{rounds}"),
-                               "--records", str(records), "--no-verify")
-            assert pkg.returncode == 0, pkg.stderr
-            exp = run_edgetune("records", "export", str(tmp_path / f"r{rounds}.tar.gz"), "--device", "host",
-                               "--records", str(records))
-            assert exp.returncode == 0, exp.stderr
-            rounds += 1
-        out, err = tune.communicate(timeout=900)
-    finally:
-        if tune.poll() is None:
-            tune.kill()
-    assert tune.returncode == 0, err
-    assert rounds >= 1, "the tune ended before the readers ran"
-    assert json.loads(out)["trials_total"] == 40
-    lines = (records / "database_tuning_record.json").read_text().splitlines()
-    assert len(lines) == 40 and all(json.loads(line) for line in lines)  # nothing cut, nothing lost
+    tune(TuneOptions(models=(net,), device="host", trials=8, batch=4, population=32, skip_tail=0.0, records=records))
+    path = records / "database_tuning_record.json"
+    complete = path.read_bytes()
+    lines = complete.splitlines(keepends=True)
+    pending, lines = lines[-1], lines[:-1]  # the last record, as a run would append it next
+    path.write_bytes(b"".join(lines) + pending[: len(pending) // 2])
+    torn = path.read_bytes()
+    with RecordStore(records, "host").lock():
+        pkg = run_edgetune("package", str(net), "--device", "host", "-o", str(tmp_path / "pkg"), "--records", str(records),
+                           "--no-verify", "--json")
+        assert pkg.returncode == 0, pkg.stderr
+        assert json.loads(pkg.stdout)["manifest"]["tuning"]["trials"] > 0  # built from the complete lines
+        exp = run_edgetune("records", "export", str(tmp_path / "r.tar.gz"), "--device", "host", "--records", str(records))
+        assert exp.returncode == 0, exp.stderr
+        assert path.read_bytes() == torn  # neither reader wrote (nor cut the line being appended)
+        with tarfile.open(tmp_path / "r.tar.gz") as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("database_tuning_record.json"))
+            assert tar.extractfile(member).read() == b"".join(lines)  # complete lines only
+        with path.open("ab") as fh:  # the run finishes its append
+            fh.write(pending[len(pending) // 2:])
+    assert path.read_bytes() == complete

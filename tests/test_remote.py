@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import standin
-from conftest import record_lines, run_edgetune
+from conftest import record_lines, run_edgetune, wait_until_spinning
+from records_helpers import check_against_records
 
 from edgetune.errors import BoardUnreachableError, HostKeyError, RemoteError, RpcError
 from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
@@ -111,8 +112,7 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     m = json.loads(bench.stdout)
     assert m["latency"]["p50_ms"] > 0 and m["latency"]["runs"] == 10 and m["check"]["passed"]
     p = m["profile"]  # timed on the board (aarch64 under qemu here), kernel by kernel
-    assert abs(p["sum_ms"] - p["end_to_end_ms"]) <= 0.10 * p["end_to_end_ms"], p
-    assert 0 < p["kernels_ms"] <= 1.10 * p["end_to_end_ms"], p  # measured kernels: not above the run
+    assert 0 < p["kernels_ms"] < p["end_to_end_ms"], p  # timed inside the run, hook cost out: below it
     assert p["next"] and m["system"]["cpus"] > 0
     _no_orphans(sb)
 
@@ -167,7 +167,8 @@ def test_tracker_farm_two_boards_one_key(boards, pi4_package):
             # both boards serve: holding one session, a second request is still answered
             first = rpc.request_session(addr, "pi4", timeout=60)
             second = rpc.request_session(addr, "pi4", timeout=60)
-            assert first is not second
+            workdirs = {s.get_function("tvm.rpc.server.workpath")("") for s in (first, second)}
+            assert len(workdirs) == 2, workdirs  # two servers (each has a work directory of its own)
             del first, second
             results: list = []
             workers = [threading.Thread(target=lambda: results.append(bench_on_tracker(pi4_package, addr, "pi4", 1, 2))) for _ in range(2)]
@@ -268,6 +269,7 @@ def test_interrupted_upload_is_reported_and_recovers(boards, tmp_path):
             rb.conn.put(big, f"{home}/big.bin")
         killer.join()
     assert "upload of big.bin" in info.value.message or isinstance(info.value, BoardUnreachableError)
+    assert not Path(f"{home}/big.bin.partial").exists()  # what put() writes before the rename, removed
     assert not Path(f"{home}/big.bin").exists()
     assert setup_board(board).runtime  # a fresh connection works again
     _no_orphans(sb)
@@ -340,6 +342,7 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
     notices: list[str] = []
     try:
+        wait_until_spinning(hog.pid)
         result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records,
                                   skip_tail=0.0), notice=notices.append)
     finally:
@@ -360,8 +363,8 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     assert descent.batches.get("droplet", 0) >= 1 and descent.failures == 0, (descent.batches, descent.errors)
     (net,) = descent.snapshot.networks
     assert net.baseline_runtime.startswith("onnxruntime") and net.target_ms == pytest.approx(0.8 * net.baseline_ms)
-    before = {t.name: t.best_ms for t in result.snapshot.tasks}
-    assert all(t.best_ms <= before[t.name] for t in descent.snapshot.tasks if t.best_ms is not None)
+    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25 + 4
+    check_against_records(descent.snapshot, records, "pi4", model)  # what it reports is what the board measured
     _no_orphans(sb)
 
     pkg = package(PackageOptions(model=model, device="tunepi", output=tmp_path / "pkg", records=records))

@@ -16,6 +16,7 @@ import models
 import numpy as np
 import pytest
 from conftest import record_lines, run_edgetune
+from records_helpers import check_against_records, read_records
 
 from edgetune.tuning.records import RecordStore
 from edgetune.tuning.session import TuneOptions, tune
@@ -47,15 +48,13 @@ def _copy(records: Path, tmp_path: Path) -> Path:
     return dst
 
 
-def test_local_tuning_records_and_estimates(tuned_a):
+def test_local_tuning_records_and_estimates(tuned_a, nets):
     records, result = tuned_a
     snap = result.snapshot
     assert snap.spent == 30 and result.stop_reason == "budget spent"
     assert all(t.trials > 0 and t.best_ms is not None and t.default_ms is not None for t in snap.tasks)
-    assert all(t.best_ms <= t.default_ms for t in snap.tasks)  # the default is a measured candidate
     assert {t.kind for t in snap.tasks} >= {"conv2d", "dense"}
-    (net,) = snap.networks
-    assert net.estimate_ms <= net.before_ms
+    check_against_records(snap, records, "host", nets["a"])
     assert result.time_breakdown["build"] > 0 and result.time_breakdown["run"] > 0
     stats = RecordStore(records, "host").stats()
     assert sum(s.trials for s in stats.values()) == 30
@@ -157,12 +156,13 @@ def test_two_networks_with_targets_share_tasks_and_starve_the_met_one(nets, tmp_
 def test_droplet_improves_or_keeps_the_best(tuned_a, nets, tmp_path):
     records, first = tuned_a
     records = _copy(records, tmp_path)
-    before = {t.name: t.best_ms for t in first.snapshot.tasks}
+    measured = len(read_records(records))
     result = tune(TuneOptions(models=(nets["a"],), device="host", trials=24, records=records, search="droplet",
                               enumerate_limit=0, **FAST))
     assert result.batches.get("droplet", 0) >= 1
-    for t in result.snapshot.tasks:
-        assert t.best_ms <= before[t.name] + 1e-12, f"{t.name}: best got worse"
+    # every trial of this run is one more record, and the bests reported are the records' bests
+    assert len(read_records(records)) == measured + result.snapshot.spent_now == measured + 24
+    check_against_records(result.snapshot, records, "host", nets["a"])
 
 
 def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
@@ -260,8 +260,7 @@ def test_tuning_stops_when_nothing_left_pays(nets, tmp_path):
     small = [t for t in snap.tasks if t.status.startswith("too small to pay")]
     assert small and all(t.trials == 1 for t in small)  # measured once, at their default
     assert any(t.kind == "conv2d" and t.trials > 1 for t in snap.tasks)  # the convolutions were searched
-    (net,) = snap.networks
-    assert net.estimate_ms <= net.before_ms
+    check_against_records(snap, tmp_path / "r", "host", nets["a"])
 
 
 def _drawn(img: np.ndarray, rgb: tuple[int, int, int]) -> int:

@@ -292,8 +292,8 @@ class SSHConnection:
 
     def sftp(self) -> Any:
         """The SFTP session (opened on first use)."""
-        if self._sftp is None:
-            self._sftp = self.client().open_sftp()
+        if self._sftp is None or not self._sftp.get_channel().get_transport().is_active():
+            self._sftp = self.client().open_sftp()  # reconnects when the connection died
         return self._sftp
 
     def put(self, local: Path, remote: str, verify: bool = True) -> None:
@@ -302,9 +302,9 @@ class SSHConnection:
         try:
             self.sftp().put(str(local), partial)
         except _TRANSPORT_ERRORS() as err:
-            with contextlib.suppress(Exception):
-                self.sftp().remove(partial)
-            raise RemoteError(f"upload of {local.name} to {self.name} failed: {_reason(err)}", "the partial file was removed; run the command again") from err
+            hint = ("the partial file was removed; run the command again" if self._remove_partial(partial)
+                    else f"a partial file may be left at {partial} (the next upload replaces it); run the command again")
+            raise RemoteError(f"upload of {local.name} to {self.name} failed: {_reason(err)}", hint) from err
         if verify:
             want = sha256_file(local)
             got = self.run(["sha256sum", partial]).stdout.split()[0]
@@ -312,6 +312,17 @@ class SSHConnection:
                 self.run(["rm", "-f", partial], check=False)
                 raise RemoteError(f"upload of {local.name} to {self.name} arrived damaged (sha256 mismatch)", "run the command again")
         self.run(["mv", "-f", partial, remote])
+
+    def _remove_partial(self, partial: str) -> bool:
+        """Remove what a failed upload left, over a new connection if the old one died."""
+        try:
+            self.sftp().remove(partial)
+        except FileNotFoundError:
+            pass
+        except Exception as err:  # noqa: BLE001 — the board may be gone: then the file stays, and the caller says so
+            log.debug("could not remove %s on %s: %s", partial, self.name, err)
+            return False
+        return True
 
     def get(self, remote: str, local: Path) -> None:
         """Download ``remote`` to ``local``."""

@@ -8,6 +8,8 @@ import logging
 import warnings
 from collections.abc import Iterator
 
+from ...errors import ModelError
+
 log = logging.getLogger(__name__)
 
 
@@ -45,3 +47,13 @@ def reason(err: BaseException) -> str:
     checks = [ln for ln in useful if "Check failed" in ln or "Error" in ln.split(":")[0]]
     text = (checks or useful or [type(err).__name__])[-1]
     return text[:300] + ("…" if len(text) > 300 else "")
+
+
+def conversion_error(frontend: str, err: BaseException) -> ModelError:
+    """The one-line error for a model TVM's ``frontend`` ("ONNX", "TFLite") could not convert:
+    the node that failed where known."""
+    return ModelError(
+        f"TVM's {frontend} frontend failed on {err}" if isinstance(err, NodeConversionError)
+        else f"TVM's {frontend} frontend failed: {reason(err)}",
+        "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
+    )

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ModelError
 from ..core import tvm
-from .common import NodeConversionError, quiet_frontend, reason
+from .common import NodeConversionError, conversion_error, quiet_frontend, reason
 
 # Converted while TVM 0.27's frontend walks the graph (If, Constant), not through its converter map.
 _ONNX_DIRECT = frozenset({"If", "Constant", "Loop"})  # Loop: edgetune's (:mod:`.onnx_loop`)
@@ -83,11 +82,7 @@ def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Map
             if any(n.op_type == "If" for n in model.graph.node):
                 mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
     except Exception as err:  # TVM raises many types; all mean "could not convert"
-        raise ModelError(
-            f"TVM's ONNX frontend failed on {err}" if isinstance(err, NodeConversionError)
-            else f"TVM's ONNX frontend failed: {reason(err)}",
-            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
-        ) from err
+        raise conversion_error("ONNX", err) from err
     from ..passes.pipeline import integer_layers
 
     return integer_layers(mod, tflite=False)

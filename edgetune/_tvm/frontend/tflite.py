@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ModelError
 from ..constants import QUANTIZED_DATA_MOVEMENT
 from ..core import copy_module, tvm
-from .common import NodeConversionError, quiet_frontend, reason
+from .common import NodeConversionError, conversion_error, quiet_frontend, reason
 
 
 @functools.cache
@@ -163,11 +162,7 @@ def tflite_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: M
             mod = tflite_frontend.from_tflite(model, shape_dict=dict(shapes), dtype_dict=dict(dtypes),
                                               op_converter=converter_class())
     except Exception as err:
-        raise ModelError(
-            f"TVM's TFLite frontend failed on {err}" if isinstance(err, NodeConversionError)
-            else f"TVM's TFLite frontend failed: {reason(err)}",
-            "EDGETUNE_DEBUG=1 shows TVM's traceback; `edgetune inspect MODEL` lists the model's operators",
-        ) from err
+        raise conversion_error("TFLite", err) from err
     from ..passes.pipeline import integer_layers
 
     return integer_layers(mod, tflite=True)
