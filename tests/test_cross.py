@@ -27,6 +27,7 @@ def test_pi4_package_runs_under_qemu_and_matches(tmp_path, squeezenet, qemu):
     assert "qemu-aarch64" in v["executed_on"] and v["max_rel_error"] < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "device", "size"), [("mobilenet_v3", "pi5", 96), ("yolo", "pi4", 128)])
 def test_real_shaped_cnns_under_qemu_match_with_neon_default_schedules(tmp_path, qemu, name, device, size):
     # depthwise + hard-swish + SE (pi5) and SiLU + upsample/concat + 3×3 stacks (pi4), with the
@@ -58,6 +59,7 @@ def test_pi4_32_is_armhf_hard_float(tmp_path, exporter_onnx):
     assert result.verification["status"] == "skipped" and "armv7l" in result.verification["reason"]
 
 
+@pytest.mark.cuda
 def test_jetson_library_has_compiled_sm87_kernels(tmp_path, exporter_onnx):
     _need("aarch64-linux-gnu-g++")
     try:

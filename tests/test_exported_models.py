@@ -158,6 +158,7 @@ def test_loop_decided_by_the_data_stays_a_loop_and_matches_at_every_trip_count(t
         np.testing.assert_allclose(pkg.run(**feeds)["h"], session.run(None, feeds)[0], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_dynamically_quantized_lstm_packages_and_matches(tmp_path):
     import rnn_models
     import zoo_transformers as zt

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ def test_tracker_stop_does_not_signal_a_reused_pid(tmp_path):
         victim.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged user needs root")
 def test_quick_start_works_for_an_ordinary_user():
     """The README's main command as an ordinary user (system packages installed): the emulated
@@ -50,7 +52,7 @@ def test_quick_start_works_for_an_ordinary_user():
             (cache / "runtime").symlink_to(shared)
         env = {"EDGETUNE_CACHE_DIR": str(cache), "HOME": str(work), "XDG_CONFIG_HOME": str(work / "config"),
                "PATH": "/usr/local/bin:/usr/bin:/bin", "TVM_NUM_THREADS": "2"}
-        cmd = [str(REPO / ".venv" / "bin" / "edgetune"), "package", str(REPO / "examples" / "squeezenet.onnx"),
+        cmd = [sys.executable, "-m", "edgetune", "package", str(REPO / "examples" / "squeezenet.onnx"),
                "--device", "pi4", "-o", str(work / "out"), "--json"]
         res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", *cmd],
                              capture_output=True, text=True, timeout=1800, env=env, cwd=work)
@@ -150,7 +152,7 @@ def test_disk_full_while_packaging_keeps_the_old_package(tmp_path, squeezenet):
         assert "no space left" in full.stderr.lower() and "Traceback" not in full.stderr, full.stderr
         assert (out / "manifest.json").read_text() == before
         assert sorted(p.name for p in mnt.iterdir()) == ["pkg"]  # no staging directory left
-        check = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "edgetune_runtime", "check", str(out)],
+        check = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(out)],
                                capture_output=True, text=True, timeout=300)  # not in-process: it would hold the mount
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
@@ -158,6 +160,7 @@ def test_disk_full_while_packaging_keeps_the_old_package(tmp_path, squeezenet):
             subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.slow
 def test_package_and_export_while_a_tune_writes_the_records(tmp_path):
     """`package` and `records export` used to repair() the records without the lock and could cut
     a line being appended: readers now read a snapshot and never write. The tuning run is caught

@@ -161,6 +161,7 @@ def test_synthetic_int8_cnn_still_bit_exact(int8_tflite, tmp_path):
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0
 
 
+@pytest.mark.slow
 def test_int8_tflite_for_pi5_under_qemu_within_a_step(tmp_path, qemu):
     """The same exact path, cross-compiled for the Pi 5 and checked under qemu against LiteRT."""
     int8 = quant_models.int8_tflite_from_float(EXAMPLES / "face_detection_short_range.tflite", tmp_path / "face-int8.tflite")
@@ -391,10 +392,13 @@ def test_lookups_in_vector_epilogues_are_byte_permutes_or_gathers(tmp_path):
     channels, so 16-lane chunks of a 32-lane loop and one padded 8-lane tail. Each gives, on
     every one of the 256 int8 inputs, what the scalar loads of an x86 CPU with neither give
     (exact integer sums either way), on each of these CPUs this host can run."""
+    import platform
     import subprocess
 
     import edgetune_runtime
 
+    if platform.machine() != "x86_64":
+        pytest.skip("builds x86 CPUs' variants of the host profile and runs them here: needs an x86-64 host")
     model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
     targets = tmp_path / "targets"
     targets.mkdir()

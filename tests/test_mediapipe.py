@@ -6,6 +6,7 @@ since LiteRT cannot run it without MediaPipe's op resolver."""
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ MODELS = Path(__file__).parent / ".models"
 def _model(name: str) -> Path:
     path = MODELS / name
     if not path.is_file():
-        pytest.fail(f"{path} is missing: run `.venv/bin/python scripts/fetch_test_models.py` (scripts/install.sh does)")
+        pytest.fail(f"{path} is missing: run `{sys.executable} scripts/fetch_test_models.py` (scripts/install.sh does)")
     return path
 
 

@@ -20,7 +20,7 @@ from records_helpers import check_against_records
 from edgetune.errors import BoardUnreachableError, HostKeyError, RemoteError, RpcError
 from edgetune.remote.inventory import Board, add_board, get_board, load_inventory
 
-pytestmark = pytest.mark.remote
+pytestmark = [pytest.mark.remote, pytest.mark.qemu, pytest.mark.slow]  # stand-in boards run aarch64 Python
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,9 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     m = json.loads(bench.stdout)
     assert m["latency"]["p50_ms"] > 0 and m["latency"]["runs"] == 10 and m["check"]["passed"]
     p = m["profile"]  # timed on the board (aarch64 under qemu here), kernel by kernel
-    assert 0 < p["kernels_ms"] < p["end_to_end_ms"], p  # timed inside the run, hook cost out: below it
+    # the kernels are the bulk of the run, and timed inside it (the hook's cost out) they add up to no more
+    # than it but for the hook's effect on the caches (README: within 10 %)
+    assert 0.5 * p["end_to_end_ms"] < p["kernels_ms"] < 1.10 * p["end_to_end_ms"], p
     assert p["next"] and m["system"]["cpus"] > 0
     _no_orphans(sb)
 

@@ -179,6 +179,7 @@ def test_stats_under_a_concurrent_writer_never_lose_records(tmp_path):
     assert len(store.stats()) == 8
 
 
+@pytest.mark.slow
 def test_records_import_fuzz_is_a_clean_import_or_one_clear_line(tmp_path):
     """Mutated archives (bytes flipped, lines dropped or duplicated, fields swapped) either import
     or are refused with a UsageError; the store changes only on a clean import."""
@@ -327,6 +328,7 @@ def test_loader_refuses_a_manifest_that_does_not_check_the_library(host_package,
         edgetune_runtime.load(copy_dir)
 
 
+@pytest.mark.slow
 def test_loader_manifest_fuzz_is_a_clean_load_or_one_clear_line(host_package, tmp_path):
     import shutil
 

@@ -98,6 +98,7 @@ def test_list_tasks_cli_shows_records(tuned_a, nets):
     assert all(r["trials"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "36",
@@ -139,6 +140,7 @@ def test_records_cli_show_export_import(tuned_a, tmp_path):
     assert wrong.returncode == 2 and "records for profile 'host'" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_two_networks_with_targets_share_tasks_and_starve_the_met_one(nets, tmp_path):
     opts = TuneOptions(models=(nets["a"], nets["b"]), device="host", trials=40, records=tmp_path / "r",
                        objective="targets", targets={"a": 1e-7, "b": 10.0}, **FAST)
@@ -165,6 +167,7 @@ def test_droplet_improves_or_keeps_the_best(tuned_a, nets, tmp_path):
     check_against_records(result.snapshot, records, "host", nets["a"])
 
 
+@pytest.mark.slow
 def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
     records, _ = tuned_a
     records = _copy(records, tmp_path)
@@ -176,6 +179,7 @@ def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
     assert exact.transferred["exact"] == len(exact.snapshot.tasks)
 
 
+@pytest.mark.cuda
 def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path):
     """GPU schedule rules, and candidates compiled by nvcc here: what a Jetson would time."""
     from edgetune import _tvm, elf, profiles
@@ -203,6 +207,7 @@ def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path
         ms.remove_artifact(b.artifact_path)
 
 
+@pytest.mark.slow
 def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     records = _copy(tuned_a[0], tmp_path)
     res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--trials", "0")
@@ -217,6 +222,7 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     assert "Traceback" not in board.stderr + target.stderr + missing.stderr
 
 
+@pytest.mark.slow
 def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
     # the plain-text progress line (stderr not a terminal) compared trials with a trial budget
     # that --time alone leaves unset: the second batch's line crashed the run
@@ -226,6 +232,7 @@ def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
     assert "stopped: " in res.stdout and "internal error" not in res.stderr, res.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",
@@ -297,6 +304,7 @@ def test_records_report_renders_curves_lines_and_the_task_breakdown(tuned_a, tmp
     assert missing.returncode == 2 and "networks with progress: a" in missing.stderr
 
 
+@pytest.mark.slow
 def test_relative_target_is_a_share_of_the_baseline_timed_on_the_device(tuned_a, nets, tmp_path):
     """--latency a=0.8x: onnxruntime timed on the device first, the target 80 % of its p50; the
     report draws that baseline beside the estimates."""

@@ -20,9 +20,10 @@ from .frontend.common import NodeConversionError
 from .frontend.onnx import onnx_supported_ops, onnx_to_relax
 from .frontend.tflite import parse_unsupported, rename_inputs, tflite_supported_ops, tflite_to_relax, tflite_unsupported
 from .kernels.winograd import default_conv_variant
+from .peak import peak_gflops
 from .rpc import remote_bench, rpc_connect, rpc_tracker_request, rpc_tracker_summary
 from .schedules.dispatch import default_schedule
-from .targets import LOWERINGS, Lowering, host_cpu, lowering_for, make_target, peak_gflops, target_to_json
+from .targets import LOWERINGS, Lowering, host_cpu, lowering_for, make_target, target_to_json
 
 __all__ = [
     "LOWERINGS", "TVM_FFI_VERSION", "TVM_VERSION", "BuildInfo", "Lowering", "CudaToolchain", "NodeConversionError", "build",

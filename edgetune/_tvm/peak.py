@@ -73,3 +73,14 @@ def host_peak(target: Any) -> float | None:
     known[key] = round(value, 1)
     write_atomic(cache, json.dumps(known, indent=1))
     return value
+
+
+def peak_gflops(profile: Any, target: Any) -> float | None:
+    """fp32 GFLOP/s a perfect kernel reaches on the profile's CPU: declared by a board profile
+    (``[board] peak-gflops``), measured once on the host, None when neither is known."""
+    declared = profile.board.get("peak-gflops")
+    if declared:
+        return float(declared)
+    if profile.is_native and target.kind.name == "llvm":
+        return host_peak(target)
+    return None

@@ -36,19 +36,6 @@ def target_to_json(target: Any) -> dict[str, Any]:
     return plain(target.export())
 
 
-def peak_gflops(profile: Any, target: Any) -> float | None:
-    """fp32 GFLOP/s a perfect kernel reaches on the profile's CPU: declared by a board profile
-    (``[board] peak-gflops``), measured once on the host, None when neither is known."""
-    declared = profile.board.get("peak-gflops")
-    if declared:
-        return float(declared)
-    if profile.is_native and target.kind.name == "llvm":
-        from .peak import host_peak
-
-        return host_peak(target)
-    return None
-
-
 @dataclass(frozen=True)
 class Lowering:
     """How a model's graph is lowered before fusion; ``key`` is stamped on tuning records."""

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import attrs, node_label
+from ..onnx_proto import attrs, node_label
 from .onnx_rewriter import Rewriter, Table, inp, out, rewrite_nodes
 
 MS = "com.microsoft"

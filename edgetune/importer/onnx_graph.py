@@ -20,8 +20,8 @@ import numpy as np
 
 from .._tvm.constants import ACTIVATIONS, GATES, UNROLL_MAX_STEPS
 from ..errors import ModelError
-from .onnx_proto import attrs as node_attrs
-from .onnx_proto import constants, input_dims, np_dtype, outer_names, real_inputs, subgraphs, text
+from ..onnx_proto import attrs as node_attrs
+from ..onnx_proto import constants, input_dims, np_dtype, outer_names, real_inputs, subgraphs, text
 
 RECURRENT = GATES
 

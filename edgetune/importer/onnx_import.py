@@ -19,13 +19,13 @@ from typing import Any
 from .. import _tvm
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
+from ..onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
+from ..onnx_proto import value_dtype as onnx_dtype
 from ..util import sha256_file
 from . import onnx_contrib, onnx_lstm_int8, onnx_signal
 from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
 from .onnx_loops import unroll_loops
 from .onnx_normalize import read
-from .onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
-from .onnx_proto import value_dtype as onnx_dtype
 from .onnx_qlinear import expand_qlinear_ops, qlinear_hint
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import constants, node_label, subgraphs
+from ..onnx_proto import constants, node_label, subgraphs
 from .onnx_rewriter import refusal
 
 MAX_UNROLLED_NODES = 50_000

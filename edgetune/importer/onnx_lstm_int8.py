@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import attrs, node_label, text
+from ..onnx_proto import attrs, node_label, text
 from .onnx_rewriter import Rewriter, Table, inp, out, rewrite_nodes
 
 _ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelFormatError
-from .onnx_proto import all_graphs, node_label, outer_names, subgraphs
+from ..onnx_proto import all_graphs, node_label, outer_names, subgraphs
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import node_label, op_key, opset
+from ..onnx_proto import node_label, op_key, opset
 
 
 class Rewriter:

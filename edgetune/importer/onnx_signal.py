@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from .onnx_proto import attrs, node_label, opset
+from ..onnx_proto import attrs, node_label, opset
 from .onnx_rewriter import Rewriter, Table, inp, rewrite_nodes
 
 

@@ -314,15 +314,19 @@ class SSHConnection:
         self.run(["mv", "-f", partial, remote])
 
     def _remove_partial(self, partial: str) -> bool:
-        """Remove what a failed upload left, over a new connection if the old one died."""
-        try:
-            self.sftp().remove(partial)
-        except FileNotFoundError:
-            pass
-        except Exception as err:  # noqa: BLE001 — the board may be gone: then the file stays, and the caller says so
-            log.debug("could not remove %s on %s: %s", partial, self.name, err)
-            return False
-        return True
+        """Remove what a failed upload left: over the same connection, else over a new one (the old
+        one may be dead without its transport knowing yet)."""
+        for fresh in (False, True):
+            if fresh:
+                self.close()
+            try:
+                self.sftp().remove(partial)
+                return True
+            except FileNotFoundError:
+                return True
+            except Exception as err:  # noqa: BLE001 — the board may be gone: then the file stays, and the caller says so
+                log.debug("could not remove %s on %s (%s connection): %s", partial, self.name, "new" if fresh else "same", err)
+        return False
 
     def get(self, remote: str, local: Path) -> None:
         """Download ``remote`` to ``local``."""

@@ -79,7 +79,7 @@ def _captures(importer: Any, body: Any) -> list[tuple[str, Any]]:
     (a Reshape's shape, a weight), as the frontend's converters need them."""
     from tvm import ir
 
-    from edgetune.importer.onnx_proto import outer_names
+    from ...onnx_proto import outer_names
 
     return [(n, importer._nodes[n]) for n in sorted(outer_names(body))
             if n in importer._nodes and not isinstance(importer._nodes[n], ir.expr.Constant)]
