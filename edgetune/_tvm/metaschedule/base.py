@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import tvm
+from ..core import tvm, tvm_module
 
 
 def meta_schedule() -> Any:
@@ -19,10 +19,16 @@ def meta_schedule() -> Any:
     return _ms
 
 
+def classes() -> Any:
+    """``tvm.s_tir.meta_schedule`` for its classes only: without registering edgetune's tensor
+    intrinsics (a second of TVMScript parsing), which a build that applies no records never needs."""
+    return tvm_module("s_tir.meta_schedule")
+
+
 def derived_object(cls: type) -> Any:
     """MetaSchedule's decorator for Python subclasses of its objects (``PyBuilder``,
     ``PyRunner``, ``PyRunnerFuture``)."""
-    meta_schedule()
+    tvm()
     from tvm.ir.utils import derived_object as derive
 
     return derive(cls)

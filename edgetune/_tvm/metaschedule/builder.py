@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cuda import cuda_compile_env
-from .base import derived_object, meta_schedule
+from .base import classes, derived_object, meta_schedule
 from .pool import shielded_pool
 
 TIMING_FILE = "timing.json"
@@ -102,7 +102,7 @@ def make_builder(cc: str | None, workers: int, timeout: float, cuda: Any = None,
 
 
 @derived_object
-class PooledBuilder(meta_schedule().builder.PyBuilder):
+class PooledBuilder(classes().builder.PyBuilder):
     """MetaSchedule's ``LocalBuilder`` without its new process pool per batch: the workers stay
     (each imports TVM once, ~0.7 s of CPU that LocalBuilder paid per worker and batch) and are
     recycled after ``uses`` builds, which bounds the slow leak LocalBuilder restarts them for.

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import last_line, tvm
 from ..rpc import rpc_connect, rpc_tracker_request
-from .base import derived_object, meta_schedule
+from .base import classes, derived_object, meta_schedule
 from .pool import shielded_pool
 
 
@@ -127,7 +127,7 @@ def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tu
 
 
 @derived_object
-class PoolFuture(meta_schedule().runner.PyRunnerFuture):
+class PoolFuture(classes().runner.PyRunnerFuture):
     """One candidate's timing in a pool worker; a timeout or an error is its result."""
 
     def __init__(self, future: Any, timeout: float, where: str):
@@ -147,7 +147,7 @@ class PoolFuture(meta_schedule().runner.PyRunnerFuture):
 
 
 @derived_object
-class PoolRunner(meta_schedule().runner.PyRunner):
+class PoolRunner(classes().runner.PyRunner):
     """Candidates timed by ``measure(artifact, device_type, args_info)`` in a pool of
     ``workers`` processes shielded from Ctrl-C (:func:`shielded_pool`), each killed after
     ``timeout``: MetaSchedule's RPCRunner waits forever on a dead board, and its LocalRunner is
