@@ -121,10 +121,14 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
         try:
             imported = import_model(path, input_shapes, bindings)
             flops = _tvm.estimate_flops(imported.mod)
-            quantization = _tvm.quantization_scheme(imported.mod)
             notes = list(imported.notes)
+            target = None
             if device:
+                from .devices import resolve_device
+
+                target = _tvm.make_target(resolve_device(device).target_spec())
                 kernels = kernel_report(imported, device, layout)
+            quantization = _tvm.quantization_scheme(imported.mod, target)  # with a device: how it runs there
         except EdgetuneError as err:
             error = f"{err.message} (hint: {err.hint})"
     return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error,

@@ -199,6 +199,19 @@ def test_list_tasks_names_the_dot_product_instruction_each_board_tunes_with(int8
         assert ("conv2d", "micro-kernel") in host and not any(kind == "conv2d-int8" for kind, _ in host), host
 
 
+def test_inspect_says_how_int8_layers_run_on_the_device_asked_for(int8_tflite):
+    """`inspect` names the instruction the chosen board computes int8 layers with, and before a
+    board is chosen it claims none."""
+    def runs_as(*device: str) -> str:
+        res = run_edgetune("inspect", str(int8_tflite), *device)
+        assert res.returncode == 0, res.stderr
+        return next(line for line in res.stdout.splitlines() if line.strip().startswith("runs as"))
+
+    assert "on Arm sdot" in runs_as("--device", "pi5")
+    assert "this CPU has no int8 dot-product instruction" in runs_as("--device", "pi4-32")
+    assert "where it has one" in runs_as()
+
+
 def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_path):
     """The integer kernels compute LiteRT's results exactly; so does the fp32 fallback a CPU
     without an exact int8 instruction gets (an x86 profile without AVX-512, as a user profile)."""
