@@ -88,6 +88,15 @@ def ints(values: Any) -> list[int]:
     return [int(v) for v in values]
 
 
+def static_shape(expr: Any) -> list[int] | None:
+    """The shape of a tensor expression when every dimension is a constant, else None."""
+    shape = getattr(expr.ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(hasattr(v, "value") for v in values):
+        return None
+    return [int(v.value) for v in values]
+
+
 def bound_value(mutator: Any, expr: Any) -> Any:
     """What a variable is bound to in the function ``mutator`` rewrites (``expr`` itself if not
     a variable or not bound there)."""

@@ -9,8 +9,16 @@ import numpy as np
 
 from ..core import tvm
 from ..kernels.conv import conv2d_nhwc_packed, depthwise_conv2d_nhwc
-from ..kernels.cpu import CpuFacts, dense_block, depthwise_weights, packed_weights, pad_axis, register_tile
-from ..kernels.dense import dense_packed
+from ..kernels.cpu import (
+    CpuFacts,
+    dense_block,
+    depthwise_weights,
+    packed_weights,
+    pad_axis,
+    padded_rows,
+    register_tile,
+)
+from ..kernels.dense import dense_packed, matmul_packed
 from ..kernels.winograd import (
     ConvChoice,
     conv2d_nhwc_winograd,
@@ -19,7 +27,7 @@ from ..kernels.winograd import (
     winograd_tile,
     winograd_weights,
 )
-from .common import const_array, ints, rank
+from .common import const_array, ints, rank, static_shape
 
 
 def _fast_sigmoid(x: Any) -> Any:
@@ -123,13 +131,32 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
 
     weights = const_array(call.args[1])
     x = call.args[0]
-    if (weights is None or weights.ndim != 2 or rank(x) < 2 or str(x.ty.dtype) != "float32"
-            or str(call.ty.dtype) != "float32"):
+    floats = all(str(t.ty.dtype) == "float32" for t in (x, call.args[1], call))
+    if weights is None:
+        return _legalize_matmul_computed(bb, call, cpu) if floats else _default_legalize(bb, call)
+    if weights.ndim != 2 or rank(x) < 2 or not floats:
         return _default_legalize(bb, call)
     k, n = weights.shape
     nb = dense_block(n, cpu)
     packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
-    return bb.call_te(dense_packed, x, relax.const(packed), n, primfunc_name_hint="dense")
+    shape = static_shape(x)
+    rows = int(np.prod(shape[:-1])) if shape else 0
+    rows_to = padded_rows(rows, -(-nb // cpu.lanes), cpu) if rows else 0
+    return bb.call_te(dense_packed, x, relax.const(packed), n, rows_to if rows_to > rows else 0,
+                      primfunc_name_hint="dense")
+
+
+def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    """A matmul of two computed tensors (attention's Q·Kᵀ and P·V) on the dense micro-kernel,
+    its right operand packed in the kernel."""
+    a, b = call.args
+    shapes = [static_shape(t) for t in (a, b)]
+    if any(s is None or len(s) < 2 for s in shapes):
+        return _default_legalize(bb, call)
+    (m, _k), n = shapes[0][-2:], shapes[1][-1]
+    nb = dense_block(n, cpu)
+    rows_to = padded_rows(m, -(-nb // cpu.lanes), cpu)
+    return bb.call_te(matmul_packed, a, b, nb, rows_to, primfunc_name_hint="matmul")
 
 
 def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,

@@ -82,6 +82,19 @@ def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
     sch.vectorize(inner)
 
 
+def register_pieces(extent: int, lanes: int) -> list[int]:
+    """``extent`` lanes as pieces LLVM keeps in whole registers: the native registers, then the
+    rest in halves, quarters, … (42 on AVX-512: 32 + 8 + 2), a last single lane as is."""
+    pieces = [extent // lanes * lanes] if extent >= lanes else []
+    rest, width = extent - sum(pieces), lanes // 2
+    while rest and width:
+        if rest >= width:
+            pieces.append(width)
+            rest -= width
+        width //= 2
+    return pieces
+
+
 def parallel_outer(sch: Any, loops: list[Any], cpu: CpuFacts, cores: int, min_chunks: int = 4) -> Any | None:
     """Fuse leading loops until there are enough parallel chunks; mark them parallel."""
     take, work = 0, 1

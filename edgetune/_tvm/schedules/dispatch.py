@@ -15,6 +15,7 @@ from .microkernels import (
     schedule_conv2d_packed,
     schedule_dense,
     schedule_depthwise,
+    schedule_matmul,
     schedule_winograd,
 )
 from .rules import schedule_blockwise, schedule_injective, schedule_reduction
@@ -27,6 +28,7 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_int8": ("conv2d-int8", schedule_conv2d_int8),
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
     "dense_packed": ("dense", schedule_dense),
+    "matmul_packed": ("matmul", schedule_matmul),
     "winograd_gemm": ("winograd", schedule_winograd),
 }
 

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from ..core import ir_nodes, tvm
-from ..kernels.cpu import CpuFacts, divisors, tile_rate
+from ..kernels.cpu import CpuFacts, divisors, max_rows, tile_rate
 from .common import (
     block_name,
     child_blocks,
@@ -16,6 +16,7 @@ from .common import (
     loop_extent,
     out_shape,
     parallel_outer,
+    register_pieces,
     vector_factor,
 )
 from .rules import schedule_elementwise
@@ -34,11 +35,6 @@ class Decider:
         decision = None if self.tunable else [int(x) for x in default]
         return list(self.sch.sample_perfect_tile(loop, n=len(default), max_innermost_factor=max(max_innermost, 1),
                                                  decision=decision))
-
-
-def max_rows(vectors: int, cpu: CpuFacts) -> int:
-    """Most output rows a register tile of ``vectors`` vector columns can hold."""
-    return max(1, min(28, (cpu.registers - vectors - 1) // max(vectors, 1)))
 
 
 def default_rows(extent: int, vectors: int, cpu: CpuFacts) -> int:
@@ -120,19 +116,6 @@ def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
             a += width
             cuts.add(a)
     return sorted(cuts)
-
-
-def register_pieces(extent: int, lanes: int) -> list[int]:
-    """``extent`` lanes as pieces LLVM keeps in whole registers: the native registers, then the
-    rest in halves, quarters, … (42 on AVX-512: 32 + 8 + 2), a last single lane as is."""
-    pieces = [extent // lanes * lanes] if extent >= lanes else []
-    rest, width = extent - sum(pieces), lanes // 2
-    while rest and width:
-        if rest >= width:
-            pieces.append(width)
-            rest -= width
-        width //= 2
-    return pieces
 
 
 def _pad_stages(sch: Any, cpu: CpuFacts, cores: int) -> None:
@@ -311,6 +294,35 @@ def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decid
     at = sch.fuse(*outer)
     sch.parallel(at)
     _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
+
+
+def schedule_matmul(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """Matmul of two computed tensors: the right operand packed (a parallel pass, what computes
+    it inlined there), then per batch the dense micro-kernel, ``RM`` rows × ``NB`` columns."""
+    epi, cropped = fold_epilogue(sch, main)
+    inputs = {r.source for r in sch.get(main).reads}
+    feeders = []
+    for block in child_blocks(sch):
+        if sch.get(block).same_as(sch.get(main)):
+            break
+        if any(w.source in inputs for w in sch.get(block).writes):
+            feeders.append(block)
+        else:
+            sch.compute_inline(block)  # a transpose or reshape before the packing
+    for block in feeders:
+        schedule_elementwise(sch, block, cpu, cores)
+    *batch, i, j, rk = sch.get_loops(main)
+    nb = int(sch.get(main).reads[1].source.shape[-1])
+    vectors = -(-nb // cpu.lanes)
+    m = loop_extent(sch, i)
+    rm = default_rows(m, vectors, cpu) if m > 1 else 1
+    io, ii = sch.split(i, decide.tile(i, [m // rm, rm], max_rows(vectors, cpu)))
+    jo, ji = sch.split(j, [None, nb])
+    outer = [*batch, io, jo] if order == 0 else [*batch, jo, io]
+    sch.reorder(*outer, rk, ii, ji)
+    at = sch.fuse(*outer)
+    sch.parallel(at)
+    _finish_microkernel(sch, main, epi, at, rk, ii, ji, cpu, cores, cropped)
 
 
 def schedule_winograd(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
