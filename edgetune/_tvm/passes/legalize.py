@@ -19,6 +19,7 @@ from ..kernels.cpu import (
     register_tile,
 )
 from ..kernels.dense import dense_packed, matmul_packed
+from ..kernels.rows import layer_norm_rows, softmax_rows
 from ..kernels.winograd import (
     ConvChoice,
     conv2d_nhwc_winograd,
@@ -84,6 +85,8 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
     custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
+    custom["relax.nn.softmax"] = lambda bb, call: _legalize_softmax(bb, call, cpu)
+    custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
     return custom
 
 
@@ -157,6 +160,29 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     nb = dense_block(n, cpu)
     rows_to = padded_rows(m, -(-nb // cpu.lanes), cpu)
     return bb.call_te(matmul_packed, a, b, nb, rows_to, primfunc_name_hint="matmul")
+
+
+def _last_axis(call: Any, axes: list[int]) -> bool:
+    """Whether ``axes`` is the last axis of the call's fp32 input of static shape (rows of 4 or
+    more: TVM's own kernel handles a handful of classes as well)."""
+    shape = static_shape(call.args[0])
+    return (shape is not None and str(call.args[0].ty.dtype) == "float32" and shape[-1] >= 4
+            and [a % len(shape) for a in axes] == [len(shape) - 1])
+
+
+def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    if not _last_axis(call, [int(call.attrs.axis)]):
+        return _default_legalize(bb, call)
+    return bb.call_te(softmax_rows, call.args[0], cpu.lanes, primfunc_name_hint="softmax")
+
+
+def _legalize_layer_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    a = call.attrs
+    x, gamma, beta = call.args
+    if not _last_axis(call, ints(a.axes)) or any(rank(t) != 1 for t in (gamma, beta)):
+        return _default_legalize(bb, call)
+    return bb.call_te(layer_norm_rows, x, gamma if a.scale else None, beta if a.center else None, float(a.epsilon),
+                      cpu.lanes, primfunc_name_hint="layer_norm")
 
 
 def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,

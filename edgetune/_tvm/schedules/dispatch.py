@@ -18,6 +18,7 @@ from .microkernels import (
     schedule_matmul,
     schedule_winograd,
 )
+from .rows import schedule_rows
 from .rules import schedule_blockwise, schedule_injective, schedule_reduction
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
     "dense_packed": ("dense", schedule_dense),
     "matmul_packed": ("matmul", schedule_matmul),
+    "softmax_rows": ("softmax", schedule_rows),
+    "layer_norm_rows": ("layer-norm", schedule_rows),
     "winograd_gemm": ("winograd", schedule_winograd),
 }
 

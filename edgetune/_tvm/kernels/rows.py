@@ -1,0 +1,101 @@
+"""Row kernels (TE): softmax and layer norm over the last axis, each row's reductions as
+vector-wide partial results (lane ``l`` sums elements ``l, l + L, l + 2L, …``) then a short
+scalar finish over the lanes and the row's tail — a reduction over the innermost axis that
+vectorizes, with no bounds test inside the vector loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def row_lanes(n: int, lanes: int) -> int:
+    """Lanes of a row's partial results: a native register, or 4 for short rows (of 4 or more)."""
+    return lanes if n >= lanes else 4
+
+
+def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, name: str) -> Any:
+    """Per row: the ``lanes`` partial results and the ``tail`` elements past the last whole
+    vector, combined (``sum`` or ``max``)."""
+    from tvm import te, tirx
+
+    rows = part.shape[:-1]
+    u = te.reduce_axis((0, lanes + tail), "u")
+
+    def value(*r: Any) -> Any:
+        lane = part[(*r, tirx.min(u, lanes - 1))]
+        extra = tail_of(r, tirx.max(u - lanes, 0))
+        pick = tirx.Select(u < lanes, lane, extra)
+        return te.max(pick, axis=[u]) if combine == "max" else te.sum(pick, axis=[u])
+
+    return te.compute(rows, value, name=name)
+
+
+def _partial(value_of: Any, rows: Any, n: int, lanes: int, combine: str, name: str, kernel: str = "") -> Any:
+    from tvm import te
+
+    o = te.reduce_axis((0, n // lanes), "o")
+
+    def value(*idx: Any) -> Any:
+        *r, lane = idx
+        v = value_of(r, o * lanes + lane)
+        return te.max(v, axis=[o]) if combine == "max" else te.sum(v, axis=[o])
+
+    attrs = {"edgetune.kernel": kernel} if kernel else {}
+    return te.compute((*rows, lanes), value, name=name, attrs=attrs)
+
+
+def softmax_rows(x: Any, lanes: int) -> Any:
+    """Softmax over the last axis: row max, ``exp(x - max)`` (TOPI's fast_exp polynomial, as
+    edgetune's exp), row sum, times its reciprocal."""
+    from tvm import te, topi
+
+    *rows, n = x.shape
+    n = int(n)
+    lanes = row_lanes(n, lanes)
+    full, tail = n // lanes * lanes, n - n // lanes * lanes
+
+    def at(src: Any) -> Any:
+        return lambda r, i: src[(*r, i)]
+
+    def tail_at(src: Any) -> Any:
+        return lambda r, t: src[(*r, full + t)]
+
+    part_max = _partial(at(x), rows, n, lanes, "max", "softmax_partmax", kernel="softmax_rows")
+    row_max = _row_total(part_max, tail_at(x), lanes, tail, "max", "softmax_max")
+    shifted = te.compute(x.shape, lambda *i: x[i] - row_max[i[:-1]], name="softmax_shift")
+    e = topi.fast_exp(shifted)
+    part_sum = _partial(at(e), rows, n, lanes, "sum", "softmax_partsum")
+    row_sum = _row_total(part_sum, tail_at(e), lanes, tail, "sum", "softmax_sum")
+    return te.compute(x.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name="softmax_norm")
+
+
+def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> Any:
+    """Layer norm over the last axis, two passes over the row (mean, then the squared
+    deviations: no cancellation of E[x²] − mean²), then ``(x − mean) · rstd · γ + β``."""
+    from tvm import te, tirx
+
+    *rows, n = x.shape
+    n = int(n)
+    lanes = row_lanes(n, lanes)
+    full, tail = n // lanes * lanes, n - n // lanes * lanes
+    part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", "ln_partsum", kernel="layer_norm_rows")
+    mean = _row_total(part, lambda r, t: x[(*r, full + t)], lanes, tail, "sum", "ln_sum")
+
+    def dev(r: Any, i: Any) -> Any:
+        d = x[(*r, i)] - mean[tuple(r)] * (1.0 / n)
+        return d * d
+
+    part2 = _partial(dev, rows, n, lanes, "sum", "ln_partsq")
+    var = _row_total(part2, lambda r, t: dev(r, full + t), lanes, tail, "sum", "ln_sq")
+
+    def value(*i: Any) -> Any:
+        r, c = i[:-1], i[-1]
+        rstd = 1.0 / tirx.sqrt(var[r] * (1.0 / n) + tirx.const(eps, "float32"))
+        out = (x[i] - mean[r] * (1.0 / n)) * rstd
+        if gamma is not None:
+            out = out * gamma[c]
+        if beta is not None:
+            out = out + beta[c]
+        return out
+
+    return te.compute(x.shape, value, name="ln_norm")

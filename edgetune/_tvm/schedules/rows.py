@@ -1,0 +1,66 @@
+"""The row kernels' schedule (softmax, layer norm: :mod:`..kernels.rows`): rows in parallel,
+every stage of a row computed there while the row is in L1, partial results and elementwise
+passes vectorized by whole registers, a row's odd tail (197 tokens: 192 + 5) a loop of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kernels.cpu import CpuFacts
+from .common import child_blocks, is_reduction, loop_extent
+from .microkernels import Decider
+
+
+def _index(sch: Any, blocks: list[Any], block: Any) -> int:
+    return next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(block)))
+
+
+def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """``main`` is the kernel's first stage. Producers fused before it are inlined (recomputed
+    per pass over the row: elementwise, cheap); consumers fused after its output are inlined
+    into the last one, which writes the result."""
+    blocks = child_blocks(sch)
+    for block in blocks[:_index(sch, blocks, main)]:
+        sch.compute_inline(block)
+    for block in child_blocks(sch):
+        if str(sch.get(block).name_hint).startswith("softmax_shift"):
+            sch.compute_inline(block)  # into the exp
+    blocks = child_blocks(sch)
+    norm = next(b for b in blocks if str(sch.get(b).name_hint).startswith(("softmax_norm", "ln_norm")))
+    stages, after = blocks[:_index(sch, blocks, norm)], blocks[_index(sch, blocks, norm) + 1:]
+    out = norm
+    if after:
+        sch.compute_inline(norm)
+        for block in after[:-1]:
+            sch.compute_inline(block)
+        out = after[-1]
+    *rows, _c = sch.get_loops(out)
+    row = sch.fuse(*rows) if len(rows) > 1 else rows[0]
+    sch.parallel(row)
+    depth = len(sch.get_loops(out)) - 1
+    for block in reversed(stages):
+        sch.compute_at(block, row, preserve_unit_loops=True)
+    for block in [*stages, out]:
+        inner = sch.get_loops(block)[depth:]
+        if is_reduction(sch, block) and len(inner) == 2:  # lanes × vectors of the row: partials
+            lane, o = inner
+            sch.reorder(o, lane)
+            init = sch.decompose_reduction(block, o)
+            sch.vectorize(lane)
+            sch.vectorize(sch.get_loops(init)[-1])
+        elif not is_reduction(sch, block) and inner:
+            _vectorize_row(sch, inner[-1], cpu)
+
+
+def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
+    """A row's elementwise loop in whole registers; the tail past the last one a loop of its own."""
+    n = loop_extent(sch, loop)
+    lanes = cpu.lanes if n >= cpu.lanes else 4 if n >= 4 else 1
+    if lanes == 1:
+        return
+    full = n // lanes * lanes
+    if full < n:
+        loop, _tail = sch.loop_partition(loop, [full, None])
+    if full > lanes:
+        _outer, loop = sch.split(loop, [None, lanes])
+    sch.vectorize(loop)

@@ -1,0 +1,107 @@
+"""The transformer kernels (dense over padded rows, matmul of two computed tensors, softmax and
+layer-norm row kernels) on shapes that break naive tiling — prime token counts, rows narrower
+than a register, broadcast batch axes, fused producers and consumers — against onnxruntime."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edgetune.package import PackageOptions, package
+
+F = TensorProto.FLOAT
+
+
+def _model(path: Path, nodes, inputs, outputs, inits=()) -> Path:
+    graph = helper.make_graph(nodes, path.stem, [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, F, s) for n, s in outputs], list(inits))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+# NEON's 4 lanes tile and cut rows differently from AVX-512's 16: both run, pi4 under qemu
+DEVICES = ["host", pytest.param("pi4", marks=pytest.mark.qemu)]
+
+
+def _packaged(model: Path, tmp_path: Path, device: str = "host", request=None) -> dict:
+    if device != "host":
+        request.getfixturevalue("qemu")
+        if shutil.which("aarch64-linux-gnu-g++") is None:
+            pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_rel_error"] < 1e-4, v
+    assert device == "host" or "qemu-aarch64" in v["executed_on"], v
+    sched = result.manifest["schedules"]
+    assert not sched.get("naive"), sched
+    return sched["kinds"]
+
+
+def _const(name: str, array: np.ndarray):
+    return numpy_helper.from_array(array.astype(np.float32), name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("tokens", [37, 16])
+def test_attention_runs_on_matmul_and_softmax_kernels(tmp_path, request, device, tokens):
+    # Q·Kᵀ through a transpose, scaled, masked, softmax, ·V: 37 tokens is prime (rows padded,
+    # columns packed past the end); 16 tiles exactly
+    heads, dh = 3, 24
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Mul", ["s", "scale"], ["ss"]),
+             helper.make_node("Add", ["ss", "mask"], ["sm"]),
+             helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    shape = [1, heads, tokens, dh]
+    mask = np.where(np.arange(tokens) % 5 == 4, -1e4, 0.0).reshape(1, 1, 1, tokens)
+    model = _model(tmp_path / "attention.onnx", nodes, [("q", shape), ("k", shape), ("v", shape)], [("y", shape)],
+                   [_const("scale", np.array(dh ** -0.5)), _const("mask", mask)])
+    kinds = _packaged(model, tmp_path, device, request)
+    assert kinds.get("matmul") == 2 and kinds.get("softmax") == 1, kinds
+
+
+def test_dense_over_a_prime_token_count_and_a_broadcast_batch_matmul(tmp_path):
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "b"], ["y"]),
+             helper.make_node("MatMul", ["a", "c"], ["z"])]  # [2,3,5,8] @ [3,8,7]: batch broadcast
+    model = _model(tmp_path / "dense.onnx", nodes, [("x", [1, 197, 40]), ("a", [2, 3, 5, 8]), ("c", [3, 8, 7])],
+                   [("y", [1, 197, 72]), ("z", [2, 3, 5, 7])],
+                   [_const("w", rng.standard_normal((40, 72)) / 6), _const("b", rng.standard_normal(72))])
+    kinds = _packaged(model, tmp_path)
+    assert kinds.get("dense") == 1 and kinds.get("matmul") == 1, kinds
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("width", [37, 10, 64])
+def test_layer_norm_and_softmax_rows_with_fused_neighbours(tmp_path, request, device, width):
+    # a residual add fused before the layer norm, an activation after; rows of 37 (a register
+    # and a tail of 5 on AVX-512, 9 + 1 on NEON), 10 (partials of 4 lanes), 64 (whole registers)
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Add", ["x", "r"], ["h"]),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["y"]),
+             helper.make_node("Softmax", ["x"], ["p"], axis=-1)]
+    shape = [2, 13, width]
+    model = _model(tmp_path / "rows.onnx", nodes, [("x", shape), ("r", shape)], [("y", shape), ("p", shape)],
+                   [_const("g", rng.uniform(0.5, 1.5, width)), _const("b", rng.uniform(-0.5, 0.5, width))])
+    kinds = _packaged(model, tmp_path, device, request)
+    assert kinds.get("layer-norm") == 1 and kinds.get("softmax") == 1, kinds
+
+
+def test_rows_padded_only_when_no_divisor_tiles_well():
+    from edgetune._tvm.kernels.cpu import CpuFacts, padded_rows
+
+    avx512 = CpuFacts(lanes=16, registers=32, fma_latency=4)
+    neon = CpuFacts(lanes=4, registers=32, fma_latency=7)
+    assert padded_rows(197, 4, avx512) > 197 and padded_rows(197, 4, avx512) % 2 == 0
+    assert padded_rows(197, 4, neon) > 197
+    for cpu in (avx512, neon):
+        assert padded_rows(128, 4, cpu) == 128  # 4 and 8 divide it
+        assert padded_rows(1, 4, cpu) == 1  # a recurrent step's one row is not six
