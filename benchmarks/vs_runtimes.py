@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/vs_runtimes.py [--models squeezenet,resnet50,...|all]
         [--budgets 0,5,20,60] [--threads 2] [--rounds 3] [--runs 30] [--layout auto]
+    .venv/bin/python benchmarks/vs_runtimes.py --models transformers --budgets 0   # the transformer rows
     .venv/bin/python benchmarks/vs_runtimes.py --report      # table + PNG from the saved JSON
 
 For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
@@ -12,7 +13,12 @@ ends before its budget (nothing left that pays: ``edgetune tune --skip-tail``) i
 each budget the model is packaged for ``host`` with the records so far (budget 0: no records —
 the default schedules) and timed through the on-device loader; the baseline is onnxruntime for
 ONNX models (on the same cleaned model edgetune imports: initializers not listed as inputs) and
-LiteRT with XNNPACK for TFLite, with the same thread count and inputs. edgetune and the
+LiteRT with XNNPACK for TFLite, with the same thread count and inputs. Transformer rows
+(``minilm@128``, ``bert-base@16``, ``vit-s16@64``, ``whisper-tiny@256``, ``…-int8``: built by
+``tests/zoo_transformers.py`` at that many tokens; int8: onnxruntime's dynamic quantization)
+take onnxruntime at its best: the faster of the model at graph optimization level all and the
+model passed through ``onnxruntime.transformers``' optimizer (fused Attention, SkipLayerNorm,
+BiasGelu). edgetune and the
 baseline alternate for ``--rounds`` rounds; the best per-round median of each is kept. Tuning
 runs as the CLI a user runs (a subprocess), so its trials, trials per minute and time breakdown
 come from its ``--json`` summary.
@@ -47,6 +53,40 @@ LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", 
 ZOO = ("mobilenet_v3", "yolo", "ocr_cls", "vgg_block", "bottleneck")
 DEFAULT_MODELS = ("squeezenet", "resnet50", "face_detection", "mobilenet_v3", "yolo", "ocr_cls", "vgg_block",
                   "bottleneck")
+# family: (builder keyword arguments, onnxruntime optimizer model type, heads, hidden)
+FAMILIES: dict[str, tuple[dict[str, int], str, int, int]] = {
+    "bert-base": ({"layers": 12, "hidden": 768, "heads": 12, "vocab": 1000}, "bert", 12, 768),
+    "minilm": ({"layers": 6, "hidden": 384, "heads": 12, "vocab": 1000}, "bert", 12, 384),
+    "vit-s16": ({"layers": 12, "hidden": 384, "heads": 6, "patch": 16}, "vit", 6, 384),
+    "whisper-tiny": ({"layers": 4, "hidden": 384, "heads": 6, "mels": 80}, "bert", 6, 384),
+}
+TOKENS = (16, 64, 128, 256)
+TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", "-int8") for f in FAMILIES for t in TOKENS)
+
+
+def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
+    """A transformer row's model (``family@tokens``, ``-int8``: dynamically quantized) and its
+    onnxruntime-optimizer twin (None where the optimizer fails on it)."""
+    import zoo_transformers as zt
+
+    spec, int8 = name.removesuffix("-int8"), name.endswith("-int8")
+    family, tokens = spec.split("@")
+    kw, model_type, heads, hidden = FAMILIES[family]
+    out = work / f"{spec}.onnx"
+    if family == "vit-s16":  # (image / 16)² patches + the class token: 17, 65, 122, 257 tokens
+        model = zt.vit(out, image=16 * max(2, round((int(tokens) - 1) ** 0.5)), **kw)
+    elif family == "whisper-tiny":  # the convolution front end halves the frames
+        model = zt.whisper_encoder(out, frames=2 * int(tokens), **kw)
+    else:
+        model = zt.bert(out, seq=int(tokens), **kw)
+    if int8:
+        model = zt.dynamic_int8(model, work / f"{spec}-int8.onnx")
+    try:
+        optimized = zt.ort_optimized(model, work / f"{model.stem}-ortopt.onnx", model_type, heads, hidden)
+    except Exception as err:  # noqa: BLE001 — the optimizer's failures are many types; the plain model stays
+        print(f"(onnxruntime's optimizer failed on {name}: {err}; level all only)")
+        optimized = None
+    return model, optimized
 
 
 def model_file(name: str, work: Path) -> Path:
@@ -60,7 +100,10 @@ def model_file(name: str, work: Path) -> Path:
         return zoo.ZOO[name](work / f"{name}.onnx")
     if name == "face_detection":
         return REPO / "examples" / "face_detection_short_range.tflite"
-    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',))}")
+    if name.removesuffix("-int8").split("@")[0] in FAMILIES:
+        return transformer_file(name, work)[0]
+    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',))} or "
+                     f"family@tokens[-int8] of {', '.join(FAMILIES)}")
 
 
 # ---------------------------------------------------------------- baselines
@@ -150,19 +193,21 @@ def _in_subprocess(kind: str, path: Path, inputs: Path, threads: int, runs: int)
     return float(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(package: Path, model: Path, runs: int, rounds: int, threads: int) -> tuple[float, float]:
-    """edgetune and the baseline, alternating ``rounds`` times, each in a fresh process; the best
+def measure(package: Path, baselines: dict[str, Path], runs: int, rounds: int, threads: int) -> tuple[float, dict[str, float]]:
+    """edgetune and each baseline, alternating ``rounds`` times, each in a fresh process; the best
     median of each (the round least disturbed by the rest of the machine)."""
     import edgetune_runtime
 
     inputs = package.parent / f"{package.name}-inputs.npz"
     arrays = edgetune_runtime.load(package).reference_inputs()
     np.savez(inputs, **{f"in_{n}": a for n, a in enumerate(arrays)})
-    ours, theirs = [], []
+    ours: list[float] = []
+    theirs: dict[str, list[float]] = {name: [] for name in baselines}
     for _ in range(rounds):
         ours.append(_in_subprocess("edgetune", package, inputs, threads, runs))
-        theirs.append(_in_subprocess("baseline", model, inputs, threads, runs))
-    return min(ours), min(theirs)
+        for name, model in baselines.items():
+            theirs[name].append(_in_subprocess("baseline", model, inputs, threads, runs))
+    return min(ours), {name: min(times) for name, times in theirs.items()}
 
 
 # ---------------------------------------------------------------- tuning and packaging
@@ -188,8 +233,8 @@ def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[s
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    names = list(DEFAULT_MODELS) if args.models == "default" else (
-        list(LIGHT + ZOO + ("face_detection",)) if args.models == "all" else args.models.split(","))
+    names = (list(DEFAULT_MODELS) if args.models == "default" else list(LIGHT + ZOO + ("face_detection",))
+             if args.models == "all" else list(TRANSFORMERS) if args.models == "transformers" else args.models.split(","))
     budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
     rows = [r for r in earlier if not (r["model"] in names and r["budget_min"] in budgets)]
@@ -198,23 +243,31 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for name in names:
         model = model_file(name, work)
         baseline_kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
+        baselines = {baseline_kind: model}
+        if name.removesuffix("-int8").split("@")[0] in FAMILIES:
+            optimized = transformer_file(name, work)[1]
+            if optimized is not None:
+                baselines["onnxruntime+optimizer"] = optimized
         records = work / f"records-{name}"
         for minutes in budgets:
             summary: dict[str, Any] = {}
             if minutes:
                 summary = tune(model, records, minutes, args.layout)
             manifest = package(model, work / f"{name}-{minutes:g}", records if minutes else None, args.layout)
-            ours, theirs = measure(work / f"{name}-{minutes:g}", model, args.runs, args.rounds, args.threads)
+            ours, times = measure(work / f"{name}-{minutes:g}", baselines, args.runs, args.rounds, args.threads)
+            baseline_kind = min(times, key=times.__getitem__)
+            theirs = times[baseline_kind]
             row = {"model": name, "format": model.suffix[1:], "budget_min": minutes, "layout": args.layout,
                    "trials": summary.get("trials_total", 0), "tuning_s": summary.get("job_elapsed_s", 0.0),
                    "trials_per_min": summary.get("trials_per_min"), "time_breakdown_s": summary.get("time_breakdown_s"),
                    "edgetune_ms": round(ours, 4), "baseline": baseline_kind, "baseline_ms": round(theirs, 4),
+                   "baselines_ms": {k: round(v, 4) for k, v in times.items()},
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
                    "stop_reason": summary.get("stop_reason"), "tasks": summary.get("tasks")}
             row["converged"] = bool(minutes) and summary["stop_reason"].startswith("no task left")
             rows.append(row)
             rows.sort(key=lambda r: (r["model"], r["budget_min"]))
-            print(f"{name:15s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
+            print(f"{name:20s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
                   f"{baseline_kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
             save(rows, args)
             if row["converged"]:  # the job ended before its budget: larger budgets would end the same

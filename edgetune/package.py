@@ -55,7 +55,7 @@ class PackageOptions:
     verify: bool = True
     tar: bool = False
     force: bool = False
-    rtol: float = 1e-3
+    rtol: float | None = None  # None: 1e-3, or reference.DYNAMIC_INT8_RTOL for a chain of dynamically quantized layers
     atol: float = 1e-5
     seed: int = 0
     records: Path | None = None  # None: the profile's default records directory
@@ -157,11 +157,16 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
 
 def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
             model: ImportedModel) -> None:
-    tolerance: dict[str, Any] = {"rtol": opts.rtol, "atol": opts.atol, "int_atol": 1}
+    rtol, why = opts.rtol, ""
+    if rtol is None:
+        rtol, why = reference.default_rtol(model)
+    tolerance: dict[str, Any] = {"rtol": rtol, "atol": opts.atol, "int_atol": 1}
     steps = reference.output_steps(model)
     if steps:
         tolerance["steps"] = steps
     manifest["verification"] = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
+    if why:  # beside the tolerance, which the loader passes to its comparison as it is
+        manifest["verification"]["tolerance_why"] = why
     write_manifest(root, manifest)
     result, where = run_check(root, profile)
     if result is None:
@@ -178,7 +183,7 @@ def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: s
     )
     if not result["passed"]:
         worst = ", ".join(f"{k}: max abs {v.get('max_abs_error', v.get('error'))}" for k, v in outputs.items() if not v["passed"])
-        raise VerificationError(f"package output disagrees with {ref_label} beyond tolerance (rtol={opts.rtol}, atol={opts.atol}): {worst}")
+        raise VerificationError(f"package output disagrees with {ref_label} beyond tolerance (rtol={rtol}, atol={opts.atol}): {worst}")
 
 
 def _install(staging: Path, output: Path) -> None:
