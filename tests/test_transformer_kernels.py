@@ -103,5 +103,6 @@ def test_rows_padded_only_when_no_divisor_tiles_well():
     assert padded_rows(197, 4, avx512) > 197 and padded_rows(197, 4, avx512) % 2 == 0
     assert padded_rows(197, 4, neon) > 197
     for cpu in (avx512, neon):
-        assert padded_rows(128, 4, cpu) == 128  # 4 and 8 divide it
+        assert padded_rows(384, 4, cpu) == 384  # 6 divides it
+        assert padded_rows(16, 4, cpu) == 16  # 4 rows per tile are close enough to 6
         assert padded_rows(1, 4, cpu) == 1  # a recurrent step's one row is not six

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from ..core import ir_nodes, tvm
-from ..kernels.cpu import CpuFacts, divisors, max_rows, tile_rate
+from ..kernels.cpu import STREAMED, CpuFacts, divisors, max_rows, tile_rate
 from .common import (
     block_name,
     child_blocks,
@@ -37,10 +37,10 @@ class Decider:
                                                  decision=decision))
 
 
-def default_rows(extent: int, vectors: int, cpu: CpuFacts) -> int:
+def default_rows(extent: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0) -> int:
     """The register-tile height for a loop of ``extent``: the best-scoring divisor."""
     fits = [rw for rw in divisors(extent) if rw <= max_rows(vectors, cpu)]
-    return max(fits, key=lambda rw: (tile_rate(rw, vectors, cpu), rw))
+    return max(fits, key=lambda rw: (tile_rate(rw, vectors, cpu, weight_cost), rw))
 
 
 def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_reduce: Any,
@@ -286,7 +286,7 @@ def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decid
     nb = int(weights.shape[-1])
     vectors = -(-nb // cpu.lanes)
     m = loop_extent(sch, row)
-    rm = default_rows(m, vectors, cpu) if m > 1 else 1
+    rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
     ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
     jo, ji = sch.split(j, [None, nb])
     outer = [ro, jo] if order == 0 else [jo, ro]
@@ -315,7 +315,7 @@ def schedule_matmul(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Deci
     nb = int(sch.get(main).reads[1].source.shape[-1])
     vectors = -(-nb // cpu.lanes)
     m = loop_extent(sch, i)
-    rm = default_rows(m, vectors, cpu) if m > 1 else 1
+    rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
     io, ii = sch.split(i, decide.tile(i, [m // rm, rm], max_rows(vectors, cpu)))
     jo, ji = sch.split(j, [None, nb])
     outer = [*batch, io, jo] if order == 0 else [*batch, jo, io]
