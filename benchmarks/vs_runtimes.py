@@ -47,6 +47,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import numpy as np  # noqa: E402
 
+from edgetune.errors import EdgetuneError  # noqa: E402
+
 RESULTS = REPO / "benchmarks" / "results"
 OUT = RESULTS / "vs_runtimes.json"
 LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", "vgg19")
@@ -253,7 +255,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             summary: dict[str, Any] = {}
             if minutes:
                 summary = tune(model, records, minutes, args.layout)
-            manifest = package(model, work / f"{name}-{minutes:g}", records if minutes else None, args.layout)
+            try:
+                manifest = package(model, work / f"{name}-{minutes:g}", records if minutes else None, args.layout)
+            except EdgetuneError as err:  # a row that does not package is a result too; the next rows run
+                rows = [r for r in rows if not (r["model"] == name and r["budget_min"] == minutes)]
+                rows.append({"model": name, "format": model.suffix[1:], "budget_min": minutes, "error": str(err)})
+                print(f"{name:20s} {minutes:5g} min  does not package: {err}", flush=True)
+                save(rows, args)
+                break
             ours, times = measure(work / f"{name}-{minutes:g}", baselines, args.runs, args.rounds, args.threads)
             baseline_kind = min(times, key=times.__getitem__)
             theirs = times[baseline_kind]
@@ -287,6 +296,10 @@ def save(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def report(rows: list[dict[str, Any]]) -> None:
     print("\n| model | budget (min) | tuned (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
+    failed = [r for r in rows if "error" in r]
+    rows = [r for r in rows if "error" not in r]
+    for r in failed:
+        print(f"| {r['model']} | {r['budget_min']:g} | does not package: {r['error'][:150]} |")
     for r in rows:
         tpm = f"{r['trials_per_min']:.0f}" if r.get("trials_per_min") else "-"
         ended = " (ended: nothing left pays)" if r.get("converged") else ""

@@ -106,3 +106,16 @@ def test_rows_padded_only_when_no_divisor_tiles_well():
         assert padded_rows(384, 4, cpu) == 384  # 6 divides it
         assert padded_rows(16, 4, cpu) == 16  # 4 rows per tile are close enough to 6
         assert padded_rows(1, 4, cpu) == 1  # a recurrent step's one row is not six
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv1d_front_end_runs_on_the_packed_convolution_kernel(tmp_path, request, device):
+    # Whisper's front end: Conv1d k=3 pad 1, stride 1 then 2, dilation 2 for good measure
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], kernel_shape=[3], pads=[1, 1], strides=[1]),
+             helper.make_node("Conv", ["h", "w2"], ["y"], kernel_shape=[3], pads=[2, 2], strides=[2], dilations=[2])]
+    model = _model(tmp_path / "conv1d.onnx", nodes, [("x", [1, 20, 50])], [("y", [1, 24, 25])],
+                   [_const("w1", rng.standard_normal((24, 20, 3)) / 8), _const("b1", rng.standard_normal(24)),
+                    _const("w2", rng.standard_normal((24, 24, 3)) / 8)])
+    kinds = _packaged(model, tmp_path, device, request)
+    assert set(kinds) <= {"conv2d", "elementwise"} and kinds.get("conv2d"), kinds
