@@ -55,7 +55,7 @@ class PackageOptions:
     verify: bool = True
     tar: bool = False
     force: bool = False
-    rtol: float | None = None  # None: 1e-3, or reference.DYNAMIC_INT8_RTOL for a chain of dynamically quantized layers
+    rtol: float | None = None  # None: reference.default_rtol (1e-3; more for chains of dynamically quantized layers)
     atol: float = 1e-5
     seed: int = 0
     records: Path | None = None  # None: the profile's default records directory

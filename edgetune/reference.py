@@ -47,9 +47,13 @@ def runtime_label(fmt: str) -> str:
 RTOL = 1e-3
 # Dynamically quantized layers in series (an int8 transformer): each quantizes the float result
 # of the last, so a rounding flip at one activation (the two sides' float arithmetic differs in
-# the last bit) moves the next layer by a step. Measured: a 4-layer Whisper-tiny-like encoder,
-# every quantized layer exact on its own, ends 0.5 % of the output's magnitude from onnxruntime.
-DYNAMIC_INT8_RTOL = 2e-2
+# the last bit) moves the next layer by a step, and the differences grow with the chain.
+# Measured against onnxruntime, every quantized layer exact on its own: BERT-base-wide encoders
+# of 1 / 2 / 4 layers (4 quantized activations each) end 0.2 / 0.9 / 1.4 % of the output's
+# magnitude apart, a 4-layer Whisper-tiny-wide one 0.5 %. Allowed: this much per quantized
+# activation, at most DYNAMIC_INT8_MAX.
+DYNAMIC_INT8_RTOL = 2e-3
+DYNAMIC_INT8_MAX = 0.1
 
 
 def default_rtol(model: ImportedModel) -> tuple[float, str]:
@@ -62,8 +66,10 @@ def default_rtol(model: ImportedModel) -> tuple[float, str]:
     dynamic = sum(n.op_type == "DynamicQuantizeLinear" for n in graph.node)
     if dynamic < 2:
         return RTOL, ""
-    return DYNAMIC_INT8_RTOL, (f"{dynamic} activations quantized at run time, one layer's float result the next's "
-                               "input: a rounding flip moves the next layer by a quantization step")
+    rtol = min(DYNAMIC_INT8_MAX, max(RTOL, DYNAMIC_INT8_RTOL * dynamic))
+    return rtol, (f"{dynamic} activations quantized at run time, one layer's float result the next's input: a "
+                  f"rounding flip moves the next layer by a quantization step ({DYNAMIC_INT8_RTOL:g} allowed per "
+                  "quantized activation)")
 
 
 def output_steps(model: ImportedModel) -> dict[str, float]:

@@ -99,7 +99,8 @@ def test_deep_dynamically_quantized_encoder_is_checked_with_a_step_of_slack(tmp_
     quantized = zt.dynamic_int8(base, tmp_path / "w-int8.onnx")
     manifest = packaged(quantized, tmp_path)
     v = manifest["verification"]
-    assert v["tolerance"]["rtol"] == 2e-2 and "quantized at run time" in v["tolerance_why"], v
+    chained = sum(n.op_type == "DynamicQuantizeLinear" for n in onnx.load(str(quantized)).graph.node)
+    assert v["tolerance"]["rtol"] == pytest.approx(2e-3 * chained) and "quantized at run time" in v["tolerance_why"], v
     assert 1e-5 < manifest["verification"]["max_rel_error"] < 1e-2, manifest["verification"]
     with pytest.raises(VerificationError, match="rtol=0.0001"):
         package(PackageOptions(model=quantized, device="host", output=tmp_path / "strict", rtol=1e-4))
