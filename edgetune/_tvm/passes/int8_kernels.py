@@ -13,6 +13,7 @@ from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, pad_axis,
 from ..kernels.winograd import conv_signature
 from .common import (
     MutatorPass,
+    bound_value,
     const_array,
     emit_like,
     ints,
@@ -270,3 +271,56 @@ class NarrowingRoundTripsDropped:
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
         return map_functions(mod, _without_round_trips)
+
+
+@relax.expr_functor.mutator
+class _IntegerDense(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.matmul" or str(new.ty.dtype) != "int32":
+            return new
+        x, w = new.args
+        weights = _integer_constant(self, w)
+        if weights is None or weights.ndim != 2 or str(x.ty.dtype) != "int32" or not _eight_bit(self, x):
+            return new
+        if np.abs(weights.astype(np.int64)).sum(axis=0).max() * 255 >= 2 ** 24:
+            return new  # a partial sum could pass 2²⁴: not exact in fp32
+        floats = self.builder_.emit(relax.op.astype(x, "float32"))
+        y = self.builder_.emit(relax.op.matmul(floats, relax.const(weights.astype(np.float32)), out_dtype="float32"))
+        return relax.op.astype(y, "int32")
+
+
+def _integer_constant(mutator: Any, expr: Any, depth: int = 3) -> Any | None:
+    """The value of an integer constant as the importer leaves MatMulInteger's weights (the
+    int8 constant widened, less its zero point, also widened), in numpy; None otherwise."""
+    value = const_array(expr)
+    if value is not None or depth == 0:
+        return value
+    call = bound_value(mutator, expr)
+    name = op_name(call)
+    if name == "relax.astype":
+        inner = _integer_constant(mutator, call.args[0], depth - 1)
+        return None if inner is None else inner.astype(str(call.attrs.dtype))
+    if name == "relax.subtract":
+        a, b = (_integer_constant(mutator, arg, depth - 1) for arg in call.args)
+        return None if a is None or b is None else (a - b).astype(str(call.ty.dtype))
+    return None
+
+
+def _eight_bit(mutator: Any, x: Any) -> bool:
+    """``x`` is an 8-bit tensor widened to int32, less a zero point or not (MatMulInteger's
+    operand as TVM imports it): every value in [-255, 255]."""
+    value = bound_value(mutator, x)
+    if op_name(value) == "relax.subtract":
+        value = bound_value(mutator, value.args[0])
+    return op_name(value) == "relax.astype" and str(value.args[0].ty.dtype) in ("uint8", "int8")
+
+
+@module_pass(opt_level=0)
+class IntegerDenseInFloat(MutatorPass):
+    """A dynamically quantized dense layer (``MatMulInteger``: 8-bit activations less their
+    zero point, constant int8 weights, int32 sums) on the fp32 packed dense kernel over the same
+    integers, where fp32 is exact (every partial sum below 2²⁴: 255 × each column's Σ|w|) — TVM's
+    int32 matmul ran as a generic reduction at 65–90 GFLOP/s, 7× onnxruntime's int8 MiniLM."""
+
+    mutator = _IntegerDense

@@ -26,7 +26,12 @@ from .cleanups import Conv1dAsConv2d, DropDropout, FoldConstantsNumpy, FoldRest,
 from .common import relax
 from .fusion import BroadcastsApart, TableLookupsElementwise
 from .int8_elementwise import Int8Concats, Int8Relus, Int8Rescales, Int8Tables, XnnpackInt8Adds
-from .int8_kernels import Int8Convolutions, Int8ConvolutionsInFloat, NarrowingRoundTripsDropped
+from .int8_kernels import (
+    Int8Convolutions,
+    Int8ConvolutionsInFloat,
+    IntegerDenseInFloat,
+    NarrowingRoundTripsDropped,
+)
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
 from .layout import FoldAffineIntoConv, ToNHWC
@@ -83,7 +88,7 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
     if cpu:
         passes.append(Int8Convolutions(target))
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
-               relax.transform.DeadCodeElimination(["main"]), FoldRest()]
+               relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDenseInFloat()]
     return passes
 
 
