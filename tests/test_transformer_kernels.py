@@ -78,6 +78,13 @@ def test_dense_over_a_prime_token_count_and_a_broadcast_batch_matmul(tmp_path):
     assert kinds.get("dense") == 1 and kinds.get("matmul") == 1, kinds
 
 
+def test_a_classifier_softmax_of_one_row_gets_a_schedule(tmp_path):
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    model = _model(tmp_path / "one_row.onnx", nodes, [("x", [1, 1000])], [("y", [1, 1000])])
+    kinds = _packaged(model, tmp_path)
+    assert "naive" not in kinds, kinds
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("width", [37, 10, 64])
 def test_layer_norm_and_softmax_rows_with_fused_neighbours(tmp_path, request, device, width):

@@ -166,7 +166,7 @@ def _last_axis(call: Any, axes: list[int]) -> bool:
     """Whether ``axes`` is the last axis of the call's fp32 input of static shape (rows of 4 or
     more: TVM's own kernel handles a handful of classes as well)."""
     shape = static_shape(call.args[0])
-    return (shape is not None and str(call.args[0].ty.dtype) == "float32" and shape[-1] >= 4
+    return (shape is not None and len(shape) >= 2 and str(call.args[0].ty.dtype) == "float32" and shape[-1] >= 4
             and [a % len(shape) for a in axes] == [len(shape) - 1])
 
 

@@ -37,19 +37,22 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
     *rows, _c = sch.get_loops(out)
     row = sch.fuse(*rows) if len(rows) > 1 else rows[0]
     sch.parallel(row)
-    depth = len(sch.get_loops(out)) - 1
     for block in reversed(stages):
         sch.compute_at(block, row, preserve_unit_loops=True)
     for block in [*stages, out]:
-        inner = sch.get_loops(block)[depth:]
-        if is_reduction(sch, block) and len(inner) == 2:  # lanes × vectors of the row: partials
-            lane, o = inner
+        loops = sch.get_loops(block)
+        if str(sch.get(block).name_hint).startswith(PARTIALS):  # (…, lanes, vectors of the row)
+            lane, o = loops[-2:]
             sch.reorder(o, lane)
+            sch.vectorize(lane)  # (before the init is split off: TVM vectorizes reductions, not their updates)
             init = sch.decompose_reduction(block, o)
-            sch.vectorize(lane)
             sch.vectorize(sch.get_loops(init)[-1])
-        elif not is_reduction(sch, block) and inner:
-            _vectorize_row(sch, inner[-1], cpu)
+        elif not is_reduction(sch, block) and len(loops) > 1:
+            _vectorize_row(sch, loops[-1], cpu)
+
+
+# the stages of :mod:`..kernels.rows` that reduce a row to vector-wide partial results
+PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")
 
 
 def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
