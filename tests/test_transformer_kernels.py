@@ -126,3 +126,25 @@ def test_conv1d_front_end_runs_on_the_packed_convolution_kernel(tmp_path, reques
                     _const("w2", rng.standard_normal((24, 24, 3)) / 8)])
     kinds = _packaged(model, tmp_path, device, request)
     assert set(kinds) <= {"conv2d", "elementwise"} and kinds.get("conv2d"), kinds
+
+
+def test_whole_tensor_min_and_max_reduce_in_vector_lanes(tmp_path):
+    # a dynamically quantized activation's range: min and max over all of it, to scalars
+    nodes = [helper.make_node("ReduceMax", ["x"], ["hi"], keepdims=0),
+             helper.make_node("ReduceMin", ["x"], ["lo"], keepdims=0),
+             helper.make_node("Sub", ["hi", "lo"], ["y"])]
+    model = _model(tmp_path / "range.onnx", nodes, [("x", [1, 37, 64])], [("y", [])])
+    kinds = _packaged(model, tmp_path)
+    assert "naive" not in kinds, kinds
+
+
+def test_scalar_reduction_schedule_has_vector_partials():
+    from tvm import s_tir, te, topi
+
+    from edgetune._tvm.kernels.cpu import CpuFacts
+    from edgetune._tvm.schedules.rules import schedule_reduction
+
+    x = te.placeholder((1, 128, 384), name="x")
+    sch = s_tir.Schedule(te.create_prim_func([x, topi.max(x)]))
+    schedule_reduction(sch, CpuFacts(lanes=16, registers=32, fma_latency=4), 2)
+    assert "T.vectorized(64)" in sch.mod.script()

@@ -44,7 +44,8 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     spatial = [lp for lp, k in zip(loops, kinds) if k == 0]
     reduce = [lp for lp, k in zip(loops, kinds) if k != 0]
     if not spatial:
-        raise NoMatchError("a reduction to a scalar")
+        _reduce_to_scalar(sch, main, reduce, cpu)
+        return
     inner = spatial[-1]
     width = vector_factor(loop_extent(sch, inner), cpu)
     vec = None
@@ -85,6 +86,24 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
             pass
     for block in child_blocks(sch):
         schedule_elementwise(sch, block, cpu, cores)
+
+
+def _reduce_to_scalar(sch: Any, main: Any, reduce: list[Any], cpu: CpuFacts) -> None:
+    """A whole tensor reduced to one value (a dynamically quantized activation's min and max):
+    vector-wide partial results (``rfactor``), then a scalar finish over the lanes. Scalar, one
+    element per step, it was 10 % of an int8 MiniLM."""
+    loop = sch.fuse(*reduce) if len(reduce) > 1 else reduce[0]
+    width = vector_factor(loop_extent(sch, loop), cpu)
+    if not width or width == loop_extent(sch, loop):
+        raise NoMatchError("a reduction to a scalar no whole register divides")
+    _outer, lanes = sch.split(loop, [None, width])
+    partial = sch.rfactor(lanes, 0)
+    first, second = sch.get_loops(partial)[-2:]  # the lanes (of extent ``width``) outside what they reduce
+    lane, outer = (first, second) if loop_extent(sch, first) == width else (second, first)
+    sch.reorder(outer, lane)
+    sch.vectorize(lane)
+    init = sch.decompose_reduction(partial, outer)
+    sch.vectorize(sch.get_loops(init)[-1])
 
 
 def schedule_blockwise(sch: Any, cpu: CpuFacts, cores: int) -> None:
