@@ -544,7 +544,10 @@ class TuneLoop:
                 if msg not in self.errors and len(self.errors) < 5:
                     self.errors.append(msg)
         default = next((t for c, t in zip(batch, times) if ctx.is_default(c)), None)
-        if default is not None:
+        if default is not None and task.shash not in self.store.defaults():
+            # the first measurement stays, as the scheduler keeps it: the default schedule drawn
+            # again by the search (a small reduction's space) was measured again, and the store
+            # and the job's report then told two different defaults
             self.store.record_defaults({task.shash: default})
         self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=default)
         if kind == "droplet":
