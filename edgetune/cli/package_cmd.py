@@ -51,6 +51,8 @@ def package(
     if v["status"] == "passed":
         out.print(f"  reference check passed on {v['executed_on']} vs {v['reference']}: "
                   f"max abs error {v['max_abs_error']:.3g}, max rel error {v['max_rel_error']:.3g}")
+        if v.get("tolerance_why"):
+            out.print(f"  (tolerance rtol={v['tolerance']['rtol']:.3g}: {v['tolerance_why']})")
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
     for note in m["model"].get("notes", []):
