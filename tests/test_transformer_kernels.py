@@ -148,3 +148,25 @@ def test_scalar_reduction_schedule_has_vector_partials():
     sch = s_tir.Schedule(te.create_prim_func([x, topi.max(x)]))
     schedule_reduction(sch, CpuFacts(lanes=16, registers=32, fma_latency=4), 2)
     assert "T.vectorized(64)" in sch.mod.script()
+
+
+@pytest.mark.parametrize("square", ["Pow", "Mul"])
+def test_layer_norm_written_out_below_opset_17_runs_on_the_row_kernel(tmp_path, square):
+    rng = np.random.default_rng(3)
+    sq = (helper.make_node("Pow", ["d", "two"], ["d2"]) if square == "Pow" else helper.make_node("Mul", ["d", "d"], ["d2"]))
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1]),
+             helper.make_node("Sub", ["x", "m"], ["d"]), sq,
+             helper.make_node("ReduceMean", ["d2"], ["v"], axes=[-1]),
+             helper.make_node("Add", ["v", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n"]),
+             helper.make_node("Mul", ["n", "g"], ["ng"]),
+             helper.make_node("Add", ["ng", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "ln13", [helper.make_tensor_value_info("x", F, [1, 37, 48])],
+                              [helper.make_tensor_value_info("y", F, [1, 37, 48])],
+                              [_const("two", np.array(2.0)), _const("eps", np.array(1e-12)),
+                               _const("g", rng.uniform(0.5, 1.5, 48)), _const("b", rng.uniform(-0.5, 0.5, 48))])
+    path = tmp_path / "ln13.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    kinds = _packaged(path, tmp_path)
+    assert kinds.get("layer-norm") == 1 and "reduction" not in kinds, kinds
