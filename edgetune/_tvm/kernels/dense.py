@@ -3,6 +3,7 @@ padded to a multiple of the register tile where the row count has no good diviso
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .conv import crop
@@ -30,9 +31,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0) -> An
     lead = [int(x) for x in data.shape[:-1]]
     rk = te.reduce_axis((0, k), "rk")
     attrs = {"edgetune.kernel": "dense_packed"}
-    rows = 1
-    for d in lead:
-        rows *= d
+    rows = math.prod(lead)
     if rows_to <= rows:
 
         def value(*idx: Any) -> Any:
@@ -67,7 +66,7 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: int) -> Any:
 
     *abatch, m, k = (int(x) for x in a.shape)
     *bbatch, _k, n = (int(x) for x in b.shape)
-    batch = len(abatch) if len(abatch) >= len(bbatch) else len(bbatch)
+    batch = max(len(abatch), len(bbatch))
     abatch = [1] * (batch - len(abatch)) + abatch
     bbatch = [1] * (batch - len(bbatch)) + bbatch
     out_batch = [max(x, y) for x, y in zip(abatch, bbatch)]

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# stage names the schedule (:mod:`..schedules.rows`) finds the stages by
+PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")  # rows to vector-wide partials
+OUTPUTS = ("softmax_norm", "ln_norm")  # the stage that writes the result
+SHIFT = "softmax_shift"  # x − max, inlined into the exp
+
 
 def row_lanes(n: int, lanes: int) -> int:
     """Lanes of a row's partial results: a native register, or 4 for short rows (of 4 or more)."""
@@ -60,13 +65,13 @@ def softmax_rows(x: Any, lanes: int) -> Any:
     def tail_at(src: Any) -> Any:
         return lambda r, t: src[(*r, full + t)]
 
-    part_max = _partial(at(x), rows, n, lanes, "max", "softmax_partmax", kernel="softmax_rows")
+    part_max = _partial(at(x), rows, n, lanes, "max", PARTIALS[0], kernel="softmax_rows")
     row_max = _row_total(part_max, tail_at(x), lanes, tail, "max", "softmax_max")
-    shifted = te.compute(x.shape, lambda *i: x[i] - row_max[i[:-1]], name="softmax_shift")
+    shifted = te.compute(x.shape, lambda *i: x[i] - row_max[i[:-1]], name=SHIFT)
     e = topi.fast_exp(shifted)
-    part_sum = _partial(at(e), rows, n, lanes, "sum", "softmax_partsum")
+    part_sum = _partial(at(e), rows, n, lanes, "sum", PARTIALS[1])
     row_sum = _row_total(part_sum, tail_at(e), lanes, tail, "sum", "softmax_sum")
-    return te.compute(x.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name="softmax_norm")
+    return te.compute(x.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name=OUTPUTS[0])
 
 
 def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> Any:
@@ -78,14 +83,14 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
     n = int(n)
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
-    part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", "ln_partsum", kernel="layer_norm_rows")
+    part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", PARTIALS[2], kernel="layer_norm_rows")
     mean = _row_total(part, lambda r, t: x[(*r, full + t)], lanes, tail, "sum", "ln_sum")
 
     def dev(r: Any, i: Any) -> Any:
         d = x[(*r, i)] - mean[tuple(r)] * (1.0 / n)
         return d * d
 
-    part2 = _partial(dev, rows, n, lanes, "sum", "ln_partsq")
+    part2 = _partial(dev, rows, n, lanes, "sum", PARTIALS[3])
     var = _row_total(part2, lambda r, t: dev(r, full + t), lanes, tail, "sum", "ln_sq")
 
     def value(*i: Any) -> Any:
@@ -98,4 +103,4 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
             out = out + beta[c]
         return out
 
-    return te.compute(x.shape, value, name="ln_norm")
+    return te.compute(x.shape, value, name=OUTPUTS[1])

@@ -144,7 +144,7 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
     shape = static_shape(x)
     rows = int(np.prod(shape[:-1])) if shape else 0
-    rows_to = padded_rows(rows, -(-nb // cpu.lanes), cpu) if rows else 0
+    rows_to = padded_rows(rows, -(-nb // cpu.lanes), cpu) if rows else 0  # (symbolic rows: as they are)
     return bb.call_te(dense_packed, x, relax.const(packed), n, rows_to if rows_to > rows else 0,
                       primfunc_name_hint="dense")
 

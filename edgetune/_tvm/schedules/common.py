@@ -16,6 +16,11 @@ def block_name(sch: Any, block: Any) -> str:
     return str(sch.get(block).name_hint)
 
 
+def block_index(sch: Any, blocks: list[Any], block: Any) -> int:
+    """Where ``block`` stands among ``blocks`` (block handles compare by the statement they name)."""
+    return next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(block)))
+
+
 def kernel_of(sch: Any, block: Any) -> str:
     ann = sch.get(block).annotations
     return str(ann["edgetune.kernel"]) if "edgetune.kernel" in ann else ""
@@ -36,7 +41,7 @@ def fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
     """Inline the elementwise chain after ``main`` into its last block; return that block and
     whether the chain starts with a crop of padded channels."""
     blocks = child_blocks(sch)
-    at = blocks.index(next(b for b in blocks if sch.get(b).same_as(sch.get(main))))
+    at = block_index(sch, blocks, main)
     feeds = {r.source for r in sch.get(main).reads}
     for block in reversed(blocks[:at]):
         if any(w.source in feeds for w in sch.get(block).writes):  # computes main's inputs

@@ -9,6 +9,7 @@ from typing import Any
 from ..core import ir_nodes, tvm
 from ..kernels.cpu import STREAMED, CpuFacts, divisors, max_rows, tile_rate
 from .common import (
+    block_index,
     block_name,
     child_blocks,
     fold_epilogue,
@@ -279,21 +280,9 @@ def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decid
     for block in child_blocks(sch):
         if not is_reduction(sch, block) and any(w.source in inputs for w in sch.get(block).writes):
             schedule_elementwise(sch, block, cpu, cores)
-    loops = sch.get_loops(main)
-    *rows, j, rk = loops
+    *rows, j, rk = sch.get_loops(main)
     row = sch.fuse(*rows) if len(rows) > 1 else rows[0]
-    weights = sch.get(main).reads[1].source
-    nb = int(weights.shape[-1])
-    vectors = -(-nb // cpu.lanes)
-    m = loop_extent(sch, row)
-    rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
-    ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
-    jo, ji = sch.split(j, [None, nb])
-    outer = [ro, jo] if order == 0 else [jo, ro]
-    sch.reorder(*outer, rk, ri, ji)
-    at = sch.fuse(*outer)
-    sch.parallel(at)
-    _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
+    _row_tiles(sch, main, epi, cropped, [], row, j, rk, cpu, cores, decide, order)
 
 
 def schedule_matmul(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
@@ -302,9 +291,8 @@ def schedule_matmul(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Deci
     epi, cropped = fold_epilogue(sch, main)
     inputs = {r.source for r in sch.get(main).reads}
     feeders = []
-    for block in child_blocks(sch):
-        if sch.get(block).same_as(sch.get(main)):
-            break
+    blocks = child_blocks(sch)
+    for block in blocks[:block_index(sch, blocks, main)]:
         if any(w.source in inputs for w in sch.get(block).writes):
             feeders.append(block)
         else:
@@ -312,17 +300,25 @@ def schedule_matmul(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Deci
     for block in feeders:
         schedule_elementwise(sch, block, cpu, cores)
     *batch, i, j, rk = sch.get_loops(main)
+    _row_tiles(sch, main, epi, cropped, batch, i, j, rk, cpu, cores, decide, order)
+
+
+def _row_tiles(sch: Any, main: Any, epi: Any | None, cropped: bool, batch: list[Any], row: Any, j: Any, rk: Any,
+               cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """The dense micro-kernel's tiles (dense and matmul): ``RM`` of ``row`` × the packed
+    operand's ``NB`` columns in registers, K streamed; batch, row tiles and column blocks fused
+    into one parallel loop (``order`` 0: row tiles outside column blocks, 1 the reverse)."""
     nb = int(sch.get(main).reads[1].source.shape[-1])
     vectors = -(-nb // cpu.lanes)
-    m = loop_extent(sch, i)
+    m = loop_extent(sch, row)
     rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
-    io, ii = sch.split(i, decide.tile(i, [m // rm, rm], max_rows(vectors, cpu)))
+    ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
     jo, ji = sch.split(j, [None, nb])
-    outer = [*batch, io, jo] if order == 0 else [*batch, jo, io]
-    sch.reorder(*outer, rk, ii, ji)
+    outer = [*batch, ro, jo] if order == 0 else [*batch, jo, ro]
+    sch.reorder(*outer, rk, ri, ji)
     at = sch.fuse(*outer)
     sch.parallel(at)
-    _finish_microkernel(sch, main, epi, at, rk, ii, ji, cpu, cores, cropped)
+    _finish_microkernel(sch, main, epi, at, rk, ri, ji, cpu, cores, cropped)
 
 
 def schedule_winograd(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:

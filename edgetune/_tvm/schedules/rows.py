@@ -7,12 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.cpu import CpuFacts
-from .common import child_blocks, is_reduction, loop_extent
+from ..kernels.rows import OUTPUTS, PARTIALS, SHIFT
+from .common import block_index, child_blocks, is_reduction, loop_extent
 from .microkernels import Decider
-
-
-def _index(sch: Any, blocks: list[Any], block: Any) -> int:
-    return next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(block)))
 
 
 def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
@@ -20,14 +17,15 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
     per pass over the row: elementwise, cheap); consumers fused after its output are inlined
     into the last one, which writes the result."""
     blocks = child_blocks(sch)
-    for block in blocks[:_index(sch, blocks, main)]:
+    for block in blocks[:block_index(sch, blocks, main)]:
         sch.compute_inline(block)
     for block in child_blocks(sch):
-        if str(sch.get(block).name_hint).startswith("softmax_shift"):
+        if str(sch.get(block).name_hint).startswith(SHIFT):
             sch.compute_inline(block)  # into the exp
     blocks = child_blocks(sch)
-    norm = next(b for b in blocks if str(sch.get(b).name_hint).startswith(("softmax_norm", "ln_norm")))
-    stages, after = blocks[:_index(sch, blocks, norm)], blocks[_index(sch, blocks, norm) + 1:]
+    norm = next(b for b in blocks if str(sch.get(b).name_hint).startswith(OUTPUTS))
+    at = block_index(sch, blocks, norm)
+    stages, after = blocks[:at], blocks[at + 1:]
     out = norm
     if after:
         sch.compute_inline(norm)
@@ -49,10 +47,6 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
             sch.vectorize(sch.get_loops(init)[-1])
         elif not is_reduction(sch, block) and len(loops) > 1:
             _vectorize_row(sch, loops[-1], cpu)
-
-
-# the stages of :mod:`..kernels.rows` that reduce a row to vector-wide partial results
-PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")
 
 
 def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from ..kernels.cpu import CpuFacts
 from .common import (
     NoMatchError,
+    block_index,
     child_blocks,
     fold_epilogue,
     is_reduction,
@@ -33,8 +34,7 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
     if len(reductions) != 1:
         raise NoMatchError(f"{len(reductions)} reduction blocks, not one")
     main = reductions[0]
-    idx = next(i for i, b in enumerate(blocks) if sch.get(b).same_as(sch.get(main)))
-    for block in blocks[:idx]:
+    for block in blocks[:block_index(sch, blocks, main)]:
         sch.compute_inline(block)
     epi, separate = fold_epilogue(sch, main)
     kinds = [int(iv.iter_type) for iv in sch.get(main).iter_vars]
