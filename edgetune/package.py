@@ -157,11 +157,12 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
 
 def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
             model: ImportedModel) -> None:
+    graph = reference.onnx_graph(model)
     rtol, why = opts.rtol, ""
     if rtol is None:
-        rtol, why = reference.default_rtol(model)
+        rtol, why = reference.default_rtol(graph)
     tolerance: dict[str, Any] = {"rtol": rtol, "atol": opts.atol, "int_atol": 1}
-    steps = reference.output_steps(model)
+    steps = reference.output_steps(model, graph)
     if steps:
         tolerance["steps"] = steps
     manifest["verification"] = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}

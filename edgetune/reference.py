@@ -56,13 +56,20 @@ DYNAMIC_INT8_RTOL = 2e-3
 DYNAMIC_INT8_MAX = 0.1
 
 
-def default_rtol(model: ImportedModel) -> tuple[float, str]:
-    """The reference check's relative tolerance for ``model`` and why, when it is not the usual."""
+def onnx_graph(model: ImportedModel) -> Any | None:
+    """The ONNX graph of ``model`` (parsed once for the check's tolerances), None for TFLite."""
     if model.format != "onnx":
-        return RTOL, ""
+        return None
     import onnx
 
-    graph = onnx.load_model_from_string(model.source_bytes).graph
+    return onnx.load_model_from_string(model.source_bytes).graph
+
+
+def default_rtol(graph: Any | None) -> tuple[float, str]:
+    """The reference check's relative tolerance for a model (its :func:`onnx_graph`) and why,
+    when it is not the usual."""
+    if graph is None:
+        return RTOL, ""
     dynamic = sum(n.op_type == "DynamicQuantizeLinear" for n in graph.node)
     if dynamic < 2:
         return RTOL, ""
@@ -72,16 +79,14 @@ def default_rtol(model: ImportedModel) -> tuple[float, str]:
                   "quantized activation)")
 
 
-def output_steps(model: ImportedModel) -> dict[str, float]:
+def output_steps(model: ImportedModel, graph: Any | None) -> dict[str, float]:
     """Float outputs that are int8 values dequantized (a QDQ ONNX model's last ``DequantizeLinear``
     with one constant scale): output name → that scale, one quantization step. The check allows
-    one step there, as it allows one for int8 outputs."""
-    if model.format != "onnx":
+    one step there, as it allows one for int8 outputs. ``graph``: the model's :func:`onnx_graph`."""
+    if graph is None:
         return {}
-    import onnx
     from onnx import numpy_helper
 
-    graph = onnx.load_model_from_string(model.source_bytes).graph
     consts = {i.name: i for i in graph.initializer}
     consts.update({n.output[0]: n.attribute[0].t for n in graph.node if n.op_type == "Constant" and n.attribute
                    and n.attribute[0].name == "value"})
