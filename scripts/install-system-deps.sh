@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Debian packages edgetune and its tests need: cross compilers (aarch64, armhf), qemu-user for
-# running aarch64 packages, debootstrap (and fakeroot, for users without root) for the emulated
-# board's Python, OpenSSH server and
-# iproute2 for the stand-in board, and Python's venv. Idempotent; needs root (or sudo).
+# running aarch64 packages (the static build for the reference check and the stand-in board; the
+# dynamic one, which loads plugins, and LLVM 19's llvm-mca for the Raspberry Pi estimate:
+# benchmarks/armsim, tests/test_arm_instructions.py), debootstrap (and fakeroot, for users
+# without root) for the emulated board's Python, OpenSSH server and iproute2 for the stand-in
+# board, and Python's venv. Idempotent; needs root (or sudo).
 set -euo pipefail
 
 PACKAGES=(
   python3-venv python3-dev gcc g++ binutils file ca-certificates
   g++-aarch64-linux-gnu gcc-aarch64-linux-gnu
   g++-arm-linux-gnueabihf gcc-arm-linux-gnueabihf
-  qemu-user-static debootstrap fakeroot
+  qemu-user-static qemu-user llvm-19 debootstrap fakeroot
   openssh-server openssh-client iproute2 procps
 )
 

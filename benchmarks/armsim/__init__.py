@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+SYSTEM_DIRS = ("bin", "etc", "lib", "lib64", "sbin", "usr")  # what the emulated Python needs of its root
 LLVM = Path(os.environ.get("EDGETUNE_LLVM_BIN", "/usr/lib/llvm-19/bin"))
 
 
@@ -72,7 +73,9 @@ BOARDS = {
 }
 # Every A64 encoding llvm-objdump should decode, whatever the board has (the ISA check is separate).
 ALL_FEATURES = "+v8.2a,+dotprod,+fullfp16,+fp16fml,+rcpc,+crc,+aes,+sha2,+lse,+i8mm,+bf16,+sve,+sve2"
-MAC = re.compile(r"^(fmla|fmls|sdot|udot|usdot|sudot|smmla|ummla|usmmla|mla|mls|[su]mlal2?|[su]mlsl2?|bfmmla|bfdot)$")
+# vector multiply(-accumulate)s that carry a kernel's products: FMLA (fp32), SDOT (Armv8.2 int8), and
+# on cores without a dot product the widening multiplies int8 kernels use (smull: 8 products)
+MAC = re.compile(r"^(fmla|fmls|sdot|udot|usdot|sudot|smmla|ummla|usmmla|mla|mls|[su]mlal2?|[su]mlsl2?|[su]mull2?|bfmmla|bfdot)$")
 BRANCHY = re.compile(r"^(b|bl|b\.\w+|cbn?z|tbn?z|adrp?|ldr|ldrsw|prfm)$")
 STORE_POST = re.compile(r"^(st\w*)\s+(.*),\s*\[(\w+)\],\s*(#?-?(?:0x[0-9a-f]+|\d+)|x\d+)$")
 STORE_PRE = re.compile(r"^(st\w*)\s+(.*),\s*\[(\w+),\s*#(-?(?:0x[0-9a-f]+|\d+))\]!$")
@@ -110,16 +113,17 @@ def plugin() -> Path:
 
 
 def board_root(board: Board) -> Path:
-    """A root for ``qemu -L``: edgetune's aarch64 sysroot (links to its top-level directories)
-    plus the board's ``/proc/cpuinfo``. The host's /root, /home and /tmp stay visible as they are
-    (a link there would send realpath() of a host path into the sysroot)."""
+    """A root for ``qemu -L``: links to the system directories of edgetune's aarch64 sysroot plus
+    the board's ``/proc/cpuinfo``. Every other path (/var, /tmp, /home, … where caches, packages
+    and models live) stays the host's: a link there would send realpath() of a host path into the
+    sysroot."""
     from edgetune.emulation import sysroot
     from edgetune.util import cache_dir
 
     system = sysroot("aarch64")
     root = cache_dir("armsim", f"root-{board.name}")
     for entry in system.iterdir():
-        if entry.name in ("proc", "root", "home", "tmp") or entry.name.startswith("."):
+        if entry.name not in SYSTEM_DIRS:
             continue
         link = root / entry.name
         if not link.is_symlink() or os.readlink(link) != str(entry):

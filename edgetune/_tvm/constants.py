@@ -49,4 +49,4 @@ TRACE_ANNOTATIONS = frozenset({
     "software_pipeline_stage", "software_pipeline_order", "software_pipeline_async_stages",
 })
 DOT_INTRINSICS = frozenset({"edgetune_dot_16x4_vnni", "edgetune_dot_16x4_vnni_flip", "edgetune_dot_4x4_sdot",
-                            "edgetune_dot_4x4_neon"})
+                            "edgetune_dot_4x4_neon", "edgetune_dot_4x16_neon", "edgetune_dot_4x16_neon_narrow"})

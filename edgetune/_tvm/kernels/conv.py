@@ -94,12 +94,13 @@ def _cast(out: Any, dtype: str) -> Any:
 
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
-                     signature: str = "") -> Any:
+                     narrow: bool = False, signature: str = "") -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
     dot-product instructions' operand order; OCp, ICp: zero filters / channels appended), the
     input padded with ``fill``, plus ``offset`` per output channel (int32). For an unsigned-data
     family (:mod:`.dot`) the input is shifted to uint8, and ``offset`` includes the −128·Σw that
-    takes the shift off."""
+    takes the shift off. ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel
+    then sums two products in int16)."""
     from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -122,7 +123,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
                       axis=[ry, rx, rc])
 
     out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
-                     attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family})
+                     attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
+                            "edgetune.dot_narrow": int(narrow)})
     out = crop(out, out_channels)
     return _plus_channels(out, offset)
 

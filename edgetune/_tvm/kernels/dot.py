@@ -7,7 +7,15 @@ Three families, chosen from the target's features (what LLVM says ``-mcpu``/``-m
   activations are unsigned, so the kernel feeds ``x + 128`` (int8 → uint8 by flipping the sign
   bit) and subtracts ``128 · Σw`` per output channel: exact.
 * ``sdot`` — Armv8.2 dot product (Cortex-A76: Pi 5): 4 int32 lanes, each += 4 s8 × s8.
-* ``neon`` — plain Advanced SIMD (Cortex-A72: Pi 4): ``smull`` + pairwise adds, the same 4×4 shape.
+* ``neon`` — plain Advanced SIMD (Cortex-A72: Pi 4): ``smull`` + pairwise adds. Over 16 input
+  channels per step where a layer has them (``4x16``): per output channel a ``smull`` and a
+  ``smull2`` of the 16 bytes, their pairs summed into one int32x4 (``saddlp`` + ``sadalp``), then
+  one ``addp`` tree for the four channels — 5 vector instructions per 16 products where the 4×4
+  step took 7 per 16 (``smull`` ×2, ``saddlp`` ×2, ``addp``, ``add``, the ``ext`` of the high
+  half), measured by the Pi 4 estimate (benchmarks/arm_estimate.py). Where every weight of a
+  layer is within ±127 (symmetric quantizers: onnxruntime's, TFLite's), two products fit an
+  int16 lane exactly (|−128 · ±127| · 2 < 2¹⁵), so the high half is accumulated by ``smlal2``
+  onto the low half's ``smull`` and one ``saddlp`` widens both (``4x16n``: 4 per 16 products).
 
 TVM ships intrinsics of these shapes, but they accumulate into global memory only (the micro-kernel
 keeps its accumulators in registers: a ``local`` buffer) and its ``vpdpbusd`` call uses the operand
@@ -22,9 +30,12 @@ from typing import Any
 
 BLOCK = 16  # output channels per micro-kernel block: one zmm of int32, or four NEON registers
 DEPTH = 4  # input channels per dot-product step
+WIDE_DEPTH = 16  # input channels per step of the NEON family's wide intrinsic
 
 SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarch64.neon.sdot.v4i32.v16i8"}
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
+WIDE = "edgetune_dot_4x16_neon"  # the neon family over 16 input channels per step
+NARROW = "edgetune_dot_4x16_neon_narrow"  # the same with weights within ±127: products paired in int16
 # vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
 # convolution with no padding to apply needs no converted copy of its input
 FLIPPED = "edgetune_dot_16x4_vnni_flip"
@@ -76,15 +87,26 @@ def padded_blocks(family: str, channels: int) -> int:
     return blocks + 1 if family == "vnni" and blocks > 1 and blocks_per_tile(family, blocks) == 1 else blocks
 
 
+def depth(family: str, channels: int) -> int:
+    """Input channels per step of ``family``'s intrinsic for a layer of ``channels`` input
+    channels (padded to a multiple of it): 16 for the NEON family where that pads at most a
+    quarter more channels (24 → 32 does not; 48, 64, 144 do), else 4."""
+    wide = -(-channels // WIDE_DEPTH) * WIDE_DEPTH
+    return WIDE_DEPTH if family == "neon" and 4 * wide <= 5 * channels else DEPTH
+
+
 def lanes(family: str) -> int:
     """Output channels one intrinsic call computes."""
     return 16 if family == "vnni" else 4
 
 
-def intrinsic(family: str, data_dtype: str) -> str:
+def intrinsic(family: str, data_dtype: str, step: int = DEPTH, narrow: bool = False) -> str:
     """The registered tensor intrinsic of ``family`` for data of ``data_dtype`` (int8 data for an
-    unsigned family: flipped to uint8 in the register, :func:`flip_sign`)."""
+    unsigned family: flipped to uint8 in the register, :func:`flip_sign`) over ``step`` input
+    channels (:func:`depth`); ``narrow``: the layer's weights are within ±127."""
     register()
+    if step == WIDE_DEPTH and family == "neon":
+        return NARROW if narrow else WIDE
     return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
 
 
@@ -105,16 +127,18 @@ def register() -> None:
 
     if _REGISTERED:
         return
-    for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED)]:
+    for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED), ("neon", WIDE), ("neon", NARROW)]:
         if TensorIntrin.get(name, allow_missing=True) is None:
-            TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED))
+            TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED, narrow=name == NARROW,
+                                                    step=WIDE_DEPTH if name in (WIDE, NARROW) else DEPTH))
     _REGISTERED.append(True)
 
 
-def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
-    """(description, implementation) of ``family``'s dot product into a local accumulator; with
-    ``flip``, of int8 data with its sign bit flipped on the way (one xor per input quad, shared
-    by every block of output channels it feeds)."""
+def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool = False) -> tuple[Any, Any]:
+    """(description, implementation) of ``family``'s dot product over ``step`` input channels
+    into a local accumulator; with ``flip``, of int8 data with its sign bit flipped on the way
+    (one xor per input quad, shared by every block of output channels it feeds); ``narrow``:
+    weights within ±127, two products summed in int16."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
     n = lanes(family)
@@ -126,14 +150,14 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (4,), a_dtype, offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (n, 4), "int8", offset_factor=1)  # noqa: N806
+        A = T.match_buffer(a, (step,), a_dtype, offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (n, step), "int8", offset_factor=1)  # noqa: N806
         C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:n], A[0:4], B[0:n, 0:4])
+            T.reads(C[0:n], A[0:step], B[0:n, 0:step])
             T.writes(C[0:n])
             for i in T.serial(0, n):
-                for k in T.serial(0, 4):
+                for k in T.serial(0, step):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + data(A[vk]) * T.cast(B[vi, vk], "int32")
@@ -163,6 +187,40 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                     T.reinterpret(T.broadcast(quad, n), dtype=lanes_in),
                     B.vload([0, 0], dtype=weights_t),
                     dtype=wide)
+
+    elif step == WIDE_DEPTH:
+        def pairs(x: Any) -> Any:  # int16x8 → int32x4, adjacent lanes summed
+            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"), x,
+                                           dtype="int32x4")
+
+        def products(x: Any, y: Any) -> Any:  # int8x8 · int8x8 → int16x8 (exact)
+            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"), x, y,
+                                           dtype="int16x8")
+
+        def addp(x: Any, y: Any) -> Any:
+            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), x, y,
+                                           dtype="int32x4")
+
+        def channel(x: Any, w: Any) -> Any:
+            """One output channel's 16 products, their pairs summed (the high half's add folds
+            into ``sadalp``, its ``smull`` of the high halves into ``smull2``; narrow: the two
+            halves' products added in int16 first — ``smlal2`` — and widened once)."""
+            low = products(T.vectorlow(x, dtype="int8x8"), T.vectorlow(w, dtype="int8x8"))
+            high = products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
+            return pairs(low + high) if narrow else pairs(low) + pairs(high)
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (4, 16), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:4], A[0:16], B[0:4, 0:16])
+                T.writes(C[0:4])
+                x = A.vload([0], "int8x16")
+                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
+                    addp(channel(x, B.vload([0, 0], "int8x16")), channel(x, B.vload([1, 0], "int8x16"))),
+                    addp(channel(x, B.vload([2, 0], "int8x16")), channel(x, B.vload([3, 0], "int8x16"))))
 
     else:
 

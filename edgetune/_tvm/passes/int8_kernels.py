@@ -86,15 +86,17 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     te = mutator.builder_.call_te
     family, cpu = mutator.family, mutator.cpu
     if int(a.groups) == 1 and family is not None:
-        padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, dot.DEPTH)
-        packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // dot.DEPTH, dot.DEPTH)
+        step = dot.depth(family, ic_g)
+        padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, step)
+        packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // step, step)
                   .transpose(0, 2, 3, 4, 1, 5).copy())
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
         if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
             offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
+        narrow = int(weights.min(initial=0)) > -128  # two products fit an int16 (the NEON kernel pairs them)
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
-                  signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+                  narrow=narrow, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
         return call, False, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)

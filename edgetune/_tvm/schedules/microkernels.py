@@ -85,7 +85,9 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
             sch.unroll(outer)
         # the data: the 4-D 8-bit buffer read (the accumulator is int32, the packed weights 6-D)
         data = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and str(r.source.dtype) in ("int8", "uint8"))
-        sch.tensorize(vec, dots.intrinsic(dot, str(data.dtype)))
+        weights = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 6)
+        narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
+        sch.tensorize(vec, dots.intrinsic(dot, str(data.dtype), int(weights.shape[-1]), narrow))
     for block in (init, writer):
         loops = sch.get_loops(block)
         if len(loops) > 1:
@@ -113,7 +115,12 @@ def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
         return []
     cuts = set(edges)
     for a, b in zip([0, *edges], [*edges, extent]):
-        for width in register_pieces(b - a, cpu.lanes)[:-1]:
+        pieces = register_pieces(b - a, cpu.lanes)
+        if a and pieces and pieces[0] > cpu.lanes:
+            # a part that does not start at 0 cannot be split into registers (TVM refuses: BlazeFace
+            # int8's 28 → 32-channel residuals on NEON ran as plain loops): cut it at each register
+            pieces = [cpu.lanes] * (pieces[0] // cpu.lanes) + pieces[1:]
+        for width in pieces[:-1]:
             a += width
             cuts.add(a)
     return sorted(cuts)

@@ -1,0 +1,102 @@
+"""Executed aarch64 instructions per inference, counted exactly under qemu-user: a regression
+metric for the ARM kernels that does not depend on how busy the machine is.
+
+Each model below is packaged for the Pi 4 and run under the dynamic ``qemu-aarch64`` with
+benchmarks/armsim's counting plugin; the count per inference must stay within TOLERANCE of the
+number stored in tests/golden/arm_instructions.json. When kernels change on purpose, update the
+number there with the reason (``EDGETUNE_UPDATE_GOLDEN=1`` rewrites it; say why in the commit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import armsim  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden" / "arm_instructions.json"
+TOLERANCE = 0.03
+
+
+def _mobilenet(out: Path) -> Path:
+    import zoo
+
+    return zoo.mobilenet_v3(out / "mobilenet_v3-96.onnx", size=96, classes=100)
+
+
+def _encoder(out: Path) -> Path:
+    import zoo_transformers as zt
+
+    return zt.bert(out / "bert-2x128-32.onnx", layers=2, hidden=128, heads=4, seq=32)
+
+
+MODELS = {"mobilenet_v3@96": _mobilenet, "bert-2x128@32": _encoder}
+
+
+@pytest.fixture(scope="module")
+def counting(qemu: None) -> None:
+    missing = [t for t in armsim.missing_tools() if not t.startswith("llvm")]
+    if missing:
+        pytest.skip(f"missing {', '.join(missing)} (scripts/install-system-deps.sh installs them)")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_instructions_per_inference_on_pi4(name: str, counting: None, tmp_path: Path) -> None:
+    from edgetune.package import PackageOptions, package
+
+    model = MODELS[name](tmp_path)
+    pkg = tmp_path / "pkg"
+    package(PackageOptions(model=model, device="pi4", output=pkg, verify=False))
+    # --no-verify packages carry no reference inputs: the benchmark's helper wants them, so write them
+    from edgetune.importer import import_model
+    from edgetune.package import write_reference
+
+    write_reference(pkg, import_model(model), 0)
+    inputs = armsim.package_inputs(pkg, tmp_path / "inputs.npz")
+    counts = armsim.count(armsim.BOARDS["pi4"], "edgetune", pkg, inputs, runs=2)
+    assert counts.regions == 2
+    measured = counts.instructions
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {"models": {}}
+    if os.environ.get("EDGETUNE_UPDATE_GOLDEN"):
+        golden["models"][name] = round(measured)
+        GOLDEN.write_text(json.dumps(golden, indent=1) + "\n")
+        pytest.skip(f"stored {measured:,.0f} instructions for {name}")
+    stored = golden["models"].get(name)
+    assert stored, f"no stored count for {name}: run with EDGETUNE_UPDATE_GOLDEN=1 once"
+    change = measured / stored - 1
+    assert change <= TOLERANCE, (
+        f"{name} on pi4 now executes {measured:,.0f} instructions per inference, {100 * change:+.1f} % against the "
+        f"stored {stored:,}: a kernel got slower on ARM (or update {GOLDEN.name} on purpose, with the reason)")
+    assert change >= -TOLERANCE, (
+        f"{name} on pi4 now executes {measured:,.0f} instructions per inference, {100 * change:+.1f} % against the "
+        f"stored {stored:,}: store the new number in {GOLDEN.name} (EDGETUNE_UPDATE_GOLDEN=1) with the reason, so "
+        "a later regression is measured from it")
+
+
+def test_load_widths() -> None:
+    """Bytes per load, as the estimate's bytes-per-multiply-accumulate column counts them."""
+    cases = {"ldr q0, [x1]": 16, "ldp q0, q1, [x2, #32]": 32, "ldr s3, [x0, #4]": 4, "ldrb w1, [x2]": 1,
+             "ldrsw x1, [x2]": 4, "ld1 { v0.4s, v1.4s }, [x0]": 32, "ld1r { v2.4s }, [x3]": 4,
+             "ld1 { v0.s }[1], [x0]": 4, "ldp x1, x2, [sp]": 16, "fmla v0.4s, v1.4s, v2.4s": 0}
+    assert {ins: armsim._bytes_loaded(ins) for ins in cases} == cases
+
+
+@pytest.mark.skipif(not (armsim.LLVM / "llvm-mca").is_file() or shutil.which("gcc") is None, reason="needs llvm-19")
+def test_estimate_of_a_known_loop() -> None:
+    """A block of 8 FMLAs into 8 accumulators (enough to cover the FMLA latency) executed 1000
+    times: one 128-bit FMLA pipe (A72) issues them in ~8 cycles, two (A76) in ~4; all of them
+    count as multiply-accumulates."""
+    block = [f"4e31ce0{d}" for d in range(8)]  # fmla v0..v7.4s, v16.4s, v17.4s
+    counts = armsim.Counts(1, [(0x1000, 1000, block)])
+    est = armsim.estimate(counts, [armsim.BOARDS["pi4"], armsim.BOARDS["pi5"]])
+    assert est["instructions"] == 8000 and est["fmla_share"] == 1.0
+    assert 7000 <= est["boards"]["pi4"]["cycles"] <= 9000, est["boards"]["pi4"]
+    assert 3500 <= est["boards"]["pi5"]["cycles"] <= 4500, est["boards"]["pi5"]
