@@ -110,6 +110,6 @@ def test_inspect_lists_kernels_and_their_default_schedules(squeezenet):
     assert abs(sum(k["flops_share"] for k in kernels) - 1.0) < 1e-6
     human = run_edgetune("inspect", str(squeezenet), "--device", "pi4")
     assert "without a default schedule (0.0% of the FLOPs)" in human.stdout
-    # ARM: direct 3×3 kernels until tuning measures Winograd on the board (compile time, size)
+    # ARM: Winograd too (fewer cycles by the Pi estimate), the other convolutions direct
     arm = json.loads(run_edgetune("inspect", str(squeezenet), "--device", "pi4", "--json").stdout)["kernels"]
-    assert "winograd" not in {k["kind"] for k in arm} and "conv2d" in {k["kind"] for k in arm}
+    assert {"conv2d", "winograd"} <= {k["kind"] for k in arm}

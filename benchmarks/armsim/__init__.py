@@ -320,8 +320,10 @@ class Symbols:
     def _table(self, path: str) -> tuple[list[int], list[str]]:
         if path not in self._tables:
             addrs, names = [], []
-            if Path(path).is_file() and (LLVM / "llvm-nm").is_file():
-                out = subprocess.run([str(LLVM / "llvm-nm"), "--defined-only", "-n", "--no-demangle", path],
+            for dynamic in ([], ["-D"]):  # the symbol table, or a stripped library's exported symbols
+                if addrs or not Path(path).is_file() or not (LLVM / "llvm-nm").is_file():
+                    break
+                out = subprocess.run([str(LLVM / "llvm-nm"), *dynamic, "--defined-only", "-n", "--no-demangle", path],
                                      capture_output=True, text=True).stdout
                 for line in out.splitlines():
                     parts = line.split()

@@ -41,14 +41,16 @@ def winograd_eligible(kernel: tuple[int, int], strides: Sequence[int], dilation:
 
 
 def default_conv_variant(target: Any) -> str:
-    """The variant an eligible 3×3 convolution gets where nothing was measured: Winograd on x86
+    """The variant an eligible 3×3 convolution gets where nothing was measured: Winograd, on x86
     (measured here, AVX-512: 1.6–2.5× the direct kernel per layer, 1.3× on a YOLO-style model)
-    and direct on ARM. On ARM Winograd's speed is unmeasured (no board here) and its cost is
-    known: LLVM's AArch64 backend took ~2–3 s per Winograd kernel (squeezenet 2 s → 28 s to
-    compile) and the transformed weights are 4× the 3×3 ones. Tuning measures both variants of
-    every such layer on the board and keeps the faster (:func:`edgetune.tuning.tasks.choose_variants`)."""
-    triple = str(target.attrs.get("mtriple", "")) if target.kind.name == "llvm" else ""
-    return "direct" if triple.startswith(("aarch64", "arm")) else "winograd"
+    and on Arm (the Raspberry Pi estimate, benchmarks/arm_estimate.py: 1.2–1.4× fewer Cortex-A72 /
+    A76 cycles than the direct kernel on 16-channel layers, 2.3–3.1× on 32–256-channel ones;
+    SqueezeNet for the Pi 4 0.72× the direct package's cycles). The estimate knows no caches:
+    on a board the transforms' extra memory traffic counts too, and tuning measures both
+    variants of every such layer there and keeps the faster
+    (:func:`edgetune.tuning.tasks.choose_variants`). LLVM's AArch64 back end is slow on these
+    kernels: Arm libraries with them are compiled at -O2 (:func:`..build.codegen_target`)."""
+    return "winograd"
 
 
 def winograd_tile(sig: str, kernel: tuple[int, int], oh: int, ow: int, ic: int, oc: int, geometry: Mapping[str, Any],

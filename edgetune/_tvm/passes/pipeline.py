@@ -22,7 +22,16 @@ from ..constants import SCHEME_ATTR
 from ..core import tvm
 from ..kernels.winograd import ConvChoice
 from ..targets import NATIVE, Lowering
-from .cleanups import Conv1dAsConv2d, DecomposedLayerNorm, DropDropout, FoldConstantsNumpy, FoldRest, NCHWConv2dTranspose, SumOfStackToAdd
+from .cleanups import (
+    ClippedDivideAsMultiply,
+    Conv1dAsConv2d,
+    DecomposedLayerNorm,
+    DropDropout,
+    FoldConstantsNumpy,
+    FoldRest,
+    NCHWConv2dTranspose,
+    SumOfStackToAdd,
+)
 from .common import relax
 from .fusion import BroadcastsApart, TableLookupsElementwise
 from .int8_elementwise import Int8Concats, Int8Relus, Int8Rescales, Int8Tables, XnnpackInt8Adds
@@ -80,7 +89,8 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
         passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
     if lowering == NATIVE:
         return passes
-    passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), FoldConstantsNumpy(),
+    passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), ClippedDivideAsMultiply(),
+               FoldConstantsNumpy(),
                relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
     if lowering.layout == "nhwc":
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
