@@ -38,7 +38,19 @@ def _encoder(out: Path) -> Path:
     return zt.bert(out / "bert-2x128-32.onnx", layers=2, hidden=128, heads=4, seq=32)
 
 
-MODELS = {"mobilenet_v3@96": _mobilenet, "bert-2x128@32": _encoder}
+def _cnn(out: Path) -> Path:  # a 3×3 stride-1 layer of 32 channels: Winograd on Arm
+    import models
+
+    return models.small_cnn_onnx(out / "cnn-32x48.onnx", width=32, size=48)
+
+
+def _cnn_int8(out: Path) -> Path:  # the same, quantized as onnxruntime's users do: NEON int8 kernels
+    import quant_models
+
+    return quant_models.qdq_onnx(_cnn(out), out / "cnn-32x48-qdq.onnx")
+
+
+MODELS = {"mobilenet_v3@96": _mobilenet, "bert-2x128@32": _encoder, "cnn-32x48": _cnn, "cnn-32x48-int8": _cnn_int8}
 
 
 @pytest.fixture(scope="module")
