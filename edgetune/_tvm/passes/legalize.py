@@ -25,6 +25,7 @@ from ..kernels.winograd import (
     conv2d_nhwc_winograd,
     conv_signature,
     default_conv_variant,
+    default_min_channels,
     winograd_tile,
     winograd_weights,
 )
@@ -81,9 +82,9 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     packed kernels edgetune's schedules know (3×3 stride-1 convolutions as Winograd where
     ``choice`` says so); anything else falls back to TVM's own."""
     cpu = CpuFacts.of(target)
-    default = default_conv_variant(target)
+    default, min_channels = default_conv_variant(target), default_min_channels(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
-    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default)
+    custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default, min_channels)
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
     custom["relax.nn.softmax"] = lambda bb, call: _legalize_softmax(bb, call, cpu)
     custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
@@ -94,7 +95,7 @@ def _default_legalize(bb: Any, call: Any) -> Any:
     return tvm().ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
 
 
-def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str) -> Any:
+def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, default: str, min_channels: int) -> Any:
     from tvm import relax
 
     a = call.attrs
@@ -116,7 +117,7 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
         # an int8 layer made exact (int8_layers.py) has small integer weights: Winograd's
         # transforms would round its sums, so it keeps the direct kernel
         exact = bool(np.all(np.abs(weights) <= 128) and np.array_equal(weights, np.round(weights)))
-        tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default)
+        tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default, min_channels)
         if tile:
             return legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
