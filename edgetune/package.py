@@ -134,7 +134,7 @@ def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
     arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
     arrays.update({f"output:{s.name}": a for s, a in zip(model.outputs, outputs)})
     np.savez(root / REFERENCE, **arrays)
-    return reference.runtime_label(model.format)
+    return reference.reference_label(model)
 
 
 def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]:

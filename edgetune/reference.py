@@ -44,6 +44,40 @@ def runtime_label(fmt: str) -> str:
     return f"ai-edge-litert {metadata.version('ai-edge-litert')}"
 
 
+def reference_label(model: ImportedModel) -> str:
+    """:func:`runtime_label`, and how the reference ran where that is not as usual."""
+    label = runtime_label(model.format)
+    return f"{label} (QDQ layers in float: {SATURATING})" if qdq_as_float(model) else label
+
+
+SATURATING = "its int8 kernels saturate on this CPU"
+
+
+def onnxruntime_int8_saturates() -> bool:
+    """Whether onnxruntime's int8 convolutions and matmuls can saturate here: on x86 without
+    VNNI its MLAS kernels multiply u8 × s8 pairs with ``vpmaddubsw``, whose int16 pair sums
+    saturate (measured on an AVX2 host: a QDQ 1×1 convolution with weights near ±127 came out
+    14 steps from the exact integer sums, which edgetune's kernels and numpy agree on)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return not {"avx512_vnni", "avx_vnni"} & set(flags)
+
+
+def qdq_as_float(model: ImportedModel) -> bool:
+    """Whether the reference runs a QDQ model's layers as written — dequantize, float op,
+    quantize — instead of onnxruntime fusing them into its int8 kernels: where those saturate
+    (:func:`onnxruntime_int8_saturates`). The float layers round within a step of the exact
+    sums, which the check allows for 8-bit and dequantized outputs."""
+    return model.format == "onnx" and b"DequantizeLinear" in model.source_bytes and onnxruntime_int8_saturates()
+
+
 RTOL = 1e-3
 # Dynamically quantized layers in series (an int8 transformer): each quantizes the float result
 # of the last, so a rounding flip at one activation (the two sides' float arithmetic differs in
@@ -123,6 +157,8 @@ def _run_onnxruntime(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.intra_op_num_threads = 1  # one answer whatever the machine (dynamically quantized LSTMs differ by threads)
+    if qdq_as_float(model):  # no QDQ → QLinear fusion (graph optimizations off): the float layers as written
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.source_bytes, opts, providers=["CPUExecutionProvider"])
     feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}
     names = [spec.original_name for spec in model.outputs]

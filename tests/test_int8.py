@@ -248,10 +248,10 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
 
     import edgetune_runtime
     from edgetune._tvm.passes import pipeline
-    from edgetune.profiles import get_profile
 
     model, *_ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
-    target = _tvm.make_target(get_profile("host").target_spec())
+    # the schedule as an AVX-512 VNNI host makes it (whatever this host has): the int8 kernel, 16 lanes
+    target = _tvm.make_target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "cascadelake"})
     fused = pipeline.fuse(import_model(model).mod, target, _tvm.lowering_for(target, "auto"))
     [conv] = [f for gv, f in fused.functions_items() if "conv2d" in gv.name_hint]
     epilogue = _tvm.default_schedule(conv.with_attr("global_symbol", "main"), target)[0].mod.script()
@@ -584,3 +584,37 @@ def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path
     assert "1 quantized layer(s) keep TVM's float path" in note and "conv2d 1×8×8×8 → 1×16×8×8" in note, note
     proc = run_edgetune("inspect", str(tmp_path / "m.onnx"))
     assert proc.returncode == 0 and "conv2d 1×8×8×8 → 1×16×8×8" in proc.stdout, proc.stdout
+
+
+def test_qdq_reference_runs_the_layers_in_float_where_onnxruntime_int8_kernels_saturate(tmp_path, monkeypatch):
+    """On x86 without VNNI onnxruntime's int8 convolutions sum u8 × s8 pairs in saturating int16
+    (``vpmaddubsw``): a QDQ 1×1 convolution with weights near ±127 came out up to 14 steps from
+    the exact sums there. The reference then runs the QDQ layers as written (dequantize, float
+    convolution, quantize: within a step of the exact sums) and says so."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune import reference
+
+    s, z = 0.05, 3
+    w = np.array([[-127, -115, -90, 127], [127, 120, 101, -128], [5, -7, 9, 1]], np.int8)
+    inits = [numpy_helper.from_array(np.array(s, np.float32), "s"), numpy_helper.from_array(np.array(z, np.int8), "z"),
+             numpy_helper.from_array(w.reshape(3, 4, 1, 1), "w"), numpy_helper.from_array(np.full(3, 0.004, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(3, np.int8), "wz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]), helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0), helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["q"]), helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    model = import_model(tmp_path / "m.onnx")
+    x = reference.make_inputs(model.inputs, 0)
+    xq = np.clip(np.round(x[0] / np.float32(s)) + z, -128, 127) - z
+    exact = (np.clip(np.round(np.einsum("oc,nchw->nohw", w.astype(np.float64), xq) * 0.004), -128 - z, 127 - z)) * s
+
+    monkeypatch.setattr(reference, "onnxruntime_int8_saturates", lambda: True)
+    assert "QDQ layers in float" in reference.reference_label(model)
+    [y] = reference.run_reference(model, x)
+    assert np.abs(y - exact).max() <= s * 1.0001
+    monkeypatch.setattr(reference, "onnxruntime_int8_saturates", lambda: False)
+    assert reference.reference_label(model) == reference.runtime_label("onnx")
