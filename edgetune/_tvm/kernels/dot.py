@@ -188,7 +188,7 @@ def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool 
                     B.vload([0, 0], dtype=weights_t),
                     dtype=wide)
 
-    elif step == WIDE_DEPTH:
+    else:  # NEON: smull (int8 pairs → int16 products), pairwise adds up to int32
         def pairs(x: Any) -> Any:  # int16x8 → int32x4, adjacent lanes summed
             return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"), x,
                                            dtype="int32x4")
@@ -209,43 +209,35 @@ def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool 
             high = products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
             return pairs(low + high) if narrow else pairs(low) + pairs(high)
 
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
-            B = T.match_buffer(b, (4, 16), "int8", offset_factor=1)  # noqa: N806
-            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
-            with T.sblock("root"):
-                T.reads(C[0:4], A[0:16], B[0:4, 0:16])
-                T.writes(C[0:4])
-                x = A.vload([0], "int8x16")
-                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
-                    addp(channel(x, B.vload([0, 0], "int8x16")), channel(x, B.vload([1, 0], "int8x16"))),
-                    addp(channel(x, B.vload([2, 0], "int8x16")), channel(x, B.vload([3, 0], "int8x16"))))
+        if step == WIDE_DEPTH:
 
-    else:
+            @T.prim_func(s_tir=True)
+            def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+                A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
+                B = T.match_buffer(b, (4, 16), "int8", offset_factor=1)  # noqa: N806
+                C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+                with T.sblock("root"):
+                    T.reads(C[0:4], A[0:16], B[0:4, 0:16])
+                    T.writes(C[0:4])
+                    x = A.vload([0], "int8x16")
+                    C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
+                        addp(channel(x, B.vload([0, 0], "int8x16")), channel(x, B.vload([1, 0], "int8x16"))),
+                        addp(channel(x, B.vload([2, 0], "int8x16")), channel(x, B.vload([3, 0], "int8x16"))))
 
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
-            B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
-            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
-            with T.sblock("root"):
-                T.reads(C[0:4], A[0:4], B[0:4, 0:4])
-                T.writes(C[0:4])
-                quad = T.reinterpret(A.vload([0], "int8x4"), dtype="int32")
-                a8 = T.reinterpret(T.broadcast(quad, 2), dtype="int8x8")
-                w = B.vload([0, 0], dtype="int8x16")
-                low = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"),
-                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"),
-                                            a8, T.vectorlow(w, dtype="int8x8"), dtype="int16x8"),
-                    dtype="int32x4")
-                high = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"),
-                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"),
-                                            a8, T.vectorhigh(w, dtype="int8x8"), dtype="int16x8"),
-                    dtype="int32x4")
-                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), low, high, dtype="int32x4")
+        else:  # 4 input channels: the quad twice in a d register, each half of the 16 weights two channels
+
+            @T.prim_func(s_tir=True)
+            def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+                A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
+                B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
+                C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+                with T.sblock("root"):
+                    T.reads(C[0:4], A[0:4], B[0:4, 0:4])
+                    T.writes(C[0:4])
+                    a8 = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "int8x4"), dtype="int32"), 2), dtype="int8x8")
+                    w = B.vload([0, 0], dtype="int8x16")
+                    C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
+                        pairs(products(a8, T.vectorlow(w, dtype="int8x8"))),
+                        pairs(products(a8, T.vectorhigh(w, dtype="int8x8"))))
 
     return desc, impl
