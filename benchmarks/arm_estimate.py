@@ -8,9 +8,10 @@ estimated").
         [--precisions fp32,int8] [--records squeezenet=DIR,...] [--runs 1]
     .venv/bin/python benchmarks/arm_estimate.py --report        # table + PNG from the saved JSON
 
-Models: the README's benchmark CNNs (squeezenet, the MobileNetV3 / YOLO-style / OCR classifier
-zoo models), the MediaPipe face detector and a VGG-style TFLite CNN (LiteRT + XNNPACK), a
-MiniLM-style encoder at 64 tokens; int8: onnxruntime's static QDQ quantization (ONNX),
+Models: the README's benchmark CNNs (squeezenet, the MobileNetV3 / YOLO-style / OCR classifier /
+VGG block / ResNet bottleneck zoo models; ResNet-50 on request, ~10 min a side under qemu), the
+MediaPipe face detector and a VGG-style TFLite CNN (LiteRT + XNNPACK), a MiniLM-style encoder
+at 64 tokens; int8: onnxruntime's static QDQ quantization (ONNX),
 ai-edge-quantizer's int8 recipe (TFLite), onnxruntime's dynamic quantization (the encoder) —
 the quantizers users use (tests/quant_models.py). Each is packaged for the board untuned (or
 with ``--records``), and every side runs on the package's reference inputs.
@@ -45,7 +46,7 @@ import vs_runtimes as vs  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 OUT = RESULTS / "arm_estimate.json"
-MODELS = ("squeezenet", "mobilenet_v3", "yolo", "ocr_cls", "face_detection", "vgg_cnn", "minilm@64")
+MODELS = ("squeezenet", "mobilenet_v3", "yolo", "ocr_cls", "face_detection", "vgg_cnn", "vgg_block", "bottleneck", "minilm@64")
 
 
 def model_pair(name: str, work: Path, precision: str) -> Path:
