@@ -12,7 +12,7 @@ from ..errors import BuildError, ToolchainError
 from .core import last_line, tvm
 from .cuda import CudaToolchain, cuda_compile_env
 from .facts import kernel_table
-from .targets import lowering_for
+from .targets import codegen_target, lowering_for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,19 +93,3 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
     return (tvm().compile(fused, codegen_target(target, kinds), relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
             BuildInfo(lw.key, kernels))
 
-
-ARM_WINOGRAD_OPT_LEVEL = 2
-
-
-def codegen_target(target: Any, kernels: Any) -> Any:
-    """The target a library's machine code is generated for: ``target`` itself, except for an
-    Arm library with Winograd kernels (names in ``kernels``), which LLVM compiles at -O2: its
-    AArch64 back end at -O3 took 75 s for SqueezeNet's (5 s without them), at -O2 20 s, and
-    the Pi 4 estimate of the library moved +2.5 % (benchmarks/arm_estimate.py; direct kernels
-    alone: +1.5 %)."""
-    arm = target.kind.name == "llvm" and str(target.attrs.get("mtriple", "")).startswith(("aarch64", "arm"))
-    if not arm or not any("winograd" in str(name) for name in kernels) or "opt-level" in target.attrs:
-        return target
-    from .targets import make_target, target_to_json
-
-    return make_target({**target_to_json(target), "opt-level": ARM_WINOGRAD_OPT_LEVEL})

@@ -36,6 +36,21 @@ def target_to_json(target: Any) -> dict[str, Any]:
     return plain(target.export())
 
 
+ARM_WINOGRAD_OPT_LEVEL = 2
+
+
+def codegen_target(target: Any, kernels: Any) -> Any:
+    """The target a library's machine code is generated for: ``target`` itself, except for an
+    Arm library with Winograd kernels (names in ``kernels``), which LLVM compiles at -O2: its
+    AArch64 back end at -O3 took 75 s for SqueezeNet's (5 s without them), at -O2 20 s, and
+    the Pi 4 estimate of the library moved +2.5 % (benchmarks/arm_estimate.py; direct kernels
+    alone: +1.5 %)."""
+    arm = target.kind.name == "llvm" and str(target.attrs.get("mtriple", "")).startswith(("aarch64", "arm"))
+    if not arm or not any("winograd" in str(name) for name in kernels) or "opt-level" in target.attrs:
+        return target
+    return make_target({**target_to_json(target), "opt-level": ARM_WINOGRAD_OPT_LEVEL})
+
+
 @dataclass(frozen=True)
 class Lowering:
     """How a model's graph is lowered before fusion; ``key`` is stamped on tuning records."""

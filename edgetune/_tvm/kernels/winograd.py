@@ -49,7 +49,7 @@ def default_conv_variant(target: Any) -> str:
     on a board the transforms' extra memory traffic counts too, and tuning measures both
     variants of every such layer there and keeps the faster
     (:func:`edgetune.tuning.tasks.choose_variants`). LLVM's AArch64 back end is slow on these
-    kernels: Arm libraries with them are compiled at -O2 (:func:`..build.codegen_target`)."""
+    kernels: Arm libraries with them are compiled at -O2 (:func:`..targets.codegen_target`)."""
     return "winograd"
 
 

@@ -34,9 +34,12 @@ def build_candidate(mod: Any, target: Any, cuda: Any = None) -> Any:
             built = tvm_build(mod, target=target)
     else:  # a CPU: table lookups as vector code (:mod:`..codegen.lookups`), as the package is built
         from ..codegen import lookups
+        from ..targets import codegen_target
 
         lookups.register()
-        built = tvm_build(mod, target=target, pipeline=lookups.PIPELINE)
+        # a Winograd candidate for Arm at -O2, as the package builds it (LLVM's AArch64 back end is slow at -O3)
+        kernels = ["winograd"] if "winograd" in mod.script(show_meta=False) else []
+        built = tvm_build(mod, target=codegen_target(target, kernels), pipeline=lookups.PIPELINE)
     return built
 
 
