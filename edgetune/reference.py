@@ -73,9 +73,15 @@ def onnxruntime_int8_saturates() -> bool:
 def qdq_as_float(model: ImportedModel) -> bool:
     """Whether the reference runs a QDQ model's layers as written — dequantize, float op,
     quantize — instead of onnxruntime fusing them into its int8 kernels: where those saturate
-    (:func:`onnxruntime_int8_saturates`). The float layers round within a step of the exact
-    sums, which the check allows for 8-bit and dequantized outputs."""
-    return model.format == "onnx" and b"DequantizeLinear" in model.source_bytes and onnxruntime_int8_saturates()
+    (:func:`onnxruntime_int8_saturates`) and a convolution or matmul reads a dequantized
+    tensor (a static QDQ layer; dynamically quantized ones are left as onnxruntime fuses them).
+    The float layers round within a step of the exact sums, which the check allows for 8-bit
+    and dequantized outputs."""
+    if model.format != "onnx" or b"DequantizeLinear" not in model.source_bytes or not onnxruntime_int8_saturates():
+        return False
+    graph = onnx_graph(model)
+    dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
+    return any(n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm") and dequantized & set(n.input) for n in graph.node)
 
 
 RTOL = 1e-3

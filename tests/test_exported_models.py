@@ -71,6 +71,12 @@ def test_onnxruntime_optimized_transformers_package_and_match(zoo_dir, tmp_path,
     assert any("onnxruntime ops as standard ops" in n for n in manifest["model"]["notes"])
 
 
+def _ort_int8_saturates() -> bool:
+    from edgetune.reference import onnxruntime_int8_saturates
+
+    return onnxruntime_int8_saturates()
+
+
 @pytest.mark.parametrize("kind", ["bert", "bert-opt", "t5-decoder", "whisper"])
 def test_dynamically_quantized_transformers_package_and_match(zoo_dir, tmp_path, kind):
     """quantize_dynamic's MatMulInteger + DynamicQuantizeLinear (ConvInteger for Whisper's
@@ -85,8 +91,10 @@ def test_dynamically_quantized_transformers_package_and_match(zoo_dir, tmp_path,
     ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
     assert "MatMulInteger" in ops and "DynamicQuantizeLinear" in ops
     manifest = packaged(quantized, tmp_path)
-    # two small layers: no rounding flip yet, the usual tolerance would hold too
-    assert manifest["verification"]["max_rel_error"] < 1e-3, manifest["verification"]
+    # two small layers: no rounding flip yet, the usual tolerance would hold too — where
+    # onnxruntime's own int8 products are exact (on x86 without VNNI they saturate: ~1 % off)
+    v = manifest["verification"]
+    assert v["max_rel_error"] < (v["tolerance"]["rtol"] if _ort_int8_saturates() else 1e-3), v
     # the integer products on the packed dense kernel (exact in fp32 at these sizes), not a generic reduction
     assert manifest["schedules"]["kinds"].get("dense"), manifest["schedules"]
 
@@ -103,7 +111,7 @@ def test_deep_dynamically_quantized_encoder_is_checked_with_a_step_of_slack(tmp_
     v = manifest["verification"]
     chained = sum(n.op_type == "DynamicQuantizeLinear" for n in onnx.load(str(quantized)).graph.node)
     assert v["tolerance"]["rtol"] == pytest.approx(2e-3 * chained) and "quantized at run time" in v["tolerance_why"], v
-    assert 1e-5 < manifest["verification"]["max_rel_error"] < 1e-2, manifest["verification"]
+    assert 1e-5 < v["max_rel_error"] < (v["tolerance"]["rtol"] if _ort_int8_saturates() else 1e-2), v
     with pytest.raises(VerificationError, match="rtol=0.0001"):
         package(PackageOptions(model=quantized, device="host", output=tmp_path / "strict", rtol=1e-4))
     # the CLI says the check was loosened, and why
