@@ -92,4 +92,3 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
     rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
     return (tvm().compile(fused, codegen_target(target, kinds), relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
             BuildInfo(lw.key, kernels))
-

@@ -95,8 +95,9 @@ def _cast(out: Any, dtype: str) -> Any:
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
                      narrow: bool = False, signature: str = "") -> Any:
-    """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/4, 16, 4] (the
-    dot-product instructions' operand order; OCp, ICp: zero filters / channels appended), the
+    """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
+    dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
+    ICp: zero filters / channels appended), the
     input padded with ``fill``, plus ``offset`` per output channel (int32). For an unsigned-data
     family (:mod:`.dot`) the input is shifted to uint8, and ``offset`` includes the −128·Σw that
     takes the shift off. ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel

@@ -44,7 +44,7 @@ def default_conv_variant(target: Any) -> str:
     """The variant an eligible 3×3 convolution gets where nothing was measured: Winograd, on x86
     (measured here, AVX-512: 1.6–2.5× the direct kernel per layer, 1.3× on a YOLO-style model)
     and on Arm (the Raspberry Pi estimate, benchmarks/arm_estimate.py: 1.2–1.4× fewer Cortex-A72 /
-    A76 cycles than the direct kernel on 16-channel layers, 2.3–3.1× on 32–256-channel ones;
+    A76 cycles than the direct kernel on 16–24-channel layers, 1.6–3.1× on 32–512-channel ones;
     SqueezeNet for the Pi 4 0.72× the direct package's cycles). The estimate knows no caches:
     on a board the transforms' extra memory traffic counts too, and tuning measures both
     variants of every such layer there and keeps the faster
