@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -44,15 +45,18 @@ def runtime_label(fmt: str) -> str:
     return f"ai-edge-litert {metadata.version('ai-edge-litert')}"
 
 
-def reference_label(model: ImportedModel) -> str:
-    """:func:`runtime_label`, and how the reference ran where that is not as usual."""
+def reference_label(model: ImportedModel, as_float: bool | None = None) -> str:
+    """:func:`runtime_label`, and how the reference ran where that is not as usual
+    (``as_float``: :func:`qdq_as_float`, decided here when None)."""
     label = runtime_label(model.format)
-    return f"{label} (QDQ layers in float: {SATURATING})" if qdq_as_float(model) else label
+    as_float = qdq_as_float(model) if as_float is None else as_float
+    return f"{label} (QDQ layers in float: {SATURATING})" if as_float else label
 
 
 SATURATING = "its int8 kernels saturate on this CPU"
 
 
+@functools.cache
 def onnxruntime_int8_saturates() -> bool:
     """Whether onnxruntime's int8 convolutions and matmuls can saturate here: on x86 without
     VNNI its MLAS kernels multiply u8 × s8 pairs with ``vpmaddubsw``, whose int16 pair sums
@@ -142,11 +146,12 @@ def output_steps(model: ImportedModel, graph: Any | None) -> dict[str, float]:
     return steps
 
 
-def run_reference(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Outputs of the reference runtime on ``inputs``, in the model's output order."""
+def run_reference(model: ImportedModel, inputs: list[np.ndarray], as_float: bool | None = None) -> list[np.ndarray]:
+    """Outputs of the reference runtime on ``inputs``, in the model's output order
+    (``as_float``: :func:`qdq_as_float`, decided here when None)."""
     try:
         if model.format == "onnx":
-            return _run_onnxruntime(model, inputs)
+            return _run_onnxruntime(model, inputs, qdq_as_float(model) if as_float is None else as_float)
         return _run_litert(model, inputs)
     except ModelError:
         raise
@@ -157,13 +162,13 @@ def run_reference(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.nda
         ) from err
 
 
-def _run_onnxruntime(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _run_onnxruntime(model: ImportedModel, inputs: list[np.ndarray], as_float: bool) -> list[np.ndarray]:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.intra_op_num_threads = 1  # one answer whatever the machine (dynamically quantized LSTMs differ by threads)
-    if qdq_as_float(model):  # no QDQ → QLinear fusion (graph optimizations off): the float layers as written
+    if as_float:  # no QDQ → QLinear fusion (graph optimizations off): the float layers as written
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.source_bytes, opts, providers=["CPUExecutionProvider"])
     feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}
