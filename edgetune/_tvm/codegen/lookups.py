@@ -80,14 +80,14 @@ def vector_lookups() -> Any:
 def _method(target: Any) -> tuple[str | None, int] | None:
     """(byte permute: ``"vbmi"``, ``"tbl"`` or None; gather width, 0 for none) for ``target``,
     or None (leave lookups scalar)."""
-    from tvm.target import codegen
+    from ..kernels.cpu import has_feature
 
     if target.kind.name != "llvm":
         return None
     triple = str(target.attrs.get("mtriple", ""))
 
     def has(feature: str) -> bool:
-        return bool(codegen.target_has_features(feature, target))
+        return has_feature(target, feature)
 
     if triple.startswith("aarch64"):
         return ("tbl", 0) if has("neon") else None

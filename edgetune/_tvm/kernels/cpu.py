@@ -18,12 +18,14 @@ class CpuFacts:
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
-        from tvm.target import codegen
-
-        bits = int(codegen.llvm_get_vector_width(target)) if target.kind.name == "llvm" else 128
-        bits = bits if bits > 0 else 128
-        triple = str(target.attrs.get("mtriple", ""))
+        triple = str(target.attrs.get("mtriple", "")) if target.kind.name == "llvm" else ""
         arm = triple.startswith(("aarch64", "arm"))
+        if triple.startswith("x86_64"):
+            # TVM's llvm_get_vector_width says 512 for every x86 CPU (AVX2-only Zen 3 and Haswell
+            # included), so the width comes from the target's features.
+            bits = 512 if has_feature(target, "avx512f") else 256 if has_feature(target, "avx") else 128
+        else:
+            bits = 128
         if arm:
             registers = 32 if triple.startswith("aarch64") else 16
         else:
@@ -31,6 +33,13 @@ class CpuFacts:
         # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency; A76+ and x86 ~4.
         slow_fma = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
         return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4)
+
+
+def has_feature(target: Any, feature: str) -> bool:
+    """Whether an LLVM CPU target has an LLVM feature (``avx2``, ``dotprod``, ...)."""
+    from tvm.target import codegen
+
+    return target.kind.name == "llvm" and bool(codegen.target_has_features(feature, target))
 
 
 def vector_widths(lanes: int) -> list[int]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cpu import has_feature
+
 BLOCK = 16  # output channels per micro-kernel block: one zmm of int32, or four NEON registers
 DEPTH = 4  # input channels per dot-product step
 WIDE_DEPTH = 16  # input channels per step of the NEON family's wide intrinsic
@@ -48,14 +50,12 @@ DESCRIPTIONS = {
 
 def dot_family(target: Any) -> str | None:
     """The int8 dot-product family of a CPU target, or None (no exact integer instruction)."""
-    from tvm.target import codegen
-
     if target.kind.name != "llvm":
         return None
     triple = str(target.attrs.get("mtriple", ""))
 
     def has(feature: str) -> bool:
-        return bool(codegen.target_has_features(feature, target))
+        return has_feature(target, feature)
 
     if triple.startswith("x86_64"):
         return "vnni" if has("avx512vnni") and has("avx512bw") else None
