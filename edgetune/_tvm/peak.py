@@ -62,7 +62,7 @@ def host_peak(target: Any) -> float | None:
     """The host's measured peak, cached per target in the user cache (None if it cannot run)."""
     from ..util import cache_dir, write_atomic
 
-    cache = cache_dir() / "peak.json"
+    cache = cache_dir() / "host-peak.json"  # peak.json held all-core figures, low on loaded or AVX2 hosts
     key = json.dumps(target_to_json(target), sort_keys=True)
     try:
         known = json.loads(cache.read_text())
