@@ -5,7 +5,7 @@ models (method and limits: benchmarks/armsim/__init__.py and the README's "Raspb
 estimated").
 
     .venv/bin/python benchmarks/arm_estimate.py [--models squeezenet,mobilenet_v3,...] [--boards pi4,pi5]
-        [--precisions fp32,int8] [--records squeezenet=DIR,...] [--runs 1]
+        [--precisions fp32,int8] [--records squeezenet=DIR,...] [--runs 1] [--sides edgetune]
     .venv/bin/python benchmarks/arm_estimate.py --report        # table + PNG from the saved JSON
 
 Models: the README's benchmark CNNs (squeezenet, the MobileNetV3 / YOLO-style / OCR classifier /
@@ -132,6 +132,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 # inputs, which keeps onnxruntime from folding them)
                 theirs = vs.cleaned_onnx(model, work) if baseline == "onnxruntime" else model
                 for side, target in (("edgetune", pkg), (baseline, theirs)):
+                    if args.sides and side not in args.sides.split(","):
+                        continue  # its row from an earlier run stands (counts repeat exactly)
                     try:
                         row = {**key, "side": side, "tuned": rec is not None if side == "edgetune" else None,
                                **measure(side, target, inputs, board, args.runs)}
@@ -225,6 +227,7 @@ def main() -> None:
     ap.add_argument("--boards", default="pi4,pi5")
     ap.add_argument("--precisions", default="fp32,int8")
     ap.add_argument("--records", default="", help="name=records-dir,… : package those models tuned")
+    ap.add_argument("--sides", default="", help="edgetune,onnxruntime,litert: only these (default: all)")
     ap.add_argument("--runs", type=int, default=1, help="marked inferences per side (counts are exact: 1 is enough)")
     ap.add_argument("--work", default=str(RESULTS / "arm_estimate-work"))
     ap.add_argument("--report", action="store_true", help="only print the table and draw the PNG from the saved JSON")

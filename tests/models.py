@@ -441,3 +441,27 @@ def unsupported_tflite(out: Path) -> Path:
     w.op(Op.REDUCE_WINDOW, [t], [y])
     out.write_bytes(w.finish([x], [y]))
     return out
+
+
+def detector_head_onnx(out: Path, channels: int = 8, sizes: tuple[int, ...] = (8, 4, 2)) -> Path:
+    """A YOLO-style head alone: three scales' maps through a Sigmoid, flattened to
+    ``(1, channels, h·w)`` and concatenated along the last axis (seams at 64 and 80 of 84)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = numpy_helper.from_array(np.array([1, channels, -1], dtype=np.int64), "flat")
+    nodes, inputs, flat = [], [], []
+    for n, s in enumerate(sizes):
+        inputs.append(helper.make_tensor_value_info(f"p{n}", TensorProto.FLOAT, [1, channels, s, s]))
+        nodes.append(helper.make_node("Sigmoid", [f"p{n}"], [f"g{n}"]))
+        nodes.append(helper.make_node("Reshape", [f"g{n}", "flat"], [f"f{n}"]))
+        flat.append(f"f{n}")
+    nodes.append(helper.make_node("Concat", flat, ["boxes"], axis=2))
+    total = sum(s * s for s in sizes)
+    graph = helper.make_graph(nodes, "head", inputs, [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, channels, total])],
+                              [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return out

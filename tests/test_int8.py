@@ -270,6 +270,31 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     np.testing.assert_array_equal(edgetune_runtime.load(result.path).run(x)["y"], np.round(x))
 
 
+@pytest.mark.parametrize(("mcpu", "on_stack"), [("cortex-a76", True), ("cortex-a72", False)])
+def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_path, mcpu, on_stack):
+    """TVM allocates every local buffer of a kernel (a ragged int8 convolution's accumulator tile:
+    40 channels computed as 48) from the runtime's workspace pool: two calls per tile and a
+    pointer LLVM cannot keep in registers. edgetune's pipeline leaves it an alloca
+    (edgetune/_tvm/codegen/scratch.py), except where the inner loop fills the registers already:
+    the Pi 4's int8 step (smull, no sdot), where promoted accumulators spilled (+30 %, estimate)."""
+    from edgetune._tvm.codegen import lookups
+    from edgetune._tvm.passes import pipeline
+
+    model = quant_models.qdq_onnx(models.small_cnn_onnx(tmp_path / "cnn.onnx", width=40), tmp_path / "qdq.onnx")
+    target = _tvm.make_target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": mcpu, "num-cores": 4})
+    fused = pipeline.fuse(import_model(model).mod, target, _tvm.lowering_for(target, "auto"))
+    conv = next(f for gv, f in fused.functions_items() if "conv2d_nhwc_int8" in gv.name_hint)
+    sch = _tvm.default_schedule(conv.with_attr("global_symbol", "main"), target).sch
+    assert 'scope="local"' in sch.mod.script()
+    lookups.register()
+    calls = {}
+    for pipe in (lookups.PIPELINE, "s_tir"):
+        lib = _tvm.tvm().compile(sch.mod, target=target, tir_pipeline=pipe)
+        calls[pipe] = lib.mod.inspect_source("ll").count("TVMBackendAllocWorkspace")
+    # the pad stage's whole tensor stays in the pool either way
+    assert calls[lookups.PIPELINE] < calls["s_tir"] if on_stack else calls[lookups.PIPELINE] == calls["s_tir"], calls
+
+
 def _hard_swish_qdq(out: Path, conv: bool, channels: int = 8) -> tuple[Path, float, int, float]:
     """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
     HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →

@@ -155,3 +155,25 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
     assert kernels["kinds"].get("depthwise") == 1 and not kernels["naive"], kernels
     cpu = CpuFacts(lanes=16, registers=32, fma_latency=4)
     assert depthwise_weights(np.ones((channels, 3, 3, 1)), cpu).shape[-1] == {42: 48, 28: 32, 6: 8}[channels]
+
+
+@pytest.mark.parametrize("device", ["host", "pi5"])
+def test_concatenation_along_the_vector_axis_is_cut_at_its_seams(tmp_path, device):
+    # a detector head's three scales concatenated along the innermost axis: one vectorized loop
+    # per source (a select per lane kept it scalar), and the seams land where onnxruntime has them
+    from edgetune import _tvm
+    from edgetune._tvm import metaschedule as ms
+    from edgetune.devices import resolve_device
+    from edgetune.importer import import_model
+
+    model = models.detector_head_onnx(tmp_path / "head.onnx")
+    target = _tvm.make_target(resolve_device(device).target_spec())
+    [concat] = [wl for wl in ms.extract_workloads(import_model(model).mod, target, _tvm.lowering_for(target, "auto").key)
+                if "concatenate" in wl.name]
+    found = _tvm.default_schedule(concat.mod, target, concat.name)
+    assert found.kind == "elementwise", found.why
+    script = found.sch.mod.script()
+    assert script.count("T.vectorized") == 3 and "range(T.int64(16), T.int64(20))" in script, script
+    if device == "host":
+        v = _package(model, tmp_path / "pkg").verification
+        assert v["status"] == "passed" and v["max_rel_error"] < 1e-5, v

@@ -6,8 +6,8 @@ convolution before it, a vectorized loop. TVM's LLVM code generator has no vecto
 load whose index is a vector that is not a ramp becomes one scalar load and one insert per lane
 (16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.
 
-This pipeline is TVM's own (``s_tir``) with one pass added before the host code is finalized.
-It rewrites each such load of a clamped index (``take(table, i, mode="clip")``: the index is
+This pipeline is TVM's own (``s_tir``) with passes added before the host code is finalized
+(also :mod:`.rounding` and :mod:`.scratch`). This one rewrites each such load of a clamped index (``take(table, i, mode="clip")``: the index is
 ``min(max(i, 0), n − 1)``, so every lane is in the table) on x86:
 
 * with AVX-512 VBMI (Ice Lake and later, Zen 4), where the loaded int32 is narrowed to 8 bits
@@ -41,9 +41,11 @@ def register() -> None:
         from tvm import transform
 
         from .rounding import rounded_conversions
+        from .scratch import stack_scratch
 
         base, host, device = tirx.get_tir_pipeline("s_tir")
-        return base, (lambda: transform.Sequential([vector_lookups(), rounded_conversions(), host()])), device
+        passes = [vector_lookups(), rounded_conversions(), stack_scratch()]
+        return base, (lambda: transform.Sequential([*passes, host()])), device
 
     tirx.register_tir_pipeline(PIPELINE, factory)
     _REGISTERED.append(True)

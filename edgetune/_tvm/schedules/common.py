@@ -71,6 +71,35 @@ def vector_factor(extent: int, cpu: CpuFacts) -> int | None:
     return next((w for w in reversed(vector_widths(cpu.lanes)) if extent % w == 0 and w <= 4 * cpu.lanes), None)
 
 
+def select_edges(sch: Any, block: Any, extent: int) -> list[int]:
+    """Where an ``if_then_else`` in ``block`` flips along its innermost axis — a pad's edge
+    (``v < 29``) or a concatenation's seam (``1600 <= v``) — inside ``extent``, ascending. Cut
+    there, each piece has a constant condition and vectorizes; across it TVM leaves the lanes
+    scalar."""
+    from ..core import ir_nodes, tvm
+
+    ir = tvm().ir
+    stmt = sch.get(block)
+    axis = stmt.iter_vars[-1].var
+    select = ir.Op.get("prim.if_then_else")
+    nodes = list(ir_nodes(stmt.body))
+    if not any(isinstance(n, ir.Call) and n.op.same_as(select) for n in nodes):
+        return []
+    prim = ir.prim
+    edges = set()
+    for n in nodes:
+        if not isinstance(n, (prim.LT, prim.LE, prim.GT, prim.GE)):
+            continue
+        for var, const, flipped in ((n.a, n.b, False), (n.b, n.a, True)):
+            if var.same_as(axis) and isinstance(const, prim.IntImm):
+                # the first index on the condition's far side: v < c and c <= v flip at c,
+                # v <= c and c < v at c + 1
+                strict = isinstance(n, (prim.LT, prim.GT))
+                below = isinstance(n, (prim.LT, prim.LE)) != flipped  # the axis is the smaller side
+                edges.add(int(const.value) + (0 if strict == below else 1))
+    return sorted(e for e in edges if 0 < e < extent)
+
+
 def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
     """Vectorize a block's innermost loop by whole registers (odd widths stay scalar: LLVM
     legalizes them badly)."""

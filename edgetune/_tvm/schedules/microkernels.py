@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core import ir_nodes, tvm
+from ..core import ir_nodes
 from ..kernels.cpu import STREAMED, CpuFacts, divisors, max_rows, tile_rate
 from .common import (
     block_index,
@@ -18,6 +18,7 @@ from .common import (
     out_shape,
     parallel_outer,
     register_pieces,
+    select_edges,
     vector_factor,
 )
 from .rules import schedule_elementwise
@@ -110,7 +111,7 @@ def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
     """Where to cut ``block``'s vector ``loop``: at a pad's edges, and each piece between them
     into :func:`register_pieces`. Ascending; none when the loop vectorizes as it is."""
     extent = loop_extent(sch, loop)
-    edges = _pad_edges(sch, block, extent)
+    edges = select_edges(sch, block, extent)
     if not edges and extent % cpu.lanes == 0:
         return []
     cuts = set(edges)
@@ -132,21 +133,6 @@ def _pad_stages(sch: Any, cpu: CpuFacts, cores: int) -> None:
     for block in child_blocks(sch):
         if block_name(sch, block) == "pad":
             schedule_elementwise(sch, block, cpu, cores)
-
-
-def _pad_edges(sch: Any, block: Any, extent: int) -> list[int]:
-    """Where a pad's ``if_then_else`` in ``block`` changes along its innermost axis (the
-    constants it compares that axis with, inside the extent), ascending."""
-    ir = tvm().ir
-    stmt = sch.get(block)
-    axis = stmt.iter_vars[-1].var
-    select = ir.Op.get("prim.if_then_else")
-    nodes = list(ir_nodes(stmt.body))
-    if not any(isinstance(n, ir.Call) and n.op.same_as(select) for n in nodes):
-        return []
-    edges = {int(n.b.value) for n in nodes
-             if isinstance(n, ir.prim.LT) and n.a.same_as(axis) and isinstance(n.b, ir.prim.IntImm)}
-    return sorted(e for e in edges if 0 < e < extent)
 
 
 # IR nodes of an epilogue's computation: bias + activation 13-40, a GELU or a SiLU with fast_exp

@@ -1,0 +1,83 @@
+"""Kernel scratch on the stack: a pass of the ``edgetune`` TIR pipeline (:mod:`.lookups`).
+
+TVM 0.27's ``LowerTVMBuiltin`` turns every ``local`` buffer of a CPU kernel — a register tile's
+accumulators (256 bytes), a 16-byte temporary — into a ``TVMBackendAllocWorkspace`` /
+``TVMBackendFreeWorkspace`` pair around the loop body that declares it: two calls into the
+runtime's workspace pool per row of pixels, or per pixel tile where a ragged int8 epilogue keeps
+the tile's accumulators (1.3–4.5 M cycles of libtvm_runtime per int8 model on the Cortex-A72
+estimate), and a pointer LLVM cannot keep in registers across the reduction loop.
+
+This pass marks each such buffer of constant size up to :data:`MAX_BYTES` on an AArch64 target
+``disable_lower_builtin``, which ``LowerTVMBuiltin`` reads as "leave it an ``alloca``": LLVM
+places it in the entry block of the parallel body's function and promotes the accumulators to
+registers. By the Raspberry Pi estimate (``benchmarks/arm_estimate.py``), together with the
+concatenation cuts of ``schedule_injective`` (measured in one run), fp32 packages took 1.5–15 %
+fewer cycles (YOLO-style: −8 % Pi 4, −15 % Pi 5), int8 with ``sdot`` (Pi 5) up to 12 % fewer
+(squeezenet), VGG-style int8 2.5 % more; int8 MobileNetV3 and BlazeFace, which have no such
+concatenation, 2–10 % fewer. Kernels whose inner loop already fills the
+register file keep TVM's allocation (:func:`_register_bound`). x86 keeps it everywhere: on an
+AVX2 host (16 vector registers, tiles planned to fill them) it moved the latency ratio to
+onnxruntime both ways — ResNet-50 1.62 → 1.78, SqueezeNet 1.16 → 1.24, YOLO-style 0.77 → 0.66,
+MiniLM 1.37 → 1.15 (``benchmarks/vs_runtimes.py --budgets 0``; runs there differ by ~10 %):
+a per-kernel register count would have to decide, not the target. Larger buffers (whole
+intermediate tensors) keep the workspace pool: a board's worker threads have glibc's 8 MiB
+stacks, but a musl-based image has 128 KiB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_BYTES = 16 * 1024
+
+
+def stack_scratch() -> Any:
+    """The pass: small constant ``local`` buffers of AArch64 kernels as stack allocations."""
+    import tvm_ffi
+    from tvm import tirx
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.StackScratch")
+    def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
+        target = func.attrs.get("target") if func.attrs is not None else None
+        arm = target is not None and str(target.attrs.get("mtriple", "")).startswith("aarch64")
+        if not arm or _register_bound(func):
+            return func
+
+        def on_alloc(node: Any) -> Any:
+            if not small_local(node.buffer) or "disable_lower_builtin" in node.annotations:
+                return node
+            flag = tirx.IntImm("bool", 1)
+            return tirx.AllocBuffer(node.buffer, annotations={**node.annotations, "disable_lower_builtin": flag})
+
+        return tvm_ffi.structural_map(func, [(tirx.AllocBuffer, on_alloc)], order="post")
+
+    return rewrite
+
+
+def _register_bound(func: Any) -> bool:
+    """Whether ``func``'s inner loop already fills the register file: NEON table lookups (their
+    table is 16 vector registers, hoisted out of every loop) or the Pi 4's int8 step (``smull``
+    pairs and their widening adds, without ``sdot``). Promoted beside those, the accumulators
+    spill: Pi 4 estimate, VGG-style int8 +29–34 %, YOLO int8's lookup layers +20–35 % each."""
+    from tvm import ir
+    from tvm.target import codegen
+
+    from ..core import ir_nodes
+
+    names = ("llvm.aarch64.neon.tbl4", "llvm.aarch64.neon.tbx4", "llvm.aarch64.neon.smull.v8i16")
+    ids = {int(codegen.llvm_lookup_intrinsic_id(name)) for name in names}
+    pure = ir.Op.get("tirx.call_llvm_pure_intrin")
+    return any(isinstance(n, ir.Call) and n.op.same_as(pure) and n.args and getattr(n.args[0], "value", None) in ids
+               for n in ir_nodes(func.body))
+
+
+def small_local(buffer: Any) -> bool:
+    """Whether ``buffer`` is thread-local scratch of constant size up to :data:`MAX_BYTES`."""
+    if buffer.scope() != "local":
+        return False
+    size = buffer.dtype.bits * buffer.dtype.lanes // 8
+    for dim in buffer.shape:
+        if not hasattr(dim, "value"):
+            return False
+        size *= int(dim.value)
+    return 0 < size <= MAX_BYTES
