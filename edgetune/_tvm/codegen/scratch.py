@@ -14,14 +14,14 @@ registers. By the Raspberry Pi estimate (``benchmarks/arm_estimate.py``), togeth
 concatenation cuts of ``schedule_injective`` (measured in one run), fp32 packages took 1.5–15 %
 fewer cycles (YOLO-style: −8 % Pi 4, −15 % Pi 5), int8 with ``sdot`` (Pi 5) up to 12 % fewer
 (squeezenet), VGG-style int8 2.5 % more; int8 MobileNetV3 and BlazeFace, which have no such
-concatenation, 2–10 % fewer. Kernels whose inner loop already fills the
-register file keep TVM's allocation (:func:`_register_bound`). x86 keeps it everywhere: on an
-AVX2 host (16 vector registers, tiles planned to fill them) it moved the latency ratio to
-onnxruntime both ways — ResNet-50 1.62 → 1.78, SqueezeNet 1.16 → 1.24, YOLO-style 0.77 → 0.66,
-MiniLM 1.37 → 1.15 (``benchmarks/vs_runtimes.py --budgets 0``; runs there differ by ~10 %):
-a per-kernel register count would have to decide, not the target. Larger buffers (whole
-intermediate tensors) keep the workspace pool: a board's worker threads have glibc's 8 MiB
-stacks, but a musl-based image has 128 KiB.
+concatenation, 2–10 % fewer. Kernels whose inner loop already fills the register file keep TVM's
+allocation (:func:`_register_bound`). x86 keeps it everywhere: on an AVX2 host (16 vector
+registers, tiles planned to fill them) it moved the latency ratio to onnxruntime both ways —
+ResNet-50 1.62 → 1.78, SqueezeNet 1.16 → 1.24, YOLO-style 0.77 → 0.66, MiniLM 1.37 → 1.15
+(``benchmarks/vs_runtimes.py --budgets 0``; runs there differ by ~10 %): a per-kernel register
+count would have to decide, not the target. Larger buffers (whole intermediate tensors) keep the
+workspace pool: a board's worker threads have glibc's 8 MiB stacks, but a musl-based image has
+128 KiB.
 """
 
 from __future__ import annotations
