@@ -26,6 +26,7 @@ workspace pool: a board's worker threads have glibc's 8 MiB stacks, but a musl-b
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 MAX_BYTES = 16 * 1024
@@ -39,17 +40,20 @@ def stack_scratch() -> Any:
     @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.StackScratch")
     def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
         target = func.attrs.get("target") if func.attrs is not None else None
-        arm = target is not None and str(target.attrs.get("mtriple", "")).startswith("aarch64")
-        if not arm or _register_bound(func):
+        if target is None or not str(target.attrs.get("mtriple", "")).startswith("aarch64"):
             return func
+        marked = []
 
         def on_alloc(node: Any) -> Any:
             if not small_local(node.buffer) or "disable_lower_builtin" in node.annotations:
                 return node
+            marked.append(node.buffer)
             flag = tirx.IntImm("bool", 1)
             return tirx.AllocBuffer(node.buffer, annotations={**node.annotations, "disable_lower_builtin": flag})
 
-        return tvm_ffi.structural_map(func, [(tirx.AllocBuffer, on_alloc)], order="post")
+        rewritten = tvm_ffi.structural_map(func, [(tirx.AllocBuffer, on_alloc)], order="post")
+        # checked only where something was marked: the walk is the pass's cost
+        return func if not marked or _register_bound(func) else rewritten
 
     return rewrite
 
@@ -59,16 +63,27 @@ def _register_bound(func: Any) -> bool:
     table is 16 vector registers, hoisted out of every loop) or the Pi 4's int8 step (``smull``
     pairs and their widening adds, without ``sdot``). Promoted beside those, the accumulators
     spill: Pi 4 estimate, VGG-style int8 +29–34 %, YOLO int8's lookup layers +20–35 % each."""
+    import tvm_ffi
     from tvm import ir
+
+    ids, pure, found = _crowding_intrinsics(), ir.Op.get("tirx.call_llvm_pure_intrin"), []
+
+    def on_call(call: Any) -> Any:
+        if call.op.same_as(pure) and call.args and getattr(call.args[0], "value", None) in ids:
+            found.append(call)
+        return call
+
+    tvm_ffi.structural_map(func, [(ir.Call, on_call)], order="post")
+    return bool(found)
+
+
+@functools.cache
+def _crowding_intrinsics() -> frozenset[int]:
+    """LLVM intrinsic ids of the instructions :func:`_register_bound` looks for."""
     from tvm.target import codegen
 
-    from ..core import ir_nodes
-
     names = ("llvm.aarch64.neon.tbl4", "llvm.aarch64.neon.tbx4", "llvm.aarch64.neon.smull.v8i16")
-    ids = {int(codegen.llvm_lookup_intrinsic_id(name)) for name in names}
-    pure = ir.Op.get("tirx.call_llvm_pure_intrin")
-    return any(isinstance(n, ir.Call) and n.op.same_as(pure) and n.args and getattr(n.args[0], "value", None) in ids
-               for n in ir_nodes(func.body))
+    return frozenset(int(codegen.llvm_lookup_intrinsic_id(name)) for name in names)
 
 
 def small_local(buffer: Any) -> bool:
