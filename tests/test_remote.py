@@ -641,6 +641,32 @@ def test_stderr_flood_does_not_stall_a_command(boards):
         assert time.monotonic() - t0 < 50
 
 
+def test_a_connection_that_stops_answering_is_replaced_before_the_command_runs(boards, caplog):
+    """A command's channel request went unanswered on a live-looking connection (once in CI) and
+    the command waited out its whole timeout. Now the request has its own short timeout and the
+    command runs on a new connection: nothing had run yet, so nothing runs twice."""
+    from edgetune.remote.ssh import SSHConnection, resolve_target
+
+    sb = boards()
+    with SSHConnection(resolve_target(_board(sb, "wedged")), channel_timeout=3) as conn:
+        before = set(sb.processes())
+        assert conn.run("echo one").stdout.strip() == "one"
+        wedged = set(sb.processes()) - before  # the connection's own sshd process on the board
+        assert wedged
+        for pid in wedged:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            assert conn.run("echo two >> ran; cat ran").stdout.split() == ["two"]
+            assert time.monotonic() - t0 < 30
+            assert "did not open" in caplog.text and "reconnecting" in caplog.text
+            conn.sftp().stat("ran")  # SFTP comes up on the new connection too
+        finally:
+            for pid in wedged:
+                os.kill(pid, signal.SIGCONT)
+    _no_orphans(sb)
+
+
 def test_board_rpc_server_refuses_a_client_without_its_session_key(boards):
     """Anyone on the host can reach the tunnel's loopback port (and anyone on the board the
     server's): without the session key (random, never on a command line) the server's handshake

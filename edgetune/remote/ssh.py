@@ -18,7 +18,7 @@ import shlex
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,8 +150,11 @@ class SSHConnection:
     """A lazily opened, reusable SSH connection to one board. Use as a context manager."""
 
     def __init__(self, target: SSHTarget, connect_timeout: float = 10.0, retries: int = 3,
-                 via: "SSHConnection | None" = None):
+                 via: "SSHConnection | None" = None, channel_timeout: float = 30.0):
         self.target, self.connect_timeout, self.retries = target, connect_timeout, retries
+        # how long the board may take to answer a request for a new channel (a command, SFTP):
+        # milliseconds on a live connection, so a connection silent this long is replaced
+        self.channel_timeout = channel_timeout
         self.via = via  # a ProxyJump hop this connection is tunnelled through
         self._client: Any = None
         self._sftp: Any = None
@@ -236,8 +239,28 @@ class SSHConnection:
             if isinstance(err, paramiko.SSHException) and "private key" in str(err).lower():
                 raise AuthError(f"cannot use the SSH key for board {self.name}: {type(err).__name__}", "check the key file and its passphrase") from None
             raise BoardUnreachableError(f"cannot reach board {self.name} at {t.host}:{t.port}: {_reason(err)}") from err
-        client.get_transport().set_keepalive(15)
+        transport = client.get_transport()
+        transport.set_keepalive(15)
+        transport.channel_timeout = self.channel_timeout  # paramiko waits an hour by default (SFTP opens)
         return client
+
+    def _open(self, what: str, open_on: Callable[[Any], Any]) -> Any:
+        """``open_on(client)`` (a new session or SFTP channel), on a fresh connection if the
+        current one does not answer the channel request: nothing has run on the board yet, so
+        trying again cannot run anything twice. A connection can be wedged while its transport
+        still reads as active (seen once in CI: a command's channel open went unanswered for
+        its whole 300 s timeout, between two commands that ran)."""
+        for fresh in (False, True):
+            if fresh:
+                self.close()
+            try:
+                return open_on(self.client())
+            except _TRANSPORT_ERRORS() as err:
+                if fresh:
+                    raise BoardUnreachableError(f"lost the connection to {self.name}: {what}: {_reason(err)}",
+                                                "check that the board is up (`edgetune devices check`), then run the command again") from err
+                log.warning("%s: %s did not open (%s); reconnecting", self.name, what, _reason(err))
+        raise AssertionError("unreachable")
 
     def _proxy_socket(self) -> Any:
         """A socket-like channel to the board through ProxyJump hops or a ProxyCommand (None:
@@ -274,14 +297,19 @@ class SSHConnection:
             command = shlex.join(command)
         if env:
             command = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command
+        chan = self._open("a command channel", lambda c: c.get_transport().open_session(timeout=self.channel_timeout))
         try:
-            _, stdout, stderr = self.client().exec_command(command, timeout=timeout)
+            chan.settimeout(timeout)
+            chan.exec_command(command)
+            stdout, stderr = chan.makefile("rb"), chan.makefile_stderr("rb")
             out, err = _read_both(stdout, stderr, timeout)
             code = stdout.channel.recv_exit_status()
         except TimeoutError as exc:
             raise RemoteCommandError(f"command on {self.name} timed out after {timeout:.0f}s: {command[:120]}") from exc
         except _TRANSPORT_ERRORS() as exc:
             raise BoardUnreachableError(f"lost the connection to {self.name}: {_reason(exc)}") from exc
+        finally:
+            chan.close()
         result = Result(code, out, err)
         if check and code != 0:
             tail = (err or out).strip().splitlines()[-1:] or [f"exit code {code}"]
@@ -293,7 +321,7 @@ class SSHConnection:
     def sftp(self) -> Any:
         """The SFTP session (opened on first use)."""
         if self._sftp is None or not self._sftp.get_channel().get_transport().is_active():
-            self._sftp = self.client().open_sftp()  # reconnects when the connection died
+            self._sftp = self._open("the SFTP channel", lambda c: c.open_sftp())  # reconnects when the connection died
         return self._sftp
 
     def put(self, local: Path, remote: str, verify: bool = True) -> None:
