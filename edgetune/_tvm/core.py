@@ -41,6 +41,43 @@ def tvm() -> Any:
     return _tvm
 
 
+@functools.cache
+def tensor_intrinsics() -> None:
+    """Register TVM's tensor intrinsics (``tvm.s_tir.tensor_intrin``: CUDA, ROCm, Arm, x86, …),
+    which MetaSchedule's ``TuneContext`` imports on first use.
+
+    TVMScript's ``prim_func`` decorator calls ``inspect.stack()`` for each of the few hundred
+    intrinsics, and that looks up the module of every frame on the stack, each lookup a scan of
+    ``sys.modules`` (import machinery frames have no file to match): 24 s on this host at the
+    start of every tuning run. The import runs with a stack whose first three frames carry their
+    source lines (the decorator reads the third, to tell a class body) and the rest only their
+    frames, names and line numbers (all it reads of them): 5 s, the same intrinsics.
+    """
+    import inspect
+    import sys
+
+    tvm()
+    if "tvm.s_tir.tensor_intrin" in sys.modules:
+        return
+
+    def stack(context: int = 1) -> list[inspect.FrameInfo]:
+        frames, frame = [], sys._getframe(1)
+        while frame is not None:
+            if len(frames) < 3:
+                info = inspect.getframeinfo(frame, context)
+                frames.append(inspect.FrameInfo(frame, *info, positions=info.positions))
+            else:
+                frames.append(inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, None, None))
+            frame = frame.f_back
+        return frames
+
+    full, inspect.stack = inspect.stack, stack
+    try:
+        importlib.import_module("tvm.s_tir.tensor_intrin")
+    finally:
+        inspect.stack = full
+
+
 def tvm_module(name: str) -> Any:
     """``tvm.<name>`` behind the version gate, for modules that need TVM when they are imported
     (the graph passes define their mutators at module level; only builds import them)."""

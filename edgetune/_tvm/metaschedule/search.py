@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import plain
+from ..core import plain, tensor_intrinsics
 from .base import meta_schedule
 from .tasks import Workload, workload_hash
 
@@ -34,6 +34,7 @@ class TaskContext:
     """A MetaSchedule TuneContext for one workload, with its evolutionary search started."""
 
     def __init__(self, workload: Workload, target: Any, seed: int, threads: int, config: SearchConfig):
+        tensor_intrinsics()  # before TuneContext imports them the slow way
         m = meta_schedule()
         strategy = m.search_strategy.EvolutionarySearch(
             population_size=config.population_size, init_measured_ratio=config.init_measured_ratio,
