@@ -158,6 +158,31 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
 
 
 @pytest.mark.parametrize("device", ["host", "pi5"])
+def test_an_int8_image_input_is_quantized_by_whole_registers(tmp_path, device):
+    # NCHW float in, the first convolution's padded NHWC int8 out: 3 channels innermost kept
+    # every element scalar, with the pad's conditions. Now a vector fill, then the image read
+    # along its rows by whole registers, no condition left
+    import quant_models
+
+    from edgetune import _tvm
+    from edgetune._tvm import metaschedule as ms
+    from edgetune.devices import resolve_device
+    from edgetune.importer import import_model
+
+    model = quant_models.qdq_onnx(models.small_cnn_onnx(tmp_path / "cnn.onnx"), tmp_path / "qdq.onnx")
+    target = _tvm.make_target(resolve_device(device).target_spec())
+    [layout] = [wl for wl in ms.extract_workloads(import_model(model).mod, target, _tvm.lowering_for(target, "auto").key)
+                if wl.name.endswith("quantize_pad_transpose")]
+    found = _tvm.default_schedule(layout.mod, target, layout.name)
+    assert found.kind == "elementwise", found.why
+    script = found.sch.mod.script()
+    assert script.count("T.vectorized") == 2 and "if_then_else" not in script, script
+    if device == "host":
+        v = _package(model, tmp_path / "pkg").verification
+        assert v["status"] == "passed", v
+
+
+@pytest.mark.parametrize("device", ["host", "pi5"])
 def test_concatenation_along_the_vector_axis_is_cut_at_its_seams(tmp_path, device):
     # a detector head's three scales concatenated along the innermost axis: one vectorized loop
     # per source (a select per lane kept it scalar), and the seams land where onnxruntime has them

@@ -71,6 +71,14 @@ def vector_factor(extent: int, cpu: CpuFacts) -> int | None:
     return next((w for w in reversed(vector_widths(cpu.lanes)) if extent % w == 0 and w <= 4 * cpu.lanes), None)
 
 
+def has_select(sch: Any, block: Any) -> bool:
+    """Whether ``block`` computes an ``if_then_else`` (a pad, a concatenation)."""
+    from ..core import ir_nodes, tvm
+
+    select = tvm().ir.Op.get("prim.if_then_else")
+    return any(isinstance(n, tvm().ir.Call) and n.op.same_as(select) for n in ir_nodes(sch.get(block).body))
+
+
 def select_edges(sch: Any, block: Any, extent: int) -> list[int]:
     """Where an ``if_then_else`` in ``block`` flips along its innermost axis — a pad's edge
     (``v < 29``) or a concatenation's seam (``1600 <= v``) — inside ``extent``, ascending. Cut
@@ -81,10 +89,9 @@ def select_edges(sch: Any, block: Any, extent: int) -> list[int]:
     ir = tvm().ir
     stmt = sch.get(block)
     axis = stmt.iter_vars[-1].var
-    select = ir.Op.get("prim.if_then_else")
-    nodes = list(ir_nodes(stmt.body))
-    if not any(isinstance(n, ir.Call) and n.op.same_as(select) for n in nodes):
+    if not has_select(sch, block):
         return []
+    nodes = list(ir_nodes(stmt.body))
     prim = ir.prim
     edges = set()
     for n in nodes:
