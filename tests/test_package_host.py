@@ -158,14 +158,15 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
 
 
 @pytest.mark.parametrize("device", ["host", "pi5"])
-def test_an_int8_image_input_is_quantized_by_whole_registers(tmp_path, device):
-    # NCHW float in, the first convolution's padded NHWC int8 out: 3 channels innermost kept
-    # every element scalar, with the pad's conditions. Now a vector fill, then the image read
-    # along its rows by whole registers, no condition left
+def test_an_int8_image_inputs_pad_is_split_off_so_llvm_vectorizes_it(tmp_path, device):
+    # NCHW float in, the first convolution's padded NHWC int8 out, 3 channels innermost: with
+    # the pad's conditions inside, every element was scalar. Now a vector fill, then the
+    # in-bound part without a condition, which LLVM vectorizes (on Arm with interleaved st3)
     import quant_models
 
     from edgetune import _tvm
     from edgetune._tvm import metaschedule as ms
+    from edgetune._tvm.codegen import lookups
     from edgetune.devices import resolve_device
     from edgetune.importer import import_model
 
@@ -176,10 +177,14 @@ def test_an_int8_image_input_is_quantized_by_whole_registers(tmp_path, device):
     found = _tvm.default_schedule(layout.mod, target, layout.name)
     assert found.kind == "elementwise", found.why
     script = found.sch.mod.script()
-    assert script.count("T.vectorized") == 2 and "if_then_else" not in script, script
+    assert "_pad_const" in script and "T.vectorized" in script and "if_then_else" not in script, script
     if device == "host":
         v = _package(model, tmp_path / "pkg").verification
         assert v["status"] == "passed", v
+    else:
+        lookups.register()
+        lib = _tvm.tvm().compile(found.sch.mod, target=target, tir_pipeline=lookups.PIPELINE)
+        assert "st3\t" in lib.mod.inspect_source("asm")
 
 
 @pytest.mark.parametrize("device", ["host", "pi5"])

@@ -88,8 +88,8 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
         except Exception:  # noqa: BLE001 — a block that cannot be inlined is scheduled on its own
             pass
     blocks = child_blocks(sch)
-    if len(blocks) == 1 and _transposing(sch.copy(), blocks[0], cpu, cores):
-        _transposing(sch, blocks[0], cpu, cores)
+    if len(blocks) == 1 and _split_pad(sch.copy(), blocks[0], cpu, cores):
+        _split_pad(sch, blocks[0], cpu, cores)
         return
     for block in blocks:
         loops = sch.get_loops(block)
@@ -112,62 +112,32 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
         sch.loop_partition(outer, [*sizes, None])
 
 
-def _transposing(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> bool:
-    """A layout change whose written innermost axis no register fits but whose source is read
-    along another axis: an image model's input, NCHW float to the first convolution's padded
-    NHWC int8 (3 channels innermost). It was scalar, pad conditions and all, 12 cycles per
-    element on the A76 (5 % of an int8 MobileNetV3). The pad is split off (a vector fill of the
-    whole output, then the in-bound part without conditions), the read's contiguous axis goes
-    innermost and is vectorized: loads, arithmetic and rounding by whole registers, the stores
-    strided. False, with ``sch`` half-changed, where it does not apply: try it on a copy."""
+def _split_pad(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> bool:
+    """A padded block whose innermost axis no register fits: an int8 image model's input, NCHW
+    float to the first convolution's padded NHWC int8 (3 channels innermost). With the pad's
+    conditions in it LLVM left every element scalar (12 cycles per element on the A76, 5 % of an
+    int8 MobileNetV3); without a pad LLVM vectorizes such a loop itself, storing the channels
+    interleaved (``st3``). So the pad is split off — a vector fill of the whole output, then
+    the in-bound part without conditions — and that part is left to LLVM, rows in parallel.
+    (Vectorized by TVM along the image rows instead, the stores are one lane at a time: slower
+    on x86 and no faster on the A72/A76 estimates, measured.) False, with ``sch`` half-changed,
+    where it does not apply: try it on a copy."""
     loops = sch.get_loops(block)
-    if len(loops) < 2 or vector_factor(loop_extent(sch, loops[-1]), cpu):
+    if len(loops) < 2 or vector_factor(loop_extent(sch, loops[-1]), cpu) or not has_select(sch, block):
         return False
-    if has_select(sch, block):
-        try:
-            sch.decompose_padding(block, loops[0])
-        except Exception:  # noqa: BLE001 — not a pad TVM can split off
-            return False
-        fill, block = child_blocks(sch)
-        whole = sch.fuse(*sch.get_loops(fill))
-        width = vector_factor(loop_extent(sch, whole), cpu)
-        if width:
-            outer, inner = sch.split(whole, [None, width])
-            sch.parallel(outer)
-            sch.vectorize(inner)
-        loops = sch.get_loops(block)
-    axis = _contiguous_read_axis(sch, block)
-    if axis is None or axis == len(loops) - 1:
+    try:
+        sch.decompose_padding(block, loops[0])
+    except Exception:  # noqa: BLE001 — not a pad TVM can split off
         return False
-    width = vector_factor(loop_extent(sch, loops[axis]), cpu)
-    if not width:
-        return False
-    rest = [lp for i, lp in enumerate(loops) if i != axis]
-    sch.reorder(*rest, loops[axis])
-    parallel_outer(sch, rest, cpu, cores)
-    _outer, inner = sch.split(sch.get_loops(block)[-1], [None, width])
-    sch.vectorize(inner)
+    fill, inner = child_blocks(sch)
+    whole = sch.fuse(*sch.get_loops(fill))
+    width = vector_factor(loop_extent(sch, whole), cpu)
+    if width:
+        outer, lanes = sch.split(whole, [None, width])
+        sch.parallel(outer)
+        sch.vectorize(lanes)
+    parallel_outer(sch, sch.get_loops(inner)[:-1], cpu, cores)
     return True
-
-
-def _contiguous_read_axis(sch: Any, block: Any) -> int | None:
-    """The block axis its one source tensor is read along contiguously (the source's last index
-    is that axis plus a constant), or None."""
-    from tvm import sym, tirx
-
-    from ..core import ir_nodes
-
-    stmt = sch.get(block)
-    reads = [r for r in stmt.reads if len(r.region) > 1]
-    if len(reads) != 1:
-        return None
-    last = reads[0].region[-1].min
-    used = [n for n in ir_nodes(last) if isinstance(n, tirx.Var)]
-    for i, iv in enumerate(stmt.iter_vars):
-        if len(used) == 1 and used[0].same_as(iv.var):
-            coef = sym.detect_linear_equation(last, [iv.var])
-            return i if len(coef) == 2 and int(coef[0]) == 1 else None
-    return None
 
 
 def _reduce_to_scalar(sch: Any, main: Any, reduce: list[Any], cpu: CpuFacts) -> None:
