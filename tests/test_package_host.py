@@ -14,11 +14,17 @@ def _package(model, out, **kw):
     return package(PackageOptions(model=model, device="host", output=out, **kw))
 
 
+def _long(name):
+    """A case the default run leaves out (-m long runs it): the default suite stays near 30 minutes."""
+    return pytest.param(name, marks=pytest.mark.long)
+
+
 @pytest.mark.slow
 # the light CNNs that together hold every operator of the nine (Transpose: shufflenet; LRN:
 # inception_v1; Add/Mul/Unsqueeze: densenet121) and the classic residual net; alexnet, zfnet512,
-# inception_v2 and vgg19 (550 MB of weights) add no operator
-@pytest.mark.parametrize("name", ["densenet121", "inception_v1", "resnet50", "shufflenet", "squeezenet"])
+# inception_v2 and vgg19 (550 MB of weights) add no operator. densenet121 and resnet50 add none
+# beyond the others either (-m long runs them)
+@pytest.mark.parametrize("name", [_long("densenet121"), "inception_v1", _long("resnet50"), "shufflenet", "squeezenet"])
 def test_light_cnns_with_random_weights_match_onnxruntime(tmp_path, name):
     model = models.randomized_light(name, tmp_path / f"{name}.onnx")
     result = _package(model, tmp_path / "pkg")
@@ -32,7 +38,9 @@ def test_light_cnns_with_random_weights_match_onnxruntime(tmp_path, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(zoo.ZOO))
+# the YOLO-style detector is checked under qemu for the Pi 4 as well (test_cross.py); the VGG block
+# adds shapes, not operators: both in -m long
+@pytest.mark.parametrize("name", [_long(n) if n in ("vgg_block", "yolo") else n for n in sorted(zoo.ZOO)])
 def test_real_shaped_cnns_match_onnxruntime_with_default_schedules(tmp_path, name):
     # NHWC lowering, folded batch norms, Winograd, fast exp/sigmoid (SiLU, hard-swish, SE),
     # resize/concat and pooling, each checked on the shapes the speed claims are made on
