@@ -46,7 +46,7 @@ def tensor_intrinsics() -> None:
     """Register TVM's tensor intrinsics (``tvm.s_tir.tensor_intrin``: CUDA, ROCm, Arm, x86, …),
     which MetaSchedule's ``TuneContext`` imports on first use.
 
-    TVMScript's ``prim_func`` decorator calls ``inspect.stack()`` for each of the few hundred
+    TVMScript's ``prim_func`` decorator calls ``inspect.stack()`` for each of the ~120
     intrinsics, and that looks up the module of every frame on the stack, each lookup a scan of
     ``sys.modules`` (import machinery frames have no file to match): 24 s on this host at the
     start of every tuning run. The import runs with a stack whose first three frames carry their
