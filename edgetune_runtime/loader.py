@@ -150,6 +150,39 @@ def check_compatible(manifest: dict[str, Any], tvm_version: str) -> None:
         )
 
 
+def _check_cuda_runtime(tvm: Any) -> None:
+    """TVM loads its CUDA runtime library quietly, or quietly not (no libcudart, no driver):
+    say which library is missing instead of "no cuda device"."""
+    import ctypes
+
+    loaded = getattr(tvm.base, "_LOADED_LIBS", None)
+    if loaded is None or "tvm_runtime_cuda" in loaded:
+        return
+    sidecar = Path(loaded["tvm_runtime"]._name).resolve().parent / "libtvm_runtime_cuda.so"
+    try:
+        loaded["tvm_runtime_cuda"] = ctypes.CDLL(str(sidecar), mode=ctypes.RTLD_GLOBAL)  # registers the device API
+    except OSError as err:
+        why = str(err).removeprefix(f"{sidecar}: ")[:200]
+        hint = ("libcuda is the NVIDIA driver's: run the package on the machine with the GPU and its driver"
+                if why.startswith("libcuda.") else
+                "put the CUDA runtime's library directory on LD_LIBRARY_PATH (e.g. /usr/local/cuda/lib64); "
+                "its major version must be the package's (manifest runtime.cuda_major)")
+        raise LoaderError(f"TVM's CUDA runtime does not load: {why}", hint) from None
+
+
+def check_gpu(manifest: dict[str, Any], compute_version: str, name: str = "this GPU") -> None:
+    """Refuse a CUDA package whose kernels this GPU cannot run, before the driver fails on them
+    with CUDA_ERROR_NO_BINARY_FOR_GPU: a cubin for sm_XY runs on compute capability X.Z, Z >= Y."""
+    archs = manifest.get("runtime", {}).get("cuda_archs") or []
+    major, _, minor = compute_version.partition(".")
+    runnable = [a for a in archs if a.startswith("sm_") and len(a) >= 5 and a[3:-1] == major and a[-1:] <= minor]
+    if archs and not runnable:
+        raise PackageMismatchError(
+            f"package's GPU kernels are built for {', '.join(archs)}; {name} is sm_{major}{minor}",
+            f"package the model with a profile whose [target] arch is sm_{major}{minor}",
+        )
+
+
 def _verify_files(root: Path, manifest: dict[str, Any]) -> None:
     for name, digest in manifest.get("files", {}).items():
         path = root / name
@@ -410,9 +443,13 @@ def load(package: str | Path, verify_files: bool = True) -> Model:
     if verify_files:
         _verify_files(root, manifest)
     kind = manifest.get("runtime", {}).get("kind", "cpu")
+    if kind == "cuda":
+        _check_cuda_runtime(tvm)
     device = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
     if not device.exist:
         raise LoaderError(f"package needs a {kind} device and none is present", "run it on the board it was built for")
+    if kind == "cuda":
+        check_gpu(manifest, device.compute_version, device.device_name)
     try:
         lib = tvm.runtime.load_module(str(root / manifest["library"]))
         from tvm.runtime.vm import VirtualMachine

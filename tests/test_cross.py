@@ -1,14 +1,19 @@
 """Cross builds: aarch64 under qemu, armhf ELF flags, Jetson compiled sm_87 kernels."""
 
 import json
+import os
 import shutil
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from edgetune import elf
 from edgetune.errors import ToolchainError
 from edgetune.package import PackageOptions, package
+from edgetune.profiles import get_profile
 
 pytestmark = pytest.mark.cross
 
@@ -63,7 +68,6 @@ def test_pi4_32_is_armhf_hard_float(tmp_path, exporter_onnx):
 def test_jetson_library_has_compiled_sm87_kernels(tmp_path, exporter_onnx):
     _need("aarch64-linux-gnu-g++")
     try:
-        from edgetune.profiles import get_profile
         from edgetune.toolchain import find_cuda
 
         find_cuda(get_profile("jetson-orin-nano"))
@@ -78,6 +82,31 @@ def test_jetson_library_has_compiled_sm87_kernels(tmp_path, exporter_onnx):
     manifest = json.loads((result.path / "manifest.json").read_text())
     assert manifest["runtime"]["kind"] == "cuda" and manifest["runtime"]["cuda_archs"] == ["sm_87"]
     assert manifest["target"]["host"]["mcpu"] == "cortex-a78"
+
+
+@pytest.mark.cuda
+def test_a_cuda_package_says_which_library_or_gpu_it_lacks(tmp_path, monkeypatch, exporter_onnx):
+    """An x86-64 CUDA package (benchmarks/cuda_run.py's stand-in for a Jetson) on this GPU-less host:
+    the loader names the CUDA library that does not load, rather than "no cuda device"; given a
+    GPU, one of another architecture is refused by name before the driver fails on the kernels."""
+    from edgetune.toolchain import find_cuda
+
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(Path(__file__).parents[1] / "benchmarks" / "cuda"))
+    try:
+        find_cuda(get_profile("gpu-sm87"))
+    except ToolchainError as err:
+        pytest.skip(f"no CUDA 13 nvcc: {err.message}")
+    result = package(PackageOptions(model=exporter_onnx, device="gpu-sm87", output=tmp_path / "sm87"))
+    assert elf.machine(result.path / "model.so") == "x86_64" and elf.cuda_archs(result.path / "model.so") == ["sm_87"]
+    driver = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"], capture_output=True)
+    if driver.returncode == 0:  # asked in a fresh process: packaging loaded a stub libcuda into this one
+        pytest.skip("this host has an NVIDIA driver: the check below is of a host without one")
+    proc = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(result.path)], capture_output=True,
+                          text=True, env=dict(os.environ, TVM_USE_RUNTIME_LIB="1"), timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "error: TVM's CUDA runtime does not load: lib" in proc.stderr and "cannot open shared object file" in proc.stderr
+    assert ("hint: libcuda is the NVIDIA driver's" if "load: libcuda." in proc.stderr else
+            "hint: put the CUDA runtime's library directory on LD_LIBRARY_PATH") in proc.stderr
 
 
 def test_missing_cross_compiler_fails_fast(tmp_path, monkeypatch, exporter_onnx):

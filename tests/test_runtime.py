@@ -80,6 +80,23 @@ def test_refuses_other_format(host_package, tmp_path):
         edgetune_runtime.load(_edited(host_package, tmp_path, format=99))
 
 
+@pytest.mark.parametrize("archs, gpu, ok", [
+    (["sm_87"], "8.7", True), (["sm_86"], "8.7", True),  # a cubin runs on its major's later minors
+    (["sm_87"], "8.6", False), (["sm_87"], "9.0", False), (["sm_90"], "9.0", True),
+    (["sm_100"], "10.0", True), (["sm_100"], "12.0", False), ([], "9.0", True),
+])
+def test_a_cuda_package_for_another_gpu_is_refused_by_name(archs, gpu, ok):
+    from edgetune_runtime.loader import check_gpu
+
+    manifest = {"runtime": {"kind": "cuda", "cuda_archs": archs}}
+    if ok:
+        check_gpu(manifest, gpu, "the GPU")
+        return
+    with pytest.raises(PackageMismatchError, match=f"built for {archs[0]}; the GPU is sm_{gpu.replace('.', '')}") as info:
+        check_gpu(manifest, gpu, "the GPU")
+    assert f"[target] arch is sm_{gpu.replace('.', '')}" in info.value.hint
+
+
 def test_detects_damaged_library(host_package, tmp_path):
     pkg = _edited(host_package, tmp_path)
     with open(pkg / "model.so", "r+b") as fh:

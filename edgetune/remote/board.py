@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bundle import baselines_bundle, baselines_key, bundle_key, runtime_bundle
-from ..errors import PackageError, RemoteCommandError, RemoteError, UsageError
+from ..bundle import PYTHON, PYTHONS, baselines_bundle, baselines_key, bundle_key, runtime_bundle
+from ..errors import PackageError, RemoteCommandError, RemoteError, ToolchainError, UsageError
 from ..profiles import Profile, get_profile
 from ..util import cache_dir, file_lock, sha256_file, write_atomic
 from .facts import FACTS_COMMAND, BoardFacts, parse_facts
@@ -52,16 +52,32 @@ class RemoteBoard:
     def root(self) -> str:
         return f"{self.facts().home}/.edgetune"
 
+    @property
+    def py(self) -> str:
+        """The board's ``python3`` as major.minor: the runtime bundle is built for it (RemoteError
+        when there is no bundle for it)."""
+        version = ".".join(self.facts().python.split(".")[:2])
+        if version not in PYTHONS:
+            raise RemoteError(f"board {self.board.name} has python3 {version or 'missing'}; edgetune's runtime needs "
+                              f"one of {', '.join(PYTHONS)}", "install one of those Pythons on the board as python3")
+        return version
+
+    def runtime_key(self) -> str:
+        return bundle_key(self.profile.arch, self.py)
+
+    def baselines_key(self) -> str:
+        return baselines_key(self.profile.arch, self.py)
+
     def runtime_dir(self) -> str:
         """Where this edgetune's runtime bundle lives on the board."""
-        return f"{self.root}/runtime/{bundle_key(self.profile.arch)}"
+        return f"{self.root}/runtime/{self.runtime_key()}"
 
     def baselines_dir(self) -> str:
         """Where the optional baselines bundle (onnxruntime, LiteRT) lives on the board."""
-        return f"{self.root}/runtime/{baselines_key(self.profile.arch)}"
+        return f"{self.root}/runtime/{self.baselines_key()}"
 
     def has_baselines(self) -> bool:
-        return baselines_key(self.profile.arch) in self.facts().runtimes
+        return self.baselines_key() in self.facts().runtimes
 
     def python(self, args: list[str], timeout: float = 300, check: bool = True, cwd: str | None = None) -> Any:
         """Run ``python3 ARGS`` with the runtime bundle on PYTHONPATH, then the baselines bundle
@@ -100,16 +116,19 @@ def check_board(board: Board) -> CheckReport:
     """
     with RemoteBoard(board) as rb:
         f = rb.facts()
+        py = ".".join(f.python.split(".")[:2])
         items = [
             CheckItem("ssh", True, f"{rb.conn.target.user}@{rb.conn.target.host}:{rb.conn.target.port}"),
             CheckItem("arch", f.arch == rb.profile.arch, f"board {f.arch or '?'}, profile {rb.profile.name} needs {rb.profile.arch}"),
-            CheckItem("python", f.python.startswith("3.11"), f"python3 {f.python or 'missing'} (the runtime bundle is built for 3.11)"),
+            CheckItem("python", py in PYTHONS, f"python3 {f.python or 'missing'} (runtime bundles exist for {', '.join(PYTHONS)})"),
             CheckItem("disk", f.disk_free_mb >= MIN_DISK_MB, f"{f.disk_free_mb} MB free in {f.home} (setup needs {MIN_DISK_MB} MB)"),
             CheckItem("cpu", f.cpus > 0, f"{f.cpus} cores, {f.mem_mb} MB RAM" + (f", {f.model}" if f.model else "")),
         ]
         if rb.profile.runtime == "cuda":
             want = str(rb.profile.toolchain.cuda_major)
             items.append(CheckItem("cuda", f.cuda.split(".")[0] == want, f"CUDA {f.cuda or 'not found'}, profile needs {want}.x"))
+        if py not in PYTHONS:
+            return CheckReport(board.name, tuple(items), dict(f.__dict__, timing={}))
         items.append(runtime := _runtime_item(rb, f))
         timing: dict[str, Any] = {}
         if runtime.ok:
@@ -141,7 +160,7 @@ def board_timing(rb: RemoteBoard) -> tuple[CheckItem, dict[str, Any]]:
 
 
 def _runtime_item(rb: RemoteBoard, f: BoardFacts) -> CheckItem:
-    key = bundle_key(rb.profile.arch)
+    key = rb.runtime_key()
     if key not in f.runtimes:
         found = ", ".join(f.runtimes) or "none"
         return CheckItem("runtime", False, f"runtime {key} not installed (found: {found}); run `edgetune devices setup {rb.board.name}`")
@@ -152,9 +171,11 @@ def _runtime_item(rb: RemoteBoard, f: BoardFacts) -> CheckItem:
     return CheckItem("runtime", True, f"TVM runtime {tvm_version}, edgetune_runtime {loader}")
 
 
-def bundle_archive(arch: str, baselines: bool = False) -> Path:
-    """The runtime bundle (or the baselines bundle) as a cached .tar.gz, rebuilt when it changes."""
-    bundle = baselines_bundle(arch) if baselines else runtime_bundle(arch)
+def bundle_archive(arch: str, baselines: bool = False, python: str | None = None) -> Path:
+    """The runtime bundle (or the baselines bundle) for ``arch`` and the board's ``python`` as a
+    cached .tar.gz, rebuilt when it changes."""
+    python = python or PYTHON
+    bundle = baselines_bundle(arch, python) if baselines else runtime_bundle(arch, python)
     archive = cache_dir("runtime") / f"{bundle.name}.tar.gz"
     stamp = archive.with_suffix(".stamp")
     with file_lock(archive.with_suffix(".lock"), what=f"the {bundle.name} archive"):
@@ -189,12 +210,16 @@ def setup_board(board: Board, force: bool = False, baselines: bool = False) -> S
         if f.arch != rb.profile.arch:
             raise RemoteError(f"board {board.name} is {f.arch}, its profile {rb.profile.name} is {rb.profile.arch}",
                               "fix the board's profile with `edgetune devices add NAME --profile P --force`")
-        wanted = [(bundle_key(rb.profile.arch), False)] + ([(baselines_key(rb.profile.arch), True)] if baselines else [])
+        wanted = [(rb.runtime_key(), False)] + ([(rb.baselines_key(), True)] if baselines else [])
         uploaded = 0.0
         for key, is_baselines in wanted:
             if key in f.runtimes and not force:
                 continue
-            uploaded += _install_bundle(rb, bundle_archive(rb.profile.arch, baselines=is_baselines), f"{rb.root}/runtime/{key}")
+            try:
+                archive = bundle_archive(rb.profile.arch, baselines=is_baselines, python=rb.py)
+            except ToolchainError as err:
+                raise ToolchainError(f"{err.message} (board {board.name}: Python {rb.py})", err.hint) from None
+            uploaded += _install_bundle(rb, archive, f"{rb.root}/runtime/{key}")
         return SetupResult(board.name, wanted[0][0], uploaded, uploaded == 0.0, wanted[1][0] if baselines else None)
 
 
@@ -264,7 +289,7 @@ def deploy_package(package: Path, board: Board) -> DeployResult:
         if manifest.get("arch") != rb.facts().arch:
             raise RemoteError(f"package is for {manifest.get('arch')}, board {board.name} is {rb.facts().arch}",
                               f"package the model with --device {board.name} (profile {board.profile})")
-        if bundle_key(rb.profile.arch) not in rb.facts().runtimes:
+        if rb.runtime_key() not in rb.facts().runtimes:
             raise RemoteError(f"board {board.name} has no edgetune runtime", f"run `edgetune devices setup {board.name}` first")
         packages = f"{rb.root}/packages"
         final, token = f"{packages}/{name}", uuid.uuid4().hex[:8]
