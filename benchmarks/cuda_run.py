@@ -47,6 +47,8 @@ MODELS: dict[str, str] = {
     "bert-small@64": "BERT-style encoder, 2 layers x 256, 64 tokens (tests/zoo_transformers.py)",
     "bert-small@64-int8": "the same, dynamically quantized (MatMulInteger / DynamicQuantizeLinear)",
     "vit-tiny": "ViT-style encoder, 2 layers x 192, 64x64 image, patch 8 (65 tokens)",
+    "t5-small@32": "T5-style encoder (RMS norm, relative position bias), 2 layers x 128, 32 tokens",
+    "whisper-small@100": "Whisper-style encoder (convolution front end), 2 layers x 128, 80 mels x 200 frames",
 }
 
 
@@ -67,6 +69,10 @@ def _model(name: str, work: Path) -> Path:
         return zt.dynamic_int8(model, work / "bert-small-int8.onnx") if name.endswith("-int8") else model
     if name == "vit-tiny":
         return zt.vit(work / "vit-tiny.onnx", layers=2, hidden=192, heads=3, image=64, patch=8)
+    if name == "t5-small@32":
+        return zt.t5_encoder(work / "t5-small.onnx", layers=2, hidden=128, heads=4, seq=32)
+    if name == "whisper-small@100":
+        return zt.whisper_encoder(work / "whisper-small.onnx", layers=2, hidden=128, heads=4, mels=80, frames=200)
     raise SystemExit(f"unknown model {name!r}: {', '.join(MODELS)}")
 
 
@@ -89,8 +95,10 @@ def prepare(args: argparse.Namespace) -> None:
     bundle = runtime_bundle("x86_64", args.python)
     runtime = out / "runtime"
     shutil.rmtree(runtime, ignore_errors=True)
-    # the GPU machine's own numpy serves (the bundle's is 60 MB of the 64 MiB that may travel)
-    shutil.copytree(bundle, runtime, ignore=shutil.ignore_patterns("numpy", "numpy.libs", "numpy-*", "bin", "3rdparty"))
+    # the GPU machine's own numpy serves, and C++ headers and sources are for compiling: what may
+    # travel to a lent machine is 64 MiB in all (the bundle's numpy alone is 60 MB)
+    shutil.copytree(bundle, runtime, ignore=shutil.ignore_patterns("numpy", "numpy.libs", "numpy-*", "bin", "3rdparty",
+                                                                   "include", "src"))
     built: dict[str, Any] = {"profile": args.profile, "python": args.python, "packages": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):

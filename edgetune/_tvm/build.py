@@ -58,7 +58,6 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
 
 
 def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choice: Any) -> tuple[Any, BuildInfo]:
-    from tvm import relax
 
     from .passes import pipeline
 
@@ -69,7 +68,9 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
             from .metaschedule.database import compile_with_records
 
             return compile_with_records(mod, target, records), BuildInfo(lw.key, {})
-        return tvm().compile(mod, target, relax_pipeline=relax.get_default_pipeline(target)), BuildInfo(lw.key, {})
+        from .schedules.gpu import cuda_pipeline
+
+        return tvm().compile(mod, target, relax_pipeline=cuda_pipeline(target)), BuildInfo(lw.key, {})
     fused = pipeline.fuse(mod, target, lw, conv_choice)
     from .metaschedule.database import apply_records
     from .metaschedule.tasks import kernel_workloads

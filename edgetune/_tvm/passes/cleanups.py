@@ -223,6 +223,11 @@ def _fold_call(call: Any) -> Any | None:
     name = op_name(call)
     if not is_tensor(call):  # shape- or tuple-valued calls (``shape_of``, ``split``) stay
         return None
+    if name == "relax.shape_to_tensor":  # a static shape (ONNX Gather's bound for negative indices)
+        values = getattr(call.args[0].ty, "values", None)
+        if values is None or not all(hasattr(v, "value") for v in values):
+            return None
+        return relax.const(np.array([int(v.value) for v in values], dtype="int64"), "int64")
     args = [const_array(a) for a in call.args if is_tensor(a)]
     if not args or any(a is None for a in args) or len(args) != sum(1 for a in call.args if is_tensor(a)):
         return None
@@ -236,6 +241,10 @@ def _fold_call(call: Any) -> Any | None:
     elif name in ("relax.expand_dims", "relax.reshape", "relax.squeeze", "relax.broadcast_to"):
         shape = [int(d) for d in call.ty.shape.values]
         out = np.broadcast_to(args[0], shape) if name == "relax.broadcast_to" else args[0].reshape(shape)
+    elif name == "relax.take" and len(args) == 2 and args[1].dtype.kind in "iu":
+        axis = call.attrs.axis
+        mode = "wrap" if call.attrs.mode == "wrap" else "clip"
+        out = np.take(args[0], args[1], axis=None if axis is None else int(axis), mode=mode)
     elif name == "relax.permute_dims":
         axes = call.attrs.axes
         out = np.transpose(args[0], None if axes is None else [int(a) for a in axes])
