@@ -39,7 +39,7 @@ def tune(
     tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker: measure on every board under --key."),
     key: str = typer.Option(None, "--key", help="Tracker key (default: the profile name)."),
     batch: int = typer.Option(32, "--batch", help="Candidates per measured batch."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per candidate before it counts as failed."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per candidate before it counts as failed: the cap, and the limit until a task's untuned kernel is timed (then 20x its time per run)."),
     early_stop: int = typer.Option(None, "--early-stop", help="Stop a task after this many batches without gain."),
     skip_tail: str = typer.Option("5%", "--skip-tail", help="Leave the smallest tasks at their default schedule while "
                                   "together they are at most this share of latency (0: tune every task)."),
@@ -161,6 +161,8 @@ def _render_result(result: Any) -> None:
     rate = f", {s.trials_per_min:.0f} trials/min" if s.trials_per_min else ""
     out.print(f"stopped: {result.stop_reason}; {s.spent_now} trials this run ({job} for this job), "
               f"{result.failures} failed candidates, {s.elapsed_s / 60:.1f} min{rate}; records in {result.records}")
+    if result.dropped:
+        out.print(f"  {result.dropped} candidates of the last batch were not run: the time budget ran out first")
     for e in result.errors:
         out.print(f"  [yellow]a failed candidate:[/] {e}")
     for c in result.conditions:

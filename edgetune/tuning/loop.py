@@ -80,6 +80,7 @@ class TuneLoop:
         self._conditions_at = -1e9
         self._probe_failed = False
         self.failures = 0
+        self.dropped = 0  # candidates the deadline cut off before they ran
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
         self.batches: dict[str, int] = {}
@@ -215,7 +216,7 @@ class TuneLoop:
             self._write_progress()  # where the run ended (also a run that measured nothing: its baselines)
         return TuneResult(self.snapshot(reason), self.store.dir, reason, reason == "interrupted", self.failures,
                           self.transferred, dict(self.batches), tuple(self.errors), dict(self.timers),
-                          tuple(self.conditions))
+                          tuple(self.conditions), self.dropped)
 
     def _warm_cost_model(self, per_task: int = 64) -> None:
         """On a resumed or shared database, train the cost model on the records first, so the
@@ -361,8 +362,15 @@ class TuneLoop:
 
     def _run_batch(self, kind: str, batch: Batch) -> bool:
         """Measure and commit one batch; False when the run was interrupted meanwhile (the batch
-        is saved all the same: its workers were not interrupted)."""
-        results = self._measure([c for _i, c in batch])
+        is saved all the same: its workers were not interrupted). Candidates the time budget's
+        deadline cut off before they ran are dropped: not measured, not failed, not counted."""
+        results = self._measure(batch)
+        kept = [n for n, r in enumerate(results) if r is not None]
+        if len(kept) < len(batch):
+            self.dropped += len(batch) - len(kept)
+            batch, results = [batch[n] for n in kept], [results[n] for n in kept]
+            if not batch:
+                return not self.stop_requested
         by_task: dict[int, list[int]] = defaultdict(list)
         for n, (i, _c) in enumerate(batch):
             by_task[i].append(n)
@@ -503,22 +511,57 @@ class TuneLoop:
 
     # ---- measuring
 
-    def _measure(self, batch: list[Any]) -> list[Any]:
+    # a candidate is timed once only when that run is this much slower than its task's best
+    HOPELESS = 3.0
+    # a candidate may take this many times its task's untuned kernel, for each call the evaluator
+    # makes (warm-up, probe, its runs), before it is killed
+    SLOWEST = 20.0
+
+    @property
+    def deadline(self) -> float | None:
+        """When the time budget runs out, on ``time.monotonic``'s clock (None: no time budget)."""
+        return None if self.opts.time_s is None else self.start + self.opts.time_s - self.seconds_before
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def candidate_timeout(self, i: int) -> float:
+        """How long one candidate of task i may take: loading it, then its evaluator's calls at
+        ``SLOWEST`` times the task's untuned kernel (``--timeout`` caps it; before the untuned
+        kernel is measured, ``--timeout`` itself)."""
+        base = self.scheduler.tasks[i].baseline
+        if base is None:
+            return self.opts.timeout
+        calls = 2 + 3 * 2  # warm-up and probe, then up to number × repeat runs (x2: min_repeat_ms)
+        return min(self.opts.timeout, self.runner.load_s + self.SLOWEST * base * calls)
+
+    def _cutoff(self, i: int) -> float | None:
+        best = self.scheduler.tasks[i].best
+        return None if best is None else self.HOPELESS * best
+
+    def _measure(self, batch: Batch) -> list[Any]:
+        """Results of a batch, in order; None for a candidate the deadline dropped."""
         ms = self.ms
+        if self._past_deadline():
+            return [None] * len(batch)
         with self._timed("build"):
-            built = self.builder.build([ms.builder_input(c, self.taskset.target) for c in batch])
+            built = self.builder.build([ms.builder_input(c, self.taskset.target) for _i, c in batch])
         ok = [n for n, b in enumerate(built) if b.error_msg is None]
         results: list[Any] = [ms.runner_result(None, "build: " + _last_line(b.error_msg)) for b in built]
         try:
             for b in built:
                 for phase, secs in ms.artifact_timing(b.artifact_path).items():
                     self.timers[f"worker_{phase}"] += secs
-            if ok:
+            if ok and self._past_deadline():
+                for n in ok:
+                    results[n] = None
+            elif ok:
                 with self._timed("run"):
-                    inputs = [ms.runner_input(built[n].artifact_path, self.runner.device_type, batch[n]) for n in ok]
-                    ran = [future.result() for future in self.runner.impl.run(inputs)]
-                for n, res in zip(ok, ran):
-                    results[n] = res
+                    inputs = [ms.runner_input(built[n].artifact_path, self.runner.device_type, batch[n][1]) for n in ok]
+                    timeout = max(self.candidate_timeout(batch[n][0]) for n in ok)
+                    futures = self.runner.impl.submit(inputs, timeout, [self._cutoff(batch[n][0]) for n in ok])
+                    for n, res in zip(ok, ms.collect(futures, self.deadline)):
+                        results[n] = res
         finally:
             for b in built:
                 ms.remove_artifact(b.artifact_path)

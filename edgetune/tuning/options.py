@@ -189,13 +189,14 @@ class TuneResult:
     errors: tuple[str, ...] = ()  # the first distinct candidate errors
     time_breakdown: dict[str, float] = field(default_factory=dict)  # seconds per phase of this run
     conditions: tuple[str, ...] = ()  # the measuring machine was throttled, hot or busy meanwhile
+    dropped: int = 0  # candidates built but not run: the time budget's deadline came first
 
     def to_json(self) -> dict[str, Any]:
         s = self.snapshot
         return {
             "device": s.device, "runner": s.runner, "records": str(self.records), "budget": s.budget,
             "time_budget_s": s.time_budget_s, "trials_total": s.spent, "trials_this_run": s.spent_now,
-            "failed_candidates": self.failures, "elapsed_s": round(s.elapsed_s, 1), "job_elapsed_s": round(s.spent_s, 1),
+            "failed_candidates": self.failures, "dropped_at_deadline": self.dropped, "elapsed_s": round(s.elapsed_s, 1), "job_elapsed_s": round(s.spent_s, 1),
             "trials_per_min": round(s.trials_per_min, 1) if s.trials_per_min else None,
             "time_breakdown_s": {k: round(v, 2) for k, v in self.time_breakdown.items()},
             "stop_reason": self.stop_reason, "interrupted": self.interrupted, "conditions": list(self.conditions),

@@ -26,6 +26,7 @@ class RunnerHandle:
     workers: int = 1
     # what would make the measurements lie now (throttled, hot, busy): edgetune_runtime.measure
     conditions: Callable[[], list[dict[str, str]]] = lambda: []
+    load_s: float = 15.0  # what a candidate costs before its first run: upload and load (local: load only)
 
 
 @contextlib.contextmanager
@@ -48,7 +49,7 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         default_threads()  # the workers that time candidates inherit the threads a package gets
         runner = ms.local_runner(evaluator, opts.timeout)
         try:
-            yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions)
+            yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions, load_s=3.0)
         finally:
             runner.close()
         return

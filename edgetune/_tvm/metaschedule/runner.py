@@ -76,10 +76,25 @@ def host_random_fill(tensor: Any) -> None:
     tensor.copyfrom(data)
 
 
+def _timed(rt_mod: Any, device: Any, evaluator: Any, args: list[Any], cutoff_s: float | None,
+           run: Callable[..., list[float]]) -> list[float]:
+    """``run(rt_mod, device, evaluator, args)`` — MetaSchedule's evaluator, every repeat — unless
+    one probe run (after the warm-up call every time evaluator makes) is already slower than
+    ``cutoff_s``: then that one time, which says enough about a hopeless candidate."""
+    if cutoff_s is not None:
+        probe = rt_mod.time_evaluator(rt_mod.entry_name, device, number=1, repeat=1)
+        device.sync()
+        first = float(probe(*args[0]).mean)
+        if first > cutoff_s:
+            return [first]
+    return [float(x) for x in run(rt_mod, device, evaluator, args)]
+
+
 def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_type: str,
-                args_info: tuple[Any, ...], *, timeout: float) -> list[float]:
+                args_info: tuple[Any, ...], cutoff_s: float | None = None, *, timeout: float) -> list[float]:
     """Upload, load and time one candidate on a board (runs in a runner worker, which the pool
-    kills after ``timeout``)."""
+    kills after its timeout; ``timeout`` bounds the connection); one run only when that is
+    slower than ``cutoff_s``."""
     from tvm.s_tir.meta_schedule.runner import rpc_runner as r
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
@@ -90,7 +105,8 @@ def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_typ
         remote_path = os.path.basename(artifact)
         rt_mod = r.default_upload_module(session, artifact, remote_path)
         args = alloc_argument_common(host_random_fill, device, args_info, 1)
-        return [float(x) for x in r.default_run_evaluator(session, rt_mod, device, evaluator, args)]
+        return _timed(rt_mod, device, evaluator, args, cutoff_s,
+                      functools.partial(r.default_run_evaluator, session))
     finally:
         with contextlib.suppress(Exception):
             session.get_function("tvm.rpc.server.remove")(remote_path)
@@ -114,16 +130,18 @@ def ping(endpoint: RpcEndpoint, timeout: float) -> None:
     connect(endpoint, timeout).cpu(0)
 
 
-def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tuple[Any, ...]) -> list[float]:
+def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tuple[Any, ...],
+                  cutoff_s: float | None = None) -> list[float]:
     """Load and time one candidate on this machine (runs in a runner worker), as MetaSchedule's
-    LocalRunner does: its argument allocation (random fill) and time evaluator."""
+    LocalRunner does: its argument allocation (random fill) and time evaluator; one run only
+    when that is slower than ``cutoff_s``."""
     from tvm.s_tir.meta_schedule.runner import local_runner as lr
 
     runtime = tvm().runtime
     rt_mod = runtime.load_module(artifact)
     device = runtime.device(device_type, 0)
     args = lr.default_alloc_argument(device, args_info, 1)
-    return [float(x) for x in lr.default_run_evaluator(rt_mod, device, evaluator, args)]
+    return _timed(rt_mod, device, evaluator, args, cutoff_s, lr.default_run_evaluator)
 
 
 @derived_object
@@ -137,6 +155,10 @@ class PoolFuture(classes().runner.PyRunnerFuture):
     def done(self) -> bool:
         return bool(self.future.done())
 
+    def cancel(self) -> bool:
+        """Drop the candidate if its timing has not started (True), else let it finish."""
+        return bool(self.future.cancel())
+
     def result(self) -> Any:
         try:
             return runner_result(self.future.result(), None)
@@ -144,6 +166,21 @@ class PoolFuture(classes().runner.PyRunnerFuture):
             return runner_result(None, f"timed out after {self.timeout:.0f} s")
         except Exception as err:  # noqa: BLE001 — a failed candidate is data
             return runner_result(None, f"{self.where} error: {last_line(err)}")
+
+
+def collect(futures: Sequence[Any], deadline: float | None) -> list[Any]:
+    """The futures' results in order; past ``deadline`` (``time.monotonic``), a candidate whose
+    timing has not started is dropped (None) and one that has is waited for (its timeout bounds it)."""
+    import time
+
+    results: list[Any] = []
+    dropped: set[int] = set()
+    for n, future in enumerate(futures):
+        if not dropped and deadline is not None and time.monotonic() >= deadline:
+            # all at once: one by one, each would start in the time the one before took to finish
+            dropped = {m for m in range(n, len(futures)) if futures[m].cancel()}
+        results.append(None if n in dropped else future.result())
+    return results
 
 
 @derived_object
@@ -161,9 +198,22 @@ class PoolRunner(classes().runner.PyRunner):
         self.pool = shielded_pool(workers, timeout, stderr=stderr)
 
     def run(self, runner_inputs: Sequence[Any]) -> list[Any]:
+        """MetaSchedule's interface: :meth:`submit` with the runner's timeout."""
+        return self.submit(runner_inputs)
+
+    def submit(self, runner_inputs: Sequence[Any], timeout: float | None = None,
+               cutoffs: Sequence[float | None] | None = None) -> list[PoolFuture]:
+        """Submit every candidate; each is killed after ``timeout`` (default, and at most: the
+        runner's), and timed once only when slower than its ``cutoffs`` entry. One batch at a
+        time: the pool reads its timeout as each job starts. Returns the Python futures
+        (:func:`collect` drops those a deadline leaves unstarted)."""
+        timeout = self.timeout if timeout is None else min(timeout, self.timeout)
+        self.pool._timeout = timeout  # TVM's PopenPoolExecutor has no per-job timeout; it reads this one
+        cutoffs = cutoffs or [None] * len(runner_inputs)
         futures = [self.pool.submit(self.measure, str(i.artifact_path), str(i.device_type),
-                                    tuple(a.as_json() for a in i.args_info)) for i in runner_inputs]
-        return [PoolFuture(f, self.timeout, self.where) for f in futures]
+                                    tuple(a.as_json() for a in i.args_info), cutoff)
+                   for i, cutoff in zip(runner_inputs, cutoffs)]
+        return [PoolFuture(f, timeout, self.where) for f in futures]
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
