@@ -24,3 +24,19 @@ def test_save_json_does_not_crash():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("ok")
+
+
+def test_runtime_bundles_follow_the_boards_python():
+    import pytest
+
+    from edgetune import bundle
+    from edgetune.errors import ToolchainError
+
+    assert bundle.bundle_key("aarch64", "3.10").startswith("aarch64-cp310-tvm")
+    assert bundle.bundle_key("aarch64") == bundle.bundle_key("aarch64", "3.11")  # Raspberry Pi OS bookworm's
+    host_numpy = f"numpy=={metadata.version('numpy')}"
+    assert host_numpy in bundle.requirements("3.11")
+    # numpy 2.3 has no Python 3.10 wheel (JetPack 6's Python): the newest release up to the host's that has one
+    assert f"numpy>=2.0,<={metadata.version('numpy')}" in bundle.requirements("3.10")
+    with pytest.raises(ToolchainError, match="no runtime bundle for Python 3.9"):
+        bundle.bundle_key("aarch64", "3.9")
