@@ -50,7 +50,8 @@ class PackageOptions:
     model: Path
     device: str
     output: Path
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # a dimension may be a range (lo, hi): a range package (edgetune.ranges)
+    input_shapes: Mapping[str, tuple[int | tuple[int, int], ...]] = field(default_factory=dict)
     bindings: Mapping[str, str] = field(default_factory=dict)  # --bind NAME=VALUE: inputs made constants
     verify: bool = True
     tar: bool = False
@@ -61,6 +62,7 @@ class PackageOptions:
     records: Path | None = None  # None: the profile's default records directory
     use_records: bool = True
     layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.targets.lowering_for)
+    buckets: tuple[int, ...] = ()  # a range package's compiled lengths (empty: edgetune.ranges.default_buckets)
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     manifest["files"] = {
         str(p.relative_to(root)): sha256_file(p)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != MANIFEST and "__pycache__" not in p.parts
+        if p.is_file() and p != root / MANIFEST and "__pycache__" not in p.parts
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
@@ -304,6 +306,10 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     Raises ProfileError, ToolchainError, ModelError (and subclasses), BuildError,
     VerificationError or PackageError. Nothing is left at ``opts.output`` on failure.
     """
+    from .ranges import package_range, split
+
+    if split(opts.input_shapes)[1] is not None:
+        return package_range(opts, progress)
     profile = resolve_device(opts.device)
     detect_format(opts.model)
     output = opts.output.resolve()

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
 
@@ -36,22 +37,48 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-def parse_input_shapes(items: list[str] | tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    """Parse ``NAME=1,3,224,224`` items; UsageError with the offending item otherwise."""
-    shapes: dict[str, tuple[int, ...]] = {}
+def parse_input_shapes(items: list[str] | tuple[str, ...], ranges: bool = False) -> dict[str, tuple[Any, ...]]:
+    """Parse ``NAME=1,3,224,224`` items — with ``ranges``, a dimension may be ``LO..HI``
+    (``input_ids=1,1..256``), parsed as ``(LO, HI)``; UsageError with the offending item otherwise."""
+    shapes: dict[str, tuple[Any, ...]] = {}
     for item in items:
         name, sep, dims = item.rpartition("=")
+        shape: tuple[Any, ...] = ()
         try:
-            shape = tuple(int(d) for d in dims.replace("x", ",").split(","))
+            shape = tuple(_dimension(d) for d in dims.replace("x", ",").split(","))
         except ValueError:
-            shape = ()
-        if not sep or not name or not shape or any(d <= 0 for d in shape):
+            pass
+        flat = [x for d in shape for x in (d if isinstance(d, tuple) else (d,))]
+        if not sep or not name or not shape or any(x <= 0 for x in flat) or \
+                any(isinstance(d, tuple) and d[0] > d[1] for d in shape):
             raise UsageError(
                 f"malformed --input-shape '{item}'",
-                "write it as NAME=D1,D2,... with positive integers, e.g. --input-shape input=1,3,224,224",
+                "write it as NAME=D1,D2,... with positive integers, e.g. --input-shape input=1,3,224,224"
+                + (" (a length range as LO..HI: input_ids=1,1..256)" if ranges else ""),
             )
+        if not ranges and any(isinstance(d, tuple) for d in shape):
+            raise UsageError(f"--input-shape '{item}' has a range: ranges are for `edgetune package` and `edgetune tune`",
+                             "give one length here (tune each length a range package compiles: its buckets)")
         shapes[name] = shape
     return shapes
+
+
+def parse_lengths(text: str, option: str) -> tuple[int, ...]:
+    """``32,64,128`` → (32, 64, 128); empty → (); UsageError for anything but positive integers."""
+    if not text.strip():
+        return ()
+    try:
+        lengths = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        lengths = (0,)
+    if any(n <= 0 for n in lengths):
+        raise UsageError(f"malformed {option} '{text}'", f"write it as positive integers: {option} 32,64,128,256")
+    return lengths
+
+
+def _dimension(text: str) -> int | tuple[int, int]:
+    lo, sep, hi = text.partition("..")
+    return (int(lo), int(hi)) if sep else int(text)
 
 
 def parse_bindings(items: list[str] | tuple[str, ...]) -> dict[str, str]:

@@ -62,7 +62,8 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
     from .loader import read_manifest
 
     m = read_manifest(args.package)
-    keys = ("format", "edgetune", "profile", "arch", "runtime", "model", "inputs", "outputs", "verification", "tuning")
+    keys = ("format", "edgetune", "profile", "arch", "runtime", "model", "inputs", "outputs", "verification", "tuning",
+            "kind", "range")
     return {k: m.get(k) for k in keys}
 
 

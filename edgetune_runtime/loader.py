@@ -36,6 +36,20 @@ def read_manifest(package: str | Path) -> dict[str, Any]:
 _HEX = set("0123456789abcdef")
 
 
+def validate_files(manifest: dict[str, Any]) -> None:
+    """Refuse a manifest whose files are not a map of names inside the package to sha256 digests."""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) == 64 and set(v) <= _HEX
+                                              for k, v in files.items()):
+        raise LoaderError("the package's manifest is malformed: 'files' is not a map of file names to sha256 digests",
+                          "package the model again")
+    for name in files:
+        parts = Path(name).parts
+        if not name or Path(name).is_absolute() or ".." in parts:
+            raise LoaderError(f"the package's manifest is malformed: file name {name!r} leaves the package directory",
+                              "package the model again")
+
+
 def validate_manifest(manifest: dict[str, Any]) -> None:
     """Refuse (LoaderError) a manifest whose fields are not what ``edgetune package`` writes: the
     library, its inputs and outputs, and the files and checksums the loader verifies — among them
@@ -43,14 +57,8 @@ def validate_manifest(manifest: dict[str, Any]) -> None:
     def bad(what: str) -> LoaderError:
         return LoaderError(f"the package's manifest is malformed: {what}", "package the model again")
 
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) and len(v) == 64 and set(v) <= _HEX
-                                              for k, v in files.items()):
-        raise bad("'files' is not a map of file names to sha256 digests")
-    for name in files:
-        parts = Path(name).parts
-        if not name or Path(name).is_absolute() or ".." in parts:
-            raise bad(f"file name {name!r} leaves the package directory")
+    validate_files(manifest)
+    files = manifest["files"]
     library = manifest.get("library")
     if not isinstance(library, str) or "/" in library or library in ("", ".", "..") or library not in files:
         raise bad(f"its library {library!r} is not one of the files it checks")
@@ -433,12 +441,22 @@ def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: f
     return dict(result, steps=steps) if steps else result
 
 
-def load(package: str | Path, verify_files: bool = True) -> Model:
-    """Load a package directory; raises PackageMismatchError if it is not for this machine."""
+def load(package: str | Path, verify_files: bool = True) -> Any:
+    """Load a package directory: a :class:`Model`, or for a package built for a range of lengths
+    a :class:`~edgetune_runtime.ranges.RangeModel`; raises PackageMismatchError if it is not for
+    this machine."""
+    from . import ranges
+
     root = Path(package)
     manifest = read_manifest(root)
     tvm = _tvm()
     check_compatible(manifest, tvm.__version__)
+    if ranges.is_range(manifest):
+        ranges.validate(manifest)
+        validate_files(manifest)
+        if verify_files:
+            _verify_files(root, manifest)
+        return ranges.RangeModel(root, manifest, lambda sub: load(sub, verify_files=False))  # checked above
     validate_manifest(manifest)
     if verify_files:
         _verify_files(root, manifest)

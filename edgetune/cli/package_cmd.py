@@ -15,7 +15,10 @@ def package(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
     device: str = typer.Option(..., "--device", "-d", help="Device profile (`edgetune targets`) or board (`edgetune devices list`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
-    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a "
+                                          "range, LO..HI (input_ids=1,1..256): one package for every length in it."),
+    buckets: str = typer.Option("", "--buckets", help="A range package's compiled lengths, e.g. 32,64,128,256 "
+                                "(default: the range's end, halving, at most 5)."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
@@ -33,12 +36,12 @@ def package(
     `edgetune tune` records are applied automatically)."""
     from ..package import PackageOptions
     from ..package import package as build_package
-    from ..util import parse_bindings, parse_input_shapes
+    from ..util import parse_bindings, parse_input_shapes, parse_lengths
 
-    opts = PackageOptions(model=model, device=device, output=output, input_shapes=parse_input_shapes(input_shape),
-                          bindings=parse_bindings(bind),
+    opts = PackageOptions(model=model, device=device, output=output,
+                          input_shapes=parse_input_shapes(input_shape, ranges=True), bindings=parse_bindings(bind),
                           verify=verify, tar=tar, force=force, rtol=rtol, atol=atol, records=records,
-                          use_records=use_records, layout=layout)
+                          use_records=use_records, layout=layout, buckets=parse_lengths(buckets, "--buckets"))
     with progress(not json_out) as report:
         result = build_package(opts, report)
     if json_out:
@@ -55,6 +58,11 @@ def package(
             out.print(f"  (tolerance rtol={v['tolerance']['rtol']:.3g}: {v['tolerance_why']})")
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
+    if m.get("kind") == "range":
+        r = m["range"]
+        lengths = ", ".join((v.get("lengths") or {}).keys())
+        out.print(f"  lengths {r['min']}..{r['max']}: buckets {', '.join(map(str, r['buckets']))} (a call runs the next "
+                  f"bucket up, padded; checked at lengths {lengths or '-'})")
     for note in m["model"].get("notes", []):
         out.print(f"  import: {note}")
     if m.get("bound_inputs"):
@@ -62,7 +70,11 @@ def package(
                   + ", ".join(f"{k}={v}" for k, v in m["bound_inputs"].items()))
     t = m.get("tuning")
     sched = m.get("schedules") or {}
-    if t:
+    if m.get("kind") == "range":
+        tuned = {b: x["tuning"] for b, x in m["range"]["per_bucket"].items() if x["tuning"]}
+        out.print(f"  tuned kernels per bucket: {tuned}" if tuned else
+                  "  untuned (default schedules): `edgetune tune` at the buckets' lengths can make it faster")
+    elif t:
         est = f", estimated {t['estimated_latency_ms']:.3f} ms on the board" if t.get("estimated_latency_ms") else ""
         out.print(f"  tuned kernels: {t['tuned_tasks']} of {t['total_tasks']} ({t['trials']} trials{est}); "
                   "the rest use default schedules")

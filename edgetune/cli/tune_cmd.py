@@ -45,7 +45,9 @@ def tune(
                                   "together they are at most this share of latency (0: tune every task)."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
-    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
+    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a range, "
+                                          "LO..HI: each length a range package compiles is tuned, as network NET@LENGTH."),
+    buckets: str = typer.Option("", "--buckets", help="A range's lengths, as `edgetune package --buckets` takes them."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -56,10 +58,11 @@ def tune(
     from ..tuning.session import TuneOptions
     from ..tuning.session import list_tasks as list_task_table
     from ..tuning.session import tune as run_tune
-    from ..tuning.tasks import network_names
-    from ..util import parse_bindings, parse_input_shapes
+    from ..tuning.tasks import networks_of
+    from ..util import parse_bindings, parse_input_shapes, parse_lengths
 
-    names = network_names(models)
+    shapes, lengths = parse_input_shapes(input_shape, ranges=True), parse_lengths(buckets, "--buckets")
+    names = tuple(name for _p, name, _s in networks_of(models, shapes, lengths))
     targets, relative = parse_targets(latency, names)
     opts = TuneOptions(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
@@ -67,7 +70,7 @@ def tune(
         weights=parse_amounts(weight, names, "weight", unit=False), targets=targets, relative_targets=relative, baseline=baseline,
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
-        early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=parse_input_shapes(input_shape), population=population,
+        early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=shapes, buckets=lengths, population=population,
         bindings=parse_bindings(bind))
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)

@@ -21,7 +21,7 @@ def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None
     profile's fp32 peak in GFLOP/s (None if unknown)."""
     opts.check()
     profile = resolve_device(opts.device)
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings)
+    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     if not store.exists():
         return tasks, {}, _tvm.peak_gflops(profile, tasks.target)
@@ -44,7 +44,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     profile = resolve_device(opts.device)
     cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings)
+    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets)
     opts = _time_baselines(opts, profile, tasks, notice)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock():

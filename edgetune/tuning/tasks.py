@@ -81,17 +81,38 @@ def network_names(paths: Sequence[Path]) -> tuple[str, ...]:
     return names
 
 
-def build_task_set(paths: Sequence[Path], profile: Profile,
-                   input_shapes: Mapping[str, tuple[int, ...]] | None = None, layout: str = "auto",
-                   bindings: Mapping[str, str] | None = None) -> TaskSet:
-    """Import every model and extract its kernels for ``profile``'s target, lowered as the
-    build lowers them for ``layout``."""
+def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...]] | None = None,
+                buckets: Sequence[int] = ()) -> list[tuple[Path, str, dict[str, tuple[int, ...]]]]:
+    """The networks a job tunes, each (model, name, its input shapes): a model, named by its file
+    stem — or, for a model with a length range (``--input-shape ids=1,1..256``), one network per
+    bucket a range package compiles (``NET@LENGTH``: ``--buckets`` or the default ones), so the
+    buckets' kernels are tuned with the objective's weights (``--weight enc@128=2``)."""
+    from ..ranges import check_buckets, default_buckets, split
+
     names = network_names(paths)
+    out = []
+    for path, name, shapes in zip(paths, names, shapes_per_model(list(paths), list(names), input_shapes or {})):
+        fixed, rng = split(shapes)
+        if rng is None:
+            out.append((path, name, shapes))
+            continue
+        lengths = check_buckets(list(buckets), rng) if buckets else default_buckets(rng.lo, rng.hi)
+        out += [(path, f"{name}@{b}", rng.shapes_at(b, fixed)) for b in lengths]
+    return out
+
+
+def build_task_set(paths: Sequence[Path], profile: Profile,
+                   input_shapes: Mapping[str, tuple[Any, ...]] | None = None, layout: str = "auto",
+                   bindings: Mapping[str, str] | None = None, buckets: Sequence[int] = ()) -> TaskSet:
+    """Import every network (:func:`networks_of`) and extract its kernels for ``profile``'s
+    target, lowered as the build lowers them for ``layout``."""
     target = _tvm.make_target(profile.target_spec())
     key = _tvm.lowering_for(target, layout).key
-    shapes = shapes_per_model(list(paths), list(names), input_shapes or {})
-    binds = bindings_per_model(list(paths), list(names), bindings or {})
-    models = tuple(import_model(p, s, b) for p, s, b in zip(paths, shapes, binds))
+    nets = networks_of(paths, input_shapes, buckets)
+    stems = network_names(paths)
+    binds = dict(zip(paths, bindings_per_model(list(paths), list(stems), bindings or {})))
+    names = tuple(name for _p, name, _s in nets)
+    models = tuple(import_model(p, s, binds[p]) for p, _n, s in nets)
     merged: dict[str, dict[str, Any]] = {}
     for j, model in enumerate(models):
         for wl in model_workloads(model, target, key):

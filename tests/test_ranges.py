@@ -1,0 +1,133 @@
+"""Range packages (``--input-shape input_ids=1,1..N``): buckets, padding and cutting back,
+the range's own reference check at lengths no bucket has, and what they refuse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import zoo_transformers as zt
+from onnx import TensorProto, helper
+
+import edgetune_runtime
+from edgetune.errors import UsageError, VerificationError
+from edgetune.package import PackageOptions, package
+from edgetune.ranges import LengthRange, check_lengths, default_buckets, split
+from edgetune.util import parse_input_shapes
+from edgetune_runtime import InputError
+
+NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def test_ranges_parse_for_package_only():
+    assert parse_input_shapes(["input_ids=1,1..256"], ranges=True) == {"input_ids": (1, (1, 256))}
+    with pytest.raises(UsageError, match="ranges are for `edgetune package` and `edgetune tune`"):
+        parse_input_shapes(["input_ids=1,1..256"])
+    for bad in ("x=1,9..2", "x=1,0..4", "x=1,a..4"):
+        with pytest.raises(UsageError, match="malformed --input-shape"):
+            parse_input_shapes([bad], ranges=True)
+    with pytest.raises(UsageError, match="ranges differ"):
+        split({"a": (1, (1, 64)), "b": (1, (1, 32))})
+    with pytest.raises(UsageError, match="2 ranged dimensions"):
+        split({"a": ((1, 2), (1, 64))})
+
+
+@pytest.mark.parametrize("lo, hi, buckets", [(1, 256, [16, 32, 64, 128, 256]), (10, 100, [16, 32, 56, 100]),
+                                             (64, 64, [64]), (1, 4096, [256, 512, 1024, 2048, 4096])])
+def test_default_buckets_halve_from_the_end(lo, hi, buckets):
+    assert default_buckets(lo, hi) == buckets
+    lengths = check_lengths(LengthRange(lo, hi, {}, {}), buckets)
+    assert lengths[0] == lo and lengths[-1] == hi
+    assert len(buckets) == 1 or any(n not in buckets for n in lengths)  # padding is exercised
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory) -> Path:
+    """A BERT-style encoder whose sequence axis is dynamic in the file, as exporters write it."""
+    return zt.bert(tmp_path_factory.mktemp("range") / "enc.onnx", layers=1, hidden=32, heads=2, seq=8, vocab=50,
+                   dynamic=True)
+
+
+def _ranged(hi: int, lo: int = 1) -> dict:
+    return {name: (1, (lo, hi)) for name in NAMES}
+
+
+def _inputs(length: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mask = np.ones((1, length), "int64")
+    mask[0, max(1, length * 3 // 4):] = 0  # a caller's own padding inside its length stays the caller's
+    return {"input_ids": rng.integers(0, 50, (1, length)).astype("int64"), "attention_mask": mask,
+            "token_type_ids": rng.integers(0, 2, (1, length)).astype("int64")}
+
+
+def test_one_package_serves_every_length_in_its_range(encoder, tmp_path):
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(40)))
+    m = result.manifest
+    assert m["kind"] == "range" and m["range"]["buckets"] == [8, 16, 24, 40]
+    v = m["verification"]
+    assert v["status"] == "passed" and sorted(v["lengths"], key=int) == ["1", "21", "40"], v
+    assert sorted(p.name for p in result.path.iterdir() if p.is_dir()) == ["b16", "b24", "b40", "b8", "edgetune_runtime"]
+    model = edgetune_runtime.load(result.path)
+    session = ort.InferenceSession(str(encoder))
+    for length in (1, 7, 8, 9, 23, 40):
+        inputs = _inputs(length, length)
+        (name, got), = model.run(**inputs).items()
+        want = session.run(None, inputs)[0]
+        assert got.shape == want.shape == (1, length, 32)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(InputError, match=r"length 41 is outside the package's range 1\.\.40") as info:
+        model.run(**_inputs(41, 0))
+    assert "1..41" in info.value.hint
+    uneven = _inputs(9, 0)
+    uneven["attention_mask"] = uneven["attention_mask"][:, :8]
+    with pytest.raises(InputError, match="lengths differ"):
+        model.run(**uneven)
+    assert model.check()["passed"]
+
+
+def test_a_model_that_padding_changes_fails_its_range_check_and_leaves_nothing(tmp_path):
+    """Without a mask, the padded positions take part: x − mean(x over the sequence)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n", 4])
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1), helper.make_node("Sub", ["x", "m"], ["y"])]
+    model = tmp_path / "centre.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "centre", [x], [y]), opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+              str(model))
+    out = tmp_path / "pkg"
+    with pytest.raises(VerificationError, match="padding changes this model's outputs") as info:
+        package(PackageOptions(model=model, device="host", output=out, input_shapes={"x": (1, (1, 32), 4)}))
+    assert "one at a time" in info.value.hint
+    assert not out.exists() and not list(tmp_path.glob(".pkg.*"))
+
+
+@pytest.mark.qemu
+def test_a_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qemu):
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "pi", input_shapes=_ranged(32),
+                                    buckets=(16, 32)))
+    v = result.manifest["verification"]
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["1", "25", "32"], v
+
+
+@pytest.mark.slow
+def test_tuning_a_range_tunes_each_bucket_and_its_package_applies_them(encoder, tmp_path):
+    from conftest import run_edgetune
+
+    records = tmp_path / "records"
+    shapes = [f"--input-shape={name}=1,1..16" for name in NAMES]
+    res = run_edgetune("tune", str(encoder), "--device", "host", *shapes, "--records", str(records), "--trials", "12",
+                       "--batch", "4", "--population", "16", "--weight", "enc@16=2", "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads(res.stdout)
+    assert [n["name"] for n in summary["networks"]] == ["enc@8", "enc@16"] and summary["trials_this_run"] > 0
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(16),
+                                    records=records))
+    per = result.manifest["range"]["per_bucket"]
+    assert per["8"]["tuning"] > 0 and per["16"]["tuning"] > 0, per
+    assert result.manifest["verification"]["status"] == "passed"
