@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from edgetune_runtime.loader import REFERENCE
+from edgetune_runtime.ranges import RANGE_REFERENCE
 
 from .. import _tvm
 from ..errors import RemoteCommandError, RemoteError, RpcError, UsageError
@@ -53,8 +54,17 @@ class BenchResult:
         return dict(self.__dict__)
 
 
+def _has_reference(package: Path) -> None:
+    """RemoteError for a package without reference data (its inputs are what is timed)."""
+    if not (package / REFERENCE).is_file() and not (package / RANGE_REFERENCE).is_file():
+        raise RemoteError(f"{package} has no reference data (built with --no-verify)", "package it again without --no-verify")
+
+
 def _inputs_and_reference(package: Path) -> tuple[dict[str, Any], list[np.ndarray], dict[str, np.ndarray]]:
     manifest = read_manifest(package)
+    if manifest.get("kind") == "range":
+        raise UsageError("a range package is timed by its loader, bucket by bucket, not over RPC",
+                         "edgetune bench PACKAGE --device BOARD (a board added with `edgetune devices add`) or host")
     ref = package / REFERENCE
     if not ref.is_file():
         raise RemoteError(f"{package} has no reference data (built with --no-verify)", "package it again without --no-verify")
@@ -125,6 +135,7 @@ class Measurement:
     profile: dict[str, Any] | None = None
     kernels_known: bool = field(default=True)
     baseline: dict[str, Any] | None = None  # its latency statistics, runtime and ratio_p50
+    buckets: dict[str, Any] | None = None  # a range package: each bucket's own measurement (latency: the largest's)
 
     @property
     def bad(self) -> list[str]:
@@ -143,7 +154,7 @@ def measure_package(opts: MeasureOptions) -> Measurement:
         raise UsageError("--runs must be at least 2", "e.g. --runs 50")
     package = opts.package.resolve()
     manifest = read_manifest(package)
-    _inputs_and_reference(package)  # a package without reference data fails before anything runs
+    _has_reference(package)  # a package without reference data fails before anything runs
     args = ["-m", "edgetune_runtime", "bench", ".", "--json", "--runs", str(opts.runs),
             "--max-warmup", str(opts.max_warmup_s)] + (["--profile"] if opts.profile else [])
     check_args = ["-m", "edgetune_runtime", "check", ".", "--json"]
@@ -173,7 +184,8 @@ def measure_package(opts: MeasureOptions) -> Measurement:
                         extra = ["--baseline", model.name]
                     check, result = _on_board(rb, remote, check_args), _on_board(rb, remote, args + extra)
     out = Measurement(opts.device, result["latency"], result["system"], result["warnings"], result.get("threads"),
-                      check, result.get("profile"), bool(manifest.get("kernels")), result.get("baseline"))
+                      check, result.get("profile"), bool(manifest.get("kernels")), result.get("baseline"),
+                      result.get("buckets"))
     if opts.strict and out.bad:
         raise UsageError(f"refused to measure on {opts.device}: " + "; ".join(out.bad),
                          "let the board cool down or stop what keeps it busy, or drop --strict")
