@@ -112,16 +112,23 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full
     import. With ``device``, also the kernels an untuned package for it has and the default
     schedule each gets (``naive``: plain loops)."""
+    from .ranges import default_buckets, split
+
     fmt = detect_format(path)
     facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)
     inputs, outputs, ops, unsupported, params, nbytes = facts
     flops, error, notes, kernels, quantization = None, None, [], None, None
+    fixed, rng = split(input_shapes or {})
+    if rng is not None:  # a length range: what a range package compiles, the figures at its longest
+        input_shapes = rng.shapes_at(rng.hi, fixed)
+        notes.append(f"length range {rng.lo}..{rng.hi}: a range package compiles buckets "
+                     f"{', '.join(map(str, default_buckets(rng.lo, rng.hi)))}; the figures here are for length {rng.hi}")
     recurrent, control, bindable = _onnx_structure(path, input_shapes or {}, bindings or {}) if fmt == "onnx" else ([], [], [])
     if not unsupported:
         try:
             imported = import_model(path, input_shapes, bindings)
             flops = _tvm.estimate_flops(imported.mod)
-            notes = list(imported.notes)
+            notes += list(imported.notes)
             target = None
             if device:
                 from .devices import resolve_device

@@ -57,7 +57,7 @@ def parse_input_shapes(items: list[str] | tuple[str, ...], ranges: bool = False)
                 + (" (a length range as LO..HI: input_ids=1,1..256)" if ranges else ""),
             )
         if not ranges and any(isinstance(d, tuple) for d in shape):
-            raise UsageError(f"--input-shape '{item}' has a range: ranges are for `edgetune package` and `edgetune tune`",
+            raise UsageError(f"--input-shape '{item}' has a range: ranges are for `edgetune package`, `tune` and `inspect`",
                              "give one length here (tune each length a range package compiles: its buckets)")
         shapes[name] = shape
     return shapes

@@ -26,7 +26,7 @@ NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 def test_ranges_parse_for_package_only():
     assert parse_input_shapes(["input_ids=1,1..256"], ranges=True) == {"input_ids": (1, (1, 256))}
-    with pytest.raises(UsageError, match="ranges are for `edgetune package` and `edgetune tune`"):
+    with pytest.raises(UsageError, match="ranges are for `edgetune package`, `tune` and `inspect`"):
         parse_input_shapes(["input_ids=1,1..256"])
     for bad in ("x=1,9..2", "x=1,0..4", "x=1,a..4"):
         with pytest.raises(UsageError, match="malformed --input-shape"):
@@ -131,3 +131,11 @@ def test_tuning_a_range_tunes_each_bucket_and_its_package_applies_them(encoder, 
     per = result.manifest["range"]["per_bucket"]
     assert per["8"]["tuning"] > 0 and per["16"]["tuning"] > 0, per
     assert result.manifest["verification"]["status"] == "passed"
+
+
+def test_inspect_reports_a_range_at_its_longest_with_the_buckets(encoder):
+    from edgetune.report import inspect_model
+
+    report = inspect_model(encoder, _ranged(64, lo=4))
+    assert report.import_error is None and any("length range 4..64: a range package compiles buckets 8, 16, 32, 64" in n
+                                        for n in report.notes), report.notes

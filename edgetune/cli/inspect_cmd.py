@@ -30,7 +30,7 @@ def inspect(
     from ..report import inspect_model
     from ..util import parse_bindings, parse_input_shapes
 
-    report = inspect_model(model, parse_input_shapes(input_shape), device, layout, parse_bindings(bind))
+    report = inspect_model(model, parse_input_shapes(input_shape, ranges=True), device, layout, parse_bindings(bind))
     if json_out:
         print_json(report.to_json())
         return
