@@ -715,3 +715,31 @@ def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4
         assert json.loads(check.stdout.strip().splitlines()[-1])["passed"]
         assert rb.conn.run(["ls", "-A", f"{rb.root}/packages"]).stdout.split() == ["net-pi4"]
     _no_orphans(sb)
+
+
+def test_a_range_package_deploys_and_each_bucket_is_timed_on_the_board(boards, tmp_path):
+    """A range package (two buckets of a small text encoder) on a board: deployed and checked
+    there at lengths no bucket has, each bucket timed by the board's loader."""
+    import zoo_transformers as zt
+
+    from edgetune.package import PackageOptions, package
+
+    sb = boards()
+    add = run_edgetune("devices", "add", "rangepi", "--profile", "pi4", "--host", sb.host, "--user", sb.user,
+                       "--key", str(sb.key))
+    assert add.returncode == 0, add.stderr
+    assert run_edgetune("devices", "setup", "rangepi").returncode == 0
+    encoder = zt.bert(tmp_path / "enc.onnx", layers=1, hidden=32, heads=2, seq=8, vocab=50, dynamic=True)
+    shapes = {name: (1, (1, 24)) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    pkg = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-range", input_shapes=shapes,
+                                 buckets=(8, 24))).path
+    deploy = run_edgetune("deploy", str(pkg), "--device", "rangepi", "--json")
+    assert deploy.returncode == 0, deploy.stderr
+    check = json.loads(deploy.stdout)["check"]
+    assert check["passed"] and sorted(check["lengths"], key=int) == ["1", "17", "24"], check
+    bench = run_edgetune("bench", str(pkg), "--device", "rangepi", "--runs", "5", "--json")
+    assert bench.returncode == 0, bench.stderr
+    m = json.loads(bench.stdout)
+    assert sorted(m["buckets"], key=int) == ["8", "24"] and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
+    assert m["check"]["passed"]
+    _no_orphans(sb)
