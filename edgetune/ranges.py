@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -108,16 +109,17 @@ def check_lengths(rng: LengthRange, buckets: list[int]) -> list[int]:
 
 def package_range(opts: Any, progress: Any) -> Any:
     """Build the range package ``opts`` asks for (``opts.input_shapes`` holds the range)."""
-    from .package import PackageResult, _install, package, run_check, write_manifest, write_tarball
+    from .package import PackageResult, _check_output, _install, package, remove_stale, run_check, write_manifest, write_tarball
 
     fixed, rng = split(opts.input_shapes)
     assert rng is not None
     buckets = check_buckets(list(opts.buckets), rng) if opts.buckets else default_buckets(rng.lo, rng.hi)
     output = opts.output.resolve()
-    if output.exists() and any(output.iterdir()) and not opts.force:
-        raise PackageError(f"output directory {output} is not empty", "pass --force to replace it, or choose another -o path")
+    _check_output(output, opts.force)
+    _profile(opts)  # an unknown device fails before anything is built
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    remove_stale(output)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-{os.getpid()}-", dir=output.parent))
     start = time.perf_counter()
     try:
         subs = {}
