@@ -65,7 +65,9 @@ def test_past_the_deadline_what_has_not_started_is_dropped(tmp_path):
     runner = ms.local_runner(ms.Evaluator(number=1, repeat=1, min_repeat_ms=0), timeout=120.0)
     try:
         futures = runner.submit(_inputs(artifact, args, 4))
-        results = ms.collect(futures, deadline=time.monotonic())  # the deadline is now: one worker, one started
+        while not (futures[0].future.running() or futures[0].done()):  # the first one has started (one worker)
+            time.sleep(0.01)
+        results = ms.collect(futures, deadline=time.monotonic())  # then the deadline passes
         again = ms.collect(runner.submit(_inputs(artifact, args, 2)), deadline=None)
     finally:
         runner.close()
