@@ -177,17 +177,24 @@ def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: s
         manifest["verification"].update(status="skipped", reason=where)
         log.warning("reference check skipped: %s", where)
         return
+    record_check(manifest["verification"], result, where)
     outputs = result["outputs"]
-    manifest["verification"].update(
+    if not result["passed"]:
+        worst = ", ".join(f"{k}: max abs {v.get('max_abs_error', v.get('error'))}" for k, v in outputs.items() if not v["passed"])
+        raise VerificationError(f"package output disagrees with {ref_label} beyond tolerance (rtol={rtol}, atol={opts.atol}): {worst}")
+
+
+def record_check(verification: dict[str, Any], result: dict[str, Any], where: str) -> None:
+    """A reference check's outcome in the manifest's ``verification``: status, where it ran,
+    the worst errors and each output's comparison."""
+    outputs = result["outputs"]
+    verification.update(
         status="passed" if result["passed"] else "failed",
         executed_on=where,
         max_abs_error=max((o.get("max_abs_error", float("inf")) for o in outputs.values()), default=0.0),
         max_rel_error=max((o.get("max_rel_error", float("inf")) for o in outputs.values()), default=0.0),
         outputs=outputs,
     )
-    if not result["passed"]:
-        worst = ", ".join(f"{k}: max abs {v.get('max_abs_error', v.get('error'))}" for k, v in outputs.items() if not v["passed"])
-        raise VerificationError(f"package output disagrees with {ref_label} beyond tolerance (rtol={rtol}, atol={opts.atol}): {worst}")
 
 
 def _install(staging: Path, output: Path) -> None:

@@ -109,6 +109,7 @@ def check_lengths(rng: LengthRange, buckets: list[int]) -> list[int]:
 
 def package_range(opts: Any, progress: Any) -> Any:
     """Build the range package ``opts`` asks for (``opts.input_shapes`` holds the range)."""
+    from .devices import resolve_device
     from .package import PackageResult, _check_output, _install, package, remove_stale, run_check, write_manifest, write_tarball
 
     fixed, rng = split(opts.input_shapes)
@@ -116,7 +117,7 @@ def package_range(opts: Any, progress: Any) -> Any:
     buckets = check_buckets(list(opts.buckets), rng) if opts.buckets else default_buckets(rng.lo, rng.hi)
     output = opts.output.resolve()
     _check_output(output, opts.force)
-    _profile(opts)  # an unknown device fails before anything is built
+    profile = resolve_device(opts.device)  # an unknown device fails before anything is built
     output.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(output)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-{os.getpid()}-", dir=output.parent))
@@ -131,13 +132,13 @@ def package_range(opts: Any, progress: Any) -> Any:
         manifest = _manifest(subs, rng, buckets)
         copy_loader(staging)
         if opts.verify:
-            progress(f"checking lengths {', '.join(map(str, check_lengths(rng, buckets)))} against the reference")
-            _write_reference(staging, opts, rng, fixed, check_lengths(rng, buckets))
+            lengths = check_lengths(rng, buckets)
+            progress(f"checking lengths {', '.join(map(str, lengths))} against the reference")
+            _write_reference(staging, opts, rng, fixed, lengths)
             manifest["verification"] = dict(subs[buckets[-1]]["verification"], status="pending")
             for key in ("outputs", "max_abs_error", "max_rel_error", "executed_on"):
                 manifest["verification"].pop(key, None)
             write_manifest(staging, manifest)
-            profile = _profile(opts)
             result, where = run_check(staging, profile)
             _record_check(manifest, result, where)
         else:
@@ -149,12 +150,6 @@ def package_range(opts: Any, progress: Any) -> Any:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return PackageResult(output, manifest, tarball, {"total_s": manifest["build"]["total_s"]})
-
-
-def _profile(opts: Any) -> Any:
-    from .devices import resolve_device
-
-    return resolve_device(opts.device)
 
 
 def _manifest(subs: dict[int, dict[str, Any]], rng: LengthRange, buckets: list[int]) -> dict[str, Any]:
@@ -200,15 +195,14 @@ def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str
 
 
 def _record_check(manifest: dict[str, Any], result: dict[str, Any] | None, where: str) -> None:
+    from .package import record_check
+
     v = manifest["verification"]
     if result is None:
         v.update(status="skipped", reason=where)
         return
-    outputs = result["outputs"]
-    v.update(status="passed" if result["passed"] else "failed", executed_on=where, lengths=result.get("lengths"),
-             max_abs_error=max((o.get("max_abs_error", float("inf")) for o in outputs.values()), default=0.0),
-             max_rel_error=max((o.get("max_rel_error", float("inf")) for o in outputs.values()), default=0.0),
-             outputs=outputs)
+    record_check(v, result, where)
+    v["lengths"] = result.get("lengths")
     if not result["passed"]:
         bad = [length for length, r in (result.get("lengths") or {}).items() if not r["passed"]]
         raise VerificationError(

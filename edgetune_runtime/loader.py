@@ -394,11 +394,7 @@ class Model:
 
     def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
         """Run the stored reference inputs and compare with the stored reference outputs."""
-        tol = dict(DEFAULT_TOLERANCE, **self.manifest.get("verification", {}).get("tolerance", {}))
-        if rtol is not None:
-            tol["rtol"] = rtol
-        if atol is not None:
-            tol["atol"] = atol
+        tol = tolerance(self.manifest, rtol, atol)
         if not (self.root / REFERENCE).is_file():
             raise LoaderError("package has no reference data", "it was built with --no-verify")
         got = self.run(*self.reference_inputs())
@@ -416,6 +412,16 @@ def _threads() -> int | None:
 # Floats: |out - ref| <= atol + rtol * max|ref|. Integer (quantized) outputs: within int_atol steps,
 # as are float outputs dequantized from integers (``steps``: output name → the step's size).
 DEFAULT_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5, "int_atol": 1}
+
+
+def tolerance(manifest: dict[str, Any], rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
+    """The check's tolerance: the defaults, the package's own (its manifest), then the caller's."""
+    tol = dict(DEFAULT_TOLERANCE, **manifest.get("verification", {}).get("tolerance", {}))
+    if rtol is not None:
+        tol["rtol"] = rtol
+    if atol is not None:
+        tol["atol"] = atol
+    return tol
 
 
 def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float, int_atol: int = 1,
@@ -451,15 +457,11 @@ def load(package: str | Path, verify_files: bool = True) -> Any:
     manifest = read_manifest(root)
     tvm = _tvm()
     check_compatible(manifest, tvm.__version__)
-    if ranges.is_range(manifest):
-        ranges.validate(manifest)
-        validate_files(manifest)
-        if verify_files:
-            _verify_files(root, manifest)
-        return ranges.RangeModel(root, manifest, lambda sub: load(sub, verify_files=False))  # checked above
-    validate_manifest(manifest)
+    (ranges.validate if ranges.is_range(manifest) else validate_manifest)(manifest)
     if verify_files:
         _verify_files(root, manifest)
+    if ranges.is_range(manifest):  # its buckets' files are among those just checked
+        return ranges.RangeModel(root, manifest, lambda sub: load(sub, verify_files=False))
     kind = manifest.get("runtime", {}).get("kind", "cpu")
     if kind == "cuda":
         _check_cuda_runtime(tvm)

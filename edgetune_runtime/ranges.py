@@ -30,10 +30,13 @@ def is_range(manifest: dict[str, Any]) -> bool:
 
 
 def validate(manifest: dict[str, Any]) -> None:
-    """Refuse a range manifest whose range, buckets or axes are not what ``edgetune package`` writes."""
+    """Refuse a range manifest whose files, range, buckets or axes are not what ``edgetune package`` writes."""
+    from .loader import validate_files
+
     def bad(what: str) -> LoaderError:
         return LoaderError(f"the range package's manifest is malformed: {what}", "package the model again")
 
+    validate_files(manifest)
     rng = manifest.get("range")
     if not isinstance(rng, dict):
         raise bad("no 'range'")
@@ -66,13 +69,17 @@ class RangeModel:
         rng = manifest["range"]
         self.min, self.max, self.buckets = int(rng["min"]), int(rng["max"]), [int(b) for b in rng["buckets"]]
         self._dirs = {int(k): v for k, v in rng["packages"].items()}
-        self._pad = {k: v for k, v in (rng.get("pad") or {}).items()}
+        self._pad = dict(rng.get("pad") or {})
         self._load_bucket = load_bucket
         self._loaded: dict[int, Any] = {}
 
+    def bucket_length(self, length: int) -> int:
+        """The bucket that serves ``length``: the smallest at least as long."""
+        return next(b for b in self.buckets if b >= length)
+
     def bucket(self, length: int) -> Any:
         """The fixed-length package that serves ``length`` (loaded on first use)."""
-        b = next(b for b in self.buckets if b >= length)
+        b = self.bucket_length(length)
         if b not in self._loaded:
             self._loaded[b] = self._load_bucket(self.root / self._dirs[b])
         return self._loaded[b]
@@ -114,15 +121,15 @@ class RangeModel:
         """One inference at the inputs' own length; outputs cut back to it."""
         named = self._named(args, kwargs)
         length = self.length_of(named)
-        model = self.bucket(length)
+        model, size = self.bucket(length), self.bucket_length(length)
         padded = {}
         for spec in self.inputs:
             key = spec["original_name"] if spec["original_name"] in named else spec["name"]
             value = named.get(key)
             axis = spec.get("range_axis")
-            if value is not None and axis is not None and value.shape[axis] < model_length(model, spec):
+            if value is not None and axis is not None and value.shape[axis] < size:
                 widths = [(0, 0)] * value.ndim
-                widths[axis] = (0, model_length(model, spec) - value.shape[axis])
+                widths[axis] = (0, size - value.shape[axis])
                 value = np.pad(value, widths, constant_values=np.asarray(self._pad.get(spec["original_name"], 0),
                                                                            dtype=value.dtype))
             if value is not None:
@@ -139,13 +146,9 @@ class RangeModel:
     def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
         """Run the stored inputs at each checked length and compare with the runtime's outputs
         at that length; ``lengths`` holds each one's comparison."""
-        from .loader import DEFAULT_TOLERANCE, compare
+        from .loader import compare, tolerance
 
-        tol = dict(DEFAULT_TOLERANCE, **self.manifest.get("verification", {}).get("tolerance", {}))
-        if rtol is not None:
-            tol["rtol"] = rtol
-        if atol is not None:
-            tol["atol"] = atol
+        tol = tolerance(self.manifest, rtol, atol)
         path = self.root / RANGE_REFERENCE
         if not path.is_file():
             raise LoaderError("package has no reference data", "it was built with --no-verify")
@@ -162,8 +165,7 @@ class RangeModel:
                 if cur is None or (cur["passed"] and (not o["passed"] or
                                                       o.get("max_abs_error", 0.0) > cur.get("max_abs_error", 0.0))):
                     outputs[name] = o
-        return {"passed": all(r["passed"] for r in lengths.values()), **{k: v for k, v in tol.items()},
-                "outputs": outputs, "lengths": lengths}
+        return {"passed": all(r["passed"] for r in lengths.values()), **tol, "outputs": outputs, "lengths": lengths}
 
     def measure(self, **kwargs: Any) -> dict[str, Any]:
         """Each bucket's timing (its own reference inputs, at its full length)."""
@@ -178,10 +180,3 @@ class RangeModel:
     def timing_inputs(self) -> list[np.ndarray]:
         return self.bucket(self.max).timing_inputs()
 
-
-def model_length(model: Any, spec: dict[str, Any]) -> int:
-    """The length a bucket's package takes for a ranged input."""
-    for s in model.inputs:
-        if s["original_name"] == spec["original_name"]:
-            return int(s["shape"][spec["range_axis"]])
-    raise LoaderError(f"bucket package has no input {spec['original_name']!r}", "package the model again")

@@ -65,10 +65,8 @@ def _inputs_and_reference(package: Path) -> tuple[dict[str, Any], list[np.ndarra
     if manifest.get("kind") == "range":
         raise UsageError("a range package is timed by its loader, bucket by bucket, not over RPC",
                          "edgetune bench PACKAGE --device BOARD (a board added with `edgetune devices add`) or host")
-    ref = package / REFERENCE
-    if not ref.is_file():
-        raise RemoteError(f"{package} has no reference data (built with --no-verify)", "package it again without --no-verify")
-    with np.load(ref) as data:
+    _has_reference(package)
+    with np.load(package / REFERENCE) as data:
         inputs = [data[f"input:{s['name']}"] for s in manifest["inputs"]]
         expected = {s["original_name"]: data[f"output:{s['name']}"] for s in manifest["outputs"]}
     return manifest, inputs, expected

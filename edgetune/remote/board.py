@@ -56,7 +56,7 @@ class RemoteBoard:
     def py(self) -> str:
         """The board's ``python3`` as major.minor: the runtime bundle is built for it (RemoteError
         when there is no bundle for it)."""
-        version = ".".join(self.facts().python.split(".")[:2])
+        version = major_minor(self.facts().python)
         if version not in PYTHONS:
             raise RemoteError(f"board {self.board.name} has python3 {version or 'missing'}; edgetune's runtime needs "
                               f"one of {', '.join(PYTHONS)}", "install one of those Pythons on the board as python3")
@@ -89,6 +89,11 @@ class RemoteBoard:
         return self.conn.run(cmd, timeout=timeout, check=check)
 
 
+def major_minor(version: str) -> str:
+    """``3.10.12`` → ``3.10`` (empty for a board without python3)."""
+    return ".".join(version.split(".")[:2])
+
+
 @dataclass(frozen=True)
 class CheckItem:
     name: str
@@ -116,7 +121,7 @@ def check_board(board: Board) -> CheckReport:
     """
     with RemoteBoard(board) as rb:
         f = rb.facts()
-        py = ".".join(f.python.split(".")[:2])
+        py = major_minor(f.python)
         items = [
             CheckItem("ssh", True, f"{rb.conn.target.user}@{rb.conn.target.host}:{rb.conn.target.port}"),
             CheckItem("arch", f.arch == rb.profile.arch, f"board {f.arch or '?'}, profile {rb.profile.name} needs {rb.profile.arch}"),

@@ -109,10 +109,11 @@ def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
 
 
 def for_gpu(mod: Any) -> Any:
-    """What a GPU build (TVM's own pipeline) starts from: int8 convolutions as float ones, and
+    """What a GPU build (TVM's own pipeline) starts from: int8 convolutions as float ones;
     static shapes made tensors folded to constants (ONNX Gather's bound for negative indices:
-    else a host-side ``shape_to_tensor`` and two kernels run per call); layer norms written out as ``layer_norm`` (one row kernel), the powers left as
-    products (:class:`.gpu.IntegerPowersAsProducts`: nvcc's fast math made ``(x − mean)²`` NaN),
+    else a host-side ``shape_to_tensor`` and two kernels run per call); layer norms written out
+    as ``layer_norm`` (one row kernel); the powers left as products
+    (:class:`.gpu.IntegerPowersAsProducts`: nvcc's fast math made ``(x − mean)²`` NaN);
     whole-tensor reductions in two steps (:class:`.gpu.TwoStepReductions`)."""
     return _run([Int8ConvolutionsInFloat(), FoldConstantsNumpy(), DecomposedLayerNorm(), IntegerPowersAsProducts(),
                  TwoStepReductions(), relax.transform.DeadCodeElimination(["main"])], mod)

@@ -3,6 +3,7 @@ their one-thread-per-output fallback, in TVM's CUDA pipeline."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..core import tvm
@@ -44,9 +45,7 @@ class ReductionRows(_rule_base()):  # type: ignore[misc]
         extents = [i.dom if isinstance(i.dom, int) else getattr(i.dom, "value", None) for i in info.iters]
         if not kinds.endswith("R") or kinds.strip("S").strip("R") or None in extents or len(sch.get(info.block_rv).writes) != 1:
             return None  # not spatial axes then reduced ones, all static
-        reduced = 1
-        for kind, extent in zip(kinds, extents):
-            reduced *= extent if kind == "R" else 1
+        reduced = math.prod(extent for kind, extent in zip(kinds, extents) if kind == "R")
         if reduced < self.MIN_REDUCED:
             return None
         block = info.block_rv
@@ -80,11 +79,9 @@ def cuda_pipeline(target: Any) -> Any:
     from tvm.relax.backend.cuda import pipeline as cuda
     from tvm.s_tir import dlight as dl
 
-    relax = tvm().relax
-    legalize = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
-                relax.transform.FuseOps(), relax.transform.FuseTIR(),
-                dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(),
-                                        ReductionRows(), dl.gpu.Fallback())]
+    schedule = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(),
+                                       ReductionRows(), dl.gpu.Fallback())
+    legalize = [schedule if isinstance(p, dl.ApplyDefaultSchedule) else p for p in cuda.legalize_passes(target)]
 
     @tvm().transform.module_pass(opt_level=0)
     def _pipeline(mod: Any, _ctx: Any) -> Any:
