@@ -5,12 +5,12 @@ length, on this host.
 
 The model is the MiniLM-like encoder of ``benchmarks/vs_runtimes.py`` (6 layers × 384, 12
 heads; built by ``tests/zoo_transformers.py`` with a dynamic sequence axis, as exporters write
-it). The range package (``--input-shape NAME=1,1..256`` for its three inputs, default buckets) and
-one fixed-length package per ``--lengths`` entry are built untuned for ``host``; then, per
-length, both are timed through the loader's ``run`` (what a caller pays: the range package's
+it). Three packages serve the range, all untuned for ``host``: the symbolic one (the default:
+one library, ``--input-shape NAME=1,1..256`` for its three inputs), the bucket one (``--buckets``,
+the default buckets 16..256) and, per ``--lengths`` entry, a fixed-length package. Per length,
+all three are timed through the loader's ``run`` (what a caller pays: the bucket package's
 padding to its bucket and cutting back included), alternating for ``--rounds`` rounds of
-``--runs`` calls, the best round's median kept. At a bucket's own length the two run the same
-kernels; between buckets the range package runs the next bucket up.
+``--runs`` calls, the best round's median kept.
 
 Prints a table; writes ``benchmarks/results/ranges.json``. Never run it beside the tests or
 another benchmark.
@@ -64,18 +64,25 @@ def main() -> None:
 
     import edgetune_runtime
     from edgetune.package import PackageOptions, package
+    from edgetune.ranges import default_buckets
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model = zt.bert(work / "minilm.onnx", layers=6, hidden=384, heads=12, vocab=1000, seq=16, dynamic=True)
+        ranged = {n: (1, (1, 256)) for n in NAMES}
         start = time.perf_counter()
-        ranged = package(PackageOptions(model=model, device="host", output=work / "range",
-                                        input_shapes={n: (1, (1, 256)) for n in NAMES}, use_records=False))
-        range_build_s = time.perf_counter() - start
-        buckets = ranged.manifest["range"]["buckets"]
-        print(f"range package 1..256: buckets {buckets}, built in {range_build_s:.0f} s", flush=True)
-        range_model = edgetune_runtime.load(ranged.path)
+        symbolic = package(PackageOptions(model=model, device="host", output=work / "symbolic", input_shapes=ranged,
+                                          use_records=False))
+        symbolic_build_s = time.perf_counter() - start
+        buckets = default_buckets(1, 256)
+        start = time.perf_counter()
+        bucketed = package(PackageOptions(model=model, device="host", output=work / "buckets", input_shapes=ranged,
+                                          use_records=False, buckets=tuple(buckets)))
+        buckets_build_s = time.perf_counter() - start
+        print(f"range 1..256: symbolic package built in {symbolic_build_s:.0f} s, buckets {buckets} in "
+              f"{buckets_build_s:.0f} s", flush=True)
+        sym_model, bucket_model = edgetune_runtime.load(symbolic.path), edgetune_runtime.load(bucketed.path)
         for length in lengths:
             start = time.perf_counter()
             fixed = package(PackageOptions(model=model, device="host", output=work / f"L{length}",
@@ -83,25 +90,31 @@ def main() -> None:
             build_s = time.perf_counter() - start
             fixed_model = edgetune_runtime.load(fixed.path)
             inputs = _inputs(length)
-            for m in (fixed_model, range_model):
+            models = {"fixed": fixed_model, "symbolic": sym_model, "buckets": bucket_model}
+            for m in models.values():
                 _median_ms(m, inputs, 5)  # warm-up: the bucket's first load, buffers, the thread pool
-            ours, theirs = [], []
+            times: dict[str, list[float]] = {k: [] for k in models}
             for _ in range(args.rounds):
-                theirs.append(_median_ms(fixed_model, inputs, args.runs))
-                ours.append(_median_ms(range_model, inputs, args.runs))
+                for k, m in models.items():
+                    times[k].append(_median_ms(m, inputs, args.runs))
+            best = {k: min(v) for k, v in times.items()}
             bucket = next(b for b in buckets if b >= length)
-            row = {"length": length, "bucket": bucket, "fixed_ms": min(theirs), "range_ms": min(ours),
-                   "ratio": min(ours) / min(theirs), "fixed_build_s": round(build_s, 1)}
+            row = {"length": length, "bucket": bucket, "fixed_ms": best["fixed"], "symbolic_ms": best["symbolic"],
+                   "buckets_ms": best["buckets"], "symbolic_ratio": best["symbolic"] / best["fixed"],
+                   "buckets_ratio": best["buckets"] / best["fixed"], "fixed_build_s": round(build_s, 1)}
             rows.append(row)
-            print(f"length {length:4d} (bucket {bucket:4d}): fixed {row['fixed_ms']:.3f} ms, range {row['range_ms']:.3f} ms, "
-                  f"ratio {row['ratio']:.2f}", flush=True)
+            print(f"length {length:4d}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
+                  f"({row['symbolic_ratio']:.2f}), bucket {bucket} {row['buckets_ms']:.3f} ms ({row['buckets_ratio']:.2f})",
+                  flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "model": "MiniLM-like 6 x 384",
-                               "range": [1, 256], "buckets": buckets, "range_build_s": round(range_build_s, 1),
-                               "runs": args.runs, "rounds": args.rounds, "rows": rows}, indent=2))
-    print(f"\n{'length':>6} {'bucket':>6} {'fixed ms':>9} {'range ms':>9} {'ratio':>6}")
+                               "range": [1, 256], "buckets": buckets, "symbolic_build_s": round(symbolic_build_s, 1),
+                               "buckets_build_s": round(buckets_build_s, 1), "runs": args.runs, "rounds": args.rounds,
+                               "rows": rows}, indent=2))
+    print(f"\n{'length':>6} {'fixed ms':>9} {'symbolic':>9} {'ratio':>6} {'bucket':>6} {'padded':>9} {'ratio':>6}")
     for r in rows:
-        print(f"{r['length']:>6} {r['bucket']:>6} {r['fixed_ms']:>9.3f} {r['range_ms']:>9.3f} {r['ratio']:>6.2f}")
+        print(f"{r['length']:>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f} "
+              f"{r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}")
     print(f"wrote {OUT}")
 
 

@@ -24,6 +24,9 @@ class TensorSpec:
     dtype: str
     quantization: tuple[float, int] | None = None
     value_range: tuple[int, int] | None = None
+    # a model imported for a range of lengths (symbolic): the axis whose extent follows the
+    # length (``shape`` holds the longest); an input's extent is the length itself
+    range_axis: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form used in manifests."""
@@ -31,6 +34,8 @@ class TensorSpec:
         data["shape"] = list(self.shape)
         data["quantization"] = list(self.quantization) if self.quantization else None
         data["value_range"] = list(self.value_range) if self.value_range else None
+        if self.range_axis is None:
+            del data["range_axis"]
         return data
 
     @classmethod
@@ -41,6 +46,7 @@ class TensorSpec:
             data["name"], data["original_name"], tuple(data["shape"]), data["dtype"],
             (float(quant[0]), int(quant[1])) if quant else None,
             (int(span[0]), int(span[1])) if span else None,
+            data.get("range_axis"),
         )
 
 
@@ -80,6 +86,8 @@ class ImportedModel:
     notes: tuple[str, ...] = ()
     bound: dict[str, Any] = field(default_factory=dict, compare=False)  # --bind: input → value
     state: tuple[StateSpec, ...] = field(default=(), compare=False)
+    # imported for a range of lengths (symbolic shapes): (min, max) of the length
+    length_range: tuple[int, int] | None = None
 
 
 def save_state(path: Path, state: tuple[StateSpec, ...]) -> None:

@@ -62,7 +62,8 @@ class PackageOptions:
     records: Path | None = None  # None: the profile's default records directory
     use_records: bool = True
     layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.targets.lowering_for)
-    buckets: tuple[int, ...] = ()  # a range package's compiled lengths (empty: edgetune.ranges.default_buckets)
+    buckets: tuple[int, ...] = ()  # a range package's compiled lengths (empty: one symbolic-shape library)
+    symbolic: bool = False  # (edgetune.ranges) build the range's length as a symbolic extent, one library
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "bound_inputs": dict(model.bound),
         "outputs": [t.to_json() for t in model.outputs],
         "state": [s.to_json() for s in model.state],
+        **({"length_range": list(model.length_range)} if model.length_range else {}),
         "files": {},
         "verification": {"status": "pending"},
         "tuning": None,
@@ -158,8 +160,9 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
     return result, f"{profile.toolchain.emulator} (emulated {profile.arch})"
 
 
-def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
-            model: ImportedModel) -> None:
+def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str) -> dict[str, Any]:
+    """The manifest's ``verification`` before the check runs: the reference, the seed of the
+    inputs and the tolerance (``opts.rtol``, else :func:`reference.default_rtol`'s, and why)."""
     graph = reference.onnx_graph(model)
     rtol, why = opts.rtol, ""
     if rtol is None:
@@ -168,9 +171,16 @@ def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: s
     steps = reference.output_steps(model, graph)
     if steps:
         tolerance["steps"] = steps
-    manifest["verification"] = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
+    pending = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
     if why:  # beside the tolerance, which the loader passes to its comparison as it is
-        manifest["verification"]["tolerance_why"] = why
+        pending["tolerance_why"] = why
+    return pending
+
+
+def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
+            model: ImportedModel) -> None:
+    manifest["verification"] = pending_check(model, opts, ref_label)
+    rtol = manifest["verification"]["tolerance"]["rtol"]
     write_manifest(root, manifest)
     result, where = run_check(root, profile)
     if result is None:
@@ -315,7 +325,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     """
     from .ranges import package_range, split
 
-    if split(opts.input_shapes)[1] is not None:
+    if split(opts.input_shapes)[1] is not None and not opts.symbolic:
         return package_range(opts, progress)
     profile = resolve_device(opts.device)
     detect_format(opts.model)

@@ -1,11 +1,16 @@
 """Range packages: ``--input-shape input_ids=1,1..256`` builds one package for every length in
-the range — a few fixed-length packages (buckets) in one directory, verified at lengths that are
-not buckets. How the loader serves a length: :mod:`edgetune_runtime.ranges`.
+the range, verified at several lengths against the model's runtime. How the loader serves a
+length: :mod:`edgetune_runtime.ranges`. One length is shared by every ranged input (a sequence
+axis: tokens, frames, an image's width). Two ways to build one:
 
-What is built so far: one length shared by every ranged input (a sequence axis: tokens, frames),
-served by padding to the next bucket. That is exact for models that mask padding (text encoders
-with an ``attention_mask``); a model that padding changes fails the range's reference check when
-it is built, with that said. Symbolic-shape kernels (no padding) are not built yet.
+- **symbolic** (ONNX models, the default): one library whose kernels take the length at run
+  time (TVM Relax's symbolic shapes; edgetune's dense, matmul and row kernels tile a symbolic
+  extent, the last tile padded). Every length runs at its own size and nothing is padded, so it
+  serves models without an attention mask too.
+- **buckets** (``--buckets 64,128,256``, and TFLite models): a few fixed-length packages; a call
+  is padded to the next bucket (exact only for models that mask padding: a model that padding
+  changes fails the range's reference check when it is built). Tuning records apply here:
+  they are per length.
 """
 
 from __future__ import annotations
@@ -107,6 +112,19 @@ def check_lengths(rng: LengthRange, buckets: list[int]) -> list[int]:
     return sorted({rng.lo, rng.hi, *between[len(between) // 2:len(between) // 2 + 1]})
 
 
+def symbolic_lengths(rng: LengthRange) -> list[int]:
+    """Lengths a symbolic range package is checked at: its ends and an odd one between (a
+    partial last tile)."""
+    return sorted({rng.lo, rng.hi, *[n for n in [(rng.lo + rng.hi) // 2 | 1] if rng.lo < n < rng.hi]})
+
+
+def is_symbolic(opts: Any) -> bool:
+    """Whether a range package for ``opts`` is built as one symbolic-shape library (else buckets)."""
+    from .importer import detect_format
+
+    return not opts.buckets and detect_format(opts.model) == "onnx"
+
+
 def package_range(opts: Any, progress: Any) -> Any:
     """Build the range package ``opts`` asks for (``opts.input_shapes`` holds the range)."""
     from .devices import resolve_device
@@ -114,7 +132,9 @@ def package_range(opts: Any, progress: Any) -> Any:
 
     fixed, rng = split(opts.input_shapes)
     assert rng is not None
-    buckets = check_buckets(list(opts.buckets), rng) if opts.buckets else default_buckets(rng.lo, rng.hi)
+    symbolic = is_symbolic(opts)
+    buckets = [rng.hi] if symbolic else check_buckets(list(opts.buckets), rng) if opts.buckets else \
+        default_buckets(rng.lo, rng.hi)
     output = opts.output.resolve()
     _check_output(output, opts.force)
     profile = resolve_device(opts.device)  # an unknown device fails before anything is built
@@ -124,23 +144,34 @@ def package_range(opts: Any, progress: Any) -> Any:
     start = time.perf_counter()
     try:
         subs = {}
-        for b in buckets:
-            progress(f"bucket {b} of {rng.lo}..{rng.hi} (buckets {', '.join(map(str, buckets))})")
-            sub = dataclasses.replace(opts, input_shapes=rng.shapes_at(b, fixed), output=staging / f"b{b}", tar=False,
-                                      force=False, buckets=())
-            subs[b] = package(sub, progress).manifest
-        manifest = _manifest(subs, rng, buckets)
+        if symbolic:
+            progress(f"one library for lengths {rng.lo}..{rng.hi} (symbolic shapes)")
+            # checked below at several lengths; tuning records are per length (buckets)
+            sub = dataclasses.replace(opts, output=staging / SYMBOLIC_DIR, tar=False, force=False, verify=False,
+                                      use_records=False, symbolic=True)
+            subs[rng.hi] = package(sub, progress).manifest
+            manifest = _symbolic_manifest(subs[rng.hi], rng)
+        else:
+            for b in buckets:
+                progress(f"bucket {b} of {rng.lo}..{rng.hi} (buckets {', '.join(map(str, buckets))})")
+                sub = dataclasses.replace(opts, input_shapes=rng.shapes_at(b, fixed), output=staging / f"b{b}",
+                                          tar=False, force=False, buckets=())
+                subs[b] = package(sub, progress).manifest
+            manifest = _manifest(subs, rng, buckets)
         copy_loader(staging)
         if opts.verify:
-            lengths = check_lengths(rng, buckets)
+            lengths = symbolic_lengths(rng) if symbolic else check_lengths(rng, buckets)
             progress(f"checking lengths {', '.join(map(str, lengths))} against the reference")
-            _write_reference(staging, opts, rng, fixed, lengths)
-            manifest["verification"] = dict(subs[buckets[-1]]["verification"], status="pending")
-            for key in ("outputs", "max_abs_error", "max_rel_error", "executed_on"):
-                manifest["verification"].pop(key, None)
+            pending = _write_reference(staging, opts, rng, fixed, lengths)
+            if symbolic:  # (its library was not checked on its own)
+                manifest["verification"] = pending
+            else:
+                manifest["verification"] = dict(subs[buckets[-1]]["verification"], status="pending")
+                for key in ("outputs", "max_abs_error", "max_rel_error", "executed_on"):
+                    manifest["verification"].pop(key, None)
             write_manifest(staging, manifest)
             result, where = run_check(staging, profile)
-            _record_check(manifest, result, where)
+            _record_check(manifest, result, where, symbolic)
         else:
             manifest["verification"] = {"status": "skipped", "reason": "--no-verify"}
         manifest["build"] = {"total_s": round(time.perf_counter() - start, 3)}
@@ -179,22 +210,44 @@ def _manifest(subs: dict[int, dict[str, Any]], rng: LengthRange, buckets: list[i
     return top
 
 
-def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str, Dims], lengths: list[int]) -> None:
-    """The model's runtime at each checked length, on deterministic inputs of that length."""
+SYMBOLIC_DIR = "symbolic"
+
+
+def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange) -> dict[str, Any]:
+    """A symbolic range package's manifest: its library's, less what is per library, with the
+    range; its one package serves every length, timed at the lengths buckets would have."""
+    top = json.loads(json.dumps(sub))
+    for key in ("library", "kernels", "tuning", "files", "build"):
+        top.pop(key, None)
+    top["kind"] = "range"
+    top["range"] = {"min": rng.lo, "max": rng.hi, "symbolic": True, "buckets": [rng.hi],
+                    "packages": {str(rng.hi): SYMBOLIC_DIR}, "pad": {}, "timed": default_buckets(rng.lo, rng.hi),
+                    "per_bucket": {str(rng.hi): {"tuning": 0, "verification": "range check"}}}
+    return top
+
+
+def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str, Dims],
+                     lengths: list[int]) -> dict[str, Any]:
+    """The model's runtime at each checked length, on deterministic inputs of that length;
+    returns the check's pending record (reference, tolerance) for the longest."""
     from .importer import bindings_per_model
+    from .package import pending_check
 
     binds = bindings_per_model([opts.model], [opts.model.stem], opts.bindings)[0]
     arrays: dict[str, np.ndarray] = {"lengths": np.array(json.dumps(lengths))}
+    pending: dict[str, Any] = {}
     for length in lengths:
         model = import_model(opts.model, rng.shapes_at(length, fixed), binds)
         inputs = reference.make_inputs(model.inputs, opts.seed)
         outputs = reference.run_reference(model, inputs)
         arrays.update({f"{length}/input:{s.name}": a for s, a in zip(model.inputs, inputs)})
         arrays.update({f"{length}/output:{s.name}": a for s, a in zip(model.outputs, outputs)})
+        pending = pending_check(model, opts, reference.reference_label(model))
     np.savez(root / RANGE_REFERENCE, **arrays)
+    return pending
 
 
-def _record_check(manifest: dict[str, Any], result: dict[str, Any] | None, where: str) -> None:
+def _record_check(manifest: dict[str, Any], result: dict[str, Any] | None, where: str, symbolic: bool = False) -> None:
     from .package import record_check
 
     v = manifest["verification"]
@@ -205,9 +258,13 @@ def _record_check(manifest: dict[str, Any], result: dict[str, Any] | None, where
     v["lengths"] = result.get("lengths")
     if not result["passed"]:
         bad = [length for length, r in (result.get("lengths") or {}).items() if not r["passed"]]
+        if symbolic:
+            raise VerificationError(
+                f"the range package disagrees with {v.get('reference', 'the reference')} at length(s) {', '.join(bad)}",
+                "EDGETUNE_DEBUG=1 shows more; package with --buckets (fixed lengths) or one length at a time, and "
+                "report the model")
         raise VerificationError(
             f"the range package disagrees with {v.get('reference', 'the reference')} at length(s) {', '.join(bad)}, "
             "where the input is padded to the next bucket: padding changes this model's outputs (no attention mask "
             "among its inputs, or one the model does not apply)",
-            "package the lengths you need one at a time (--input-shape NAME=...,LENGTH); symbolic-shape packages, "
-            "which need no padding, are not built yet")
+            "leave out --buckets: a symbolic-shape package needs no padding")

@@ -240,7 +240,13 @@ class Model:
             args = tuple(by_name[s["name"]] for s in self.inputs)
         if len(args) != len(self.inputs):
             raise InputError(f"model takes {len(self.inputs)} input(s), got {len(args)}", f"inputs are {[s['original_name'] for s in self.inputs]}")
-        return [self._validated(spec, value) for spec, value in zip(self.inputs, args)]
+        return [self._validated(spec, value, self.length_range) for spec, value in zip(self.inputs, args)]
+
+    @property
+    def length_range(self) -> tuple[int, int] | None:
+        """(min, max) of the length a symbolic-shape package takes on its inputs' ``range_axis``."""
+        span = self.manifest.get("length_range")
+        return (int(span[0]), int(span[1])) if span else None
 
     def _drop_bound(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs fixed at package time (``--bind``) may still be passed by name, with the value
@@ -256,10 +262,22 @@ class Model:
         return rest
 
     @staticmethod
-    def _validated(spec: dict[str, Any], value: Any) -> np.ndarray:
+    def _validated(spec: dict[str, Any], value: Any, length_range: tuple[int, int] | None = None) -> np.ndarray:
         array = np.asarray(value)
         shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
-        if array.shape != shape:
+        axis = spec.get("range_axis") if length_range else None
+        if axis is not None and array.ndim == len(shape) and 0 <= axis < len(shape):
+            lo, hi = length_range  # type: ignore[misc]
+            if array.shape[:axis] + array.shape[axis + 1:] != shape[:axis] + shape[axis + 1:]:
+                wanted = ",".join("L" if i == axis else str(d) for i, d in enumerate(shape))
+                raise InputError(f"input '{spec['original_name']}' needs shape ({wanted}) with L in {lo}..{hi}, "
+                                 f"got {array.shape}")
+            if not lo <= array.shape[axis] <= hi:
+                raise InputError(f"input '{spec['original_name']}' has length {array.shape[axis]}, outside the "
+                                 f"package's range {lo}..{hi}",
+                                 f"package the model again with a range that holds it (--input-shape NAME=...,{lo}..{array.shape[axis]})"
+                                 if array.shape[axis] > hi else "pad the input up to the range's start")
+        elif array.shape != shape:
             raise InputError(f"input '{spec['original_name']}' needs shape {shape}, got {array.shape}")
         if array.dtype != dtype:
             raise InputError(
@@ -309,9 +327,9 @@ class Model:
         if self._on_gpu:  # kernels on a GPU return before they finish
             self._device.sync()
 
-    def _reference_call(self) -> Any:
+    def _reference_call(self, length: int | None = None) -> Any:
         """One inference on :meth:`timing_inputs`, synchronized (for timing)."""
-        tensors = self._tensors(self.timing_inputs())
+        tensors = self._tensors(self.timing_inputs(length))
         main = self._vm["main"]
 
         def call() -> None:
@@ -320,23 +338,25 @@ class Model:
         return call
 
     def measure(self, runs: int = 50, profile: bool = False, profile_runs: int = 20,
-                max_warmup_s: float = 20.0, baseline: str | Path | None = None) -> dict[str, Any]:
+                max_warmup_s: float = 20.0, baseline: str | Path | None = None,
+                length: int | None = None) -> dict[str, Any]:
         """A timing to trust: the machine's state and its warnings, latency after a warm-up that
         waits for stable numbers (p50/p90/p99, 95 % CI of the mean) and, with ``profile``, the
         time of every kernel inside the network and which one to tune next
         (see :mod:`edgetune_runtime.measure`). ``baseline``: the model file, timed with its own
-        runtime (onnxruntime / LiteRT) on the same inputs and threads, alternating with ours."""
+        runtime (onnxruntime / LiteRT) on the same inputs and threads, alternating with ours.
+        ``length``: a symbolic-shape package timed at that length (:meth:`timing_inputs`)."""
         from . import measure
 
         state = measure.system_state()
-        call = self._reference_call()
+        call = self._reference_call(length)
         result: dict[str, Any] = {"system": state, "warnings": measure.warnings(state), "threads": _threads()}
         if baseline is None:
             result["latency"] = measure.latency(call, runs, max_warmup_s)
         else:  # the model's own runtime, same inputs and threads, in alternating blocks
             from . import baseline as base
 
-            named = {s["original_name"]: a for s, a in zip(self.inputs, self.timing_inputs())}
+            named = {s["original_name"]: a for s, a in zip(self.inputs, self.timing_inputs(length))}
             named.update({k: np.asarray(v) for k, v in (self.manifest.get("bound_inputs") or {}).items()})
             label, other = base.runner(Path(baseline), named, result["threads"] or 1)
             ours, theirs = measure.side_by_side(call, other, runs, max_warmup_s=max_warmup_s)
@@ -371,17 +391,20 @@ class Model:
         except (OSError, KeyError, ValueError) as err:
             raise LoaderError(f"the package's {REFERENCE} is unreadable: {str(err)[:200]}", "package the model again") from err
 
-    def timing_inputs(self) -> list[np.ndarray]:
+    def timing_inputs(self, length: int | None = None) -> list[np.ndarray]:
         """Inputs to time the package with: the reference inputs, or — for a package built with
-        ``--no-verify`` — deterministic ones of the right shapes, types and value ranges (the
-        initial state for state inputs)."""
-        if (self.root / REFERENCE).is_file():
+        ``--no-verify``, or a symbolic-shape package at ``length`` — deterministic ones of the
+        right shapes, types and value ranges (the initial state for state inputs)."""
+        if length is None and (self.root / REFERENCE).is_file():
             return self.reference_inputs()
         rng = np.random.default_rng(0)
         state = self.initial_state()
         out = []
         for spec in self.inputs:
             dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
+            axis = spec.get("range_axis")
+            if length is not None and axis is not None and self.length_range:
+                shape = shape[:axis] + (length,) + shape[axis + 1:]
             span = spec.get("value_range")
             if spec["original_name"] in state:
                 out.append(state[spec["original_name"]].astype(dtype))

@@ -1,8 +1,10 @@
 """Range packages: one package that serves every length in a range of a sequence axis.
 
 ``edgetune package MODEL --input-shape input_ids=1,1..256 --input-shape attention_mask=1,1..256``
-builds a few fixed-length packages (buckets) inside one directory, each verified at its own
-length. A call at length L runs the smallest bucket ≥ L: the ranged inputs are padded to the
+builds, by default for ONNX models, one symbolic-shape package (``range.symbolic``, in the
+``symbolic/`` directory): a call at length L runs at L, nothing padded, outputs as long as the
+model makes them. With ``--buckets`` it builds a few fixed-length packages (buckets) inside one
+directory, each verified at its own length. A call at length L runs the smallest bucket ≥ L: the ranged inputs are padded to the
 bucket's length (with 0: the attention mask's 0 masks the padding out), the outputs whose axis
 follows the length are cut back to L. The package's own reference check runs lengths that are
 not buckets (the smallest, one in between, the largest) against the model's runtime at exactly
@@ -70,16 +72,20 @@ class RangeModel:
         self.min, self.max, self.buckets = int(rng["min"]), int(rng["max"]), [int(b) for b in rng["buckets"]]
         self._dirs = {int(k): v for k, v in rng["packages"].items()}
         self._pad = dict(rng.get("pad") or {})
+        # one symbolic-shape library serves every length at its own size (no padding)
+        self.symbolic = bool(rng.get("symbolic"))
+        self.timed = [int(n) for n in rng.get("timed") or self.buckets]
         self._load_bucket = load_bucket
         self._loaded: dict[int, Any] = {}
 
     def bucket_length(self, length: int) -> int:
-        """The bucket that serves ``length``: the smallest at least as long."""
-        return next(b for b in self.buckets if b >= length)
+        """The length a call of ``length`` runs at: the smallest bucket at least as long (a
+        symbolic package: ``length`` itself)."""
+        return length if self.symbolic else next(b for b in self.buckets if b >= length)
 
     def bucket(self, length: int) -> Any:
-        """The fixed-length package that serves ``length`` (loaded on first use)."""
-        b = self.bucket_length(length)
+        """The package that serves ``length`` (loaded on first use)."""
+        b = self.buckets[-1] if self.symbolic else self.bucket_length(length)
         if b not in self._loaded:
             self._loaded[b] = self._load_bucket(self.root / self._dirs[b])
         return self._loaded[b]
@@ -121,6 +127,8 @@ class RangeModel:
         """One inference at the inputs' own length; outputs cut back to it."""
         named = self._named(args, kwargs)
         length = self.length_of(named)
+        if self.symbolic:  # every length at its own size: outputs as the model makes them
+            return self.bucket(length).run(**named)
         model, size = self.bucket(length), self.bucket_length(length)
         padded = {}
         for spec in self.inputs:
@@ -168,15 +176,26 @@ class RangeModel:
         return {"passed": all(r["passed"] for r in lengths.values()), **tol, "outputs": outputs, "lengths": lengths}
 
     def measure(self, **kwargs: Any) -> dict[str, Any]:
-        """Each bucket's timing (its own reference inputs, at its full length)."""
-        per = {str(b): self.bucket(b).measure(**kwargs) for b in self.buckets}
-        first = per[str(self.buckets[0])]
+        """Each bucket's timing (its own reference inputs, at its full length); a symbolic
+        package's at each of its ``timed`` lengths."""
+        if self.symbolic:
+            per = {str(n): self.bucket(n).measure(**kwargs, length=n) for n in self.timed}
+        else:
+            per = {str(b): self.bucket(b).measure(**kwargs) for b in self.buckets}
+        first, last = per[next(iter(per))], per[list(per)[-1]]
         return {"system": first["system"], "warnings": first["warnings"], "threads": first["threads"],
-                "latency": per[str(self.buckets[-1])]["latency"], "buckets": per}
+                "latency": last["latency"], "buckets": per}
 
     def reference_inputs(self) -> list[np.ndarray]:
-        return self.bucket(self.max).reference_inputs()
+        if not self.symbolic:
+            return self.bucket(self.max).reference_inputs()
+        path = self.root / RANGE_REFERENCE  # the longest length checked
+        if not path.is_file():
+            raise LoaderError("the package has no reference inputs", "it was built with --no-verify; pass your own inputs")
+        with np.load(path) as data:
+            length = max(json.loads(str(data["lengths"])))
+            return [data[f"{length}/input:{s['name']}"] for s in self.inputs]
 
     def timing_inputs(self) -> list[np.ndarray]:
-        return self.bucket(self.max).timing_inputs()
+        return self.bucket(self.max).timing_inputs(self.max if self.symbolic else None)
 

@@ -11,27 +11,71 @@ from .core import tvm
 log = logging.getLogger(__name__)
 
 
-def relax_signature(mod: Any) -> tuple[list[tuple[str, tuple[int, ...], str]], list[tuple[tuple[int, ...], str]]]:
-    """Inputs (name, shape, dtype) and outputs (shape, dtype) of ``main``."""
+Signature = tuple[list[tuple[str, tuple[int, ...], str]], list[tuple[tuple[int, ...], str]]]
+
+
+def relax_signature(mod: Any) -> Signature:
+    """Inputs (name, shape, dtype) and outputs (shape, dtype) of ``main``. Symbolic dimensions (a
+    range of lengths) are given at their upper bound, as recorded on ``main``;
+    :func:`symbolic_axes` says which they are."""
     tvm()
     from tvm import relax
 
     func = mod["main"]
-    inputs = [(p.name, *tensor_info(p.ty)) for p in func.params]
+    upper = _bounds(func)
+    inputs = [(p.name, *tensor_info(p.ty, upper)) for p in func.params]
     ret = func.ret_ty
     outs = ret.fields if isinstance(ret, relax.TupleType) else [ret]
-    return inputs, [tensor_info(s) for s in outs]
+    return inputs, [tensor_info(s, upper) for s in outs]
 
 
-def tensor_info(sinfo: Any) -> tuple[tuple[int, ...], str]:
+def symbolic_axes(mod: Any) -> tuple[list[list[int]], list[list[int]]]:
+    """Per input and per output of ``main``, the axes whose extent is symbolic."""
+    tvm()
+    from tvm import relax
+
+    func = mod["main"]
+    ret = func.ret_ty
+    outs = ret.fields if isinstance(ret, relax.TupleType) else [ret]
+
+    def axes(sinfo: Any) -> list[int]:
+        return [i for i, d in enumerate(sinfo.shape.values) if not hasattr(d, "value")]
+
+    return [axes(p.ty) for p in func.params], [axes(s) for s in outs]
+
+
+def _bounds(func: Any) -> dict[str, int]:
+    attrs = func.attrs
+    upper = attrs.get("tir_var_upper_bound") if attrs is not None else None
+    return {str(k): int(v) for k, v in (upper or {}).items()}
+
+
+def tensor_info(sinfo: Any, upper: dict[str, int] | None = None) -> tuple[tuple[int, ...], str]:
+    """(shape, dtype) of a tensor type; symbolic dimensions at ``upper`` (their bounds)."""
     try:
-        shape = tuple(int(d) for d in sinfo.shape.values)
+        shape = tuple(int(d) if hasattr(d, "value") else _at(d, upper or {}) for d in sinfo.shape.values)
     except (AttributeError, TypeError) as err:
         raise ModelError(
             f"model has a non-static tensor shape {sinfo}",
             "fix dynamic dimensions with --input-shape NAME=1,3,224,224",
         ) from err
     return shape, str(sinfo.dtype)
+
+
+def _at(expr: Any, values: dict[str, int]) -> int:
+    """A symbolic extent's value with its variables at ``values`` (TypeError: one has none)."""
+    from tvm import sym, tirx
+
+    free = list(tirx.analysis.undefined_vars(expr))
+    if not free or any(v.name not in values for v in free):
+        raise TypeError(f"symbolic extent {expr}")
+    analyzer = sym.Analyzer()
+    for v in free:
+        analyzer.bind(v, tirx.IntImm(str(v.ty), values[v.name]))
+    out = analyzer.simplify(expr)
+    if not hasattr(out, "value"):
+        raise TypeError(f"symbolic extent {expr}")
+    return int(out.value)
 
 
 def estimate_flops(mod: Any) -> float:

@@ -17,8 +17,9 @@ def package(
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a "
                                           "range, LO..HI (input_ids=1,1..256): one package for every length in it."),
-    buckets: str = typer.Option("", "--buckets", help="A range package's compiled lengths, e.g. 32,64,128,256 "
-                                "(default: the range's end, halving, at most 5)."),
+    buckets: str = typer.Option("", "--buckets", help="Build a range package as fixed lengths, e.g. 32,64,128,256 "
+                                "(a call is padded to the next; tuning records apply). Default for ONNX: one "
+                                "library with symbolic shapes."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
@@ -61,8 +62,12 @@ def package(
     if m.get("kind") == "range":
         r = m["range"]
         lengths = ", ".join((v.get("lengths") or {}).keys())
-        out.print(f"  lengths {r['min']}..{r['max']}: buckets {', '.join(map(str, r['buckets']))} (a call runs the next "
-                  f"bucket up, padded; checked at lengths {lengths or '-'})")
+        if r.get("symbolic"):
+            out.print(f"  lengths {r['min']}..{r['max']}: one library with symbolic shapes (a call runs at its own "
+                      f"length, nothing padded; checked at lengths {lengths or '-'})")
+        else:
+            out.print(f"  lengths {r['min']}..{r['max']}: buckets {', '.join(map(str, r['buckets']))} (a call runs the "
+                      f"next bucket up, padded; checked at lengths {lengths or '-'})")
     for note in m["model"].get("notes", []):
         out.print(f"  import: {note}")
     if m.get("bound_inputs"):
@@ -70,7 +75,10 @@ def package(
                   + ", ".join(f"{k}={v}" for k, v in m["bound_inputs"].items()))
     t = m.get("tuning")
     sched = m.get("schedules") or {}
-    if m.get("kind") == "range":
+    if m.get("kind") == "range" and m["range"].get("symbolic"):
+        out.print("  untuned (default schedules; tuning records are per length: a range you tuned is packaged with "
+                  "the lengths it tuned, --buckets)")
+    elif m.get("kind") == "range":
         tuned = {b: x["tuning"] for b, x in m["range"]["per_bucket"].items() if x["tuning"]}
         out.print(f"  tuned kernels per bucket: {tuned}" if tuned else
                   "  untuned (default schedules): `edgetune tune` at the buckets' lengths can make it faster")

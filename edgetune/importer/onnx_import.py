@@ -101,7 +101,7 @@ def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict
         if vi.name in overrides:
             shape = overrides[vi.name]
             _check_override(vi.name, input_dims(vi), shape)
-        elif all(isinstance(d, int) for d in dims):
+        elif all(isinstance(d, (int, tuple)) for d in dims):  # (a named dimension another input ranges)
             shape = tuple(dims)  # type: ignore[arg-type]
         elif all(isinstance(d, int) or _BATCH.match(d) for d in dims) or all(isinstance(d, int) for d in dims[1:]):
             batch = [d for i, d in enumerate(dims) if isinstance(d, str)]
@@ -133,7 +133,7 @@ def _named_dims(inputs: list[Any], overrides: dict[str, tuple[int, ...]]) -> dic
             continue
         for dim, size in zip(input_dims(vi), shape):
             if isinstance(dim, str) and dim != "?":
-                known.setdefault(dim, int(size))
+                known.setdefault(dim, size if isinstance(size, tuple) else int(size))
     return known
 
 
@@ -149,11 +149,30 @@ def _check_override(name: str, dims: list[int | str], shape: tuple[int, ...]) ->
         )
 
 
-def _set_dims(value_info: Any, shape: tuple[int, ...]) -> None:
+# The symbolic dimension of a model imported for a range of lengths (``--input-shape
+# input_ids=1,1..256``): every ranged input shares it.
+LENGTH = "length"
+
+
+def _set_dims(value_info: Any, shape: tuple[Any, ...]) -> None:
     tensor_shape = value_info.type.tensor_type.shape
     del tensor_shape.dim[:]
     for d in shape:
-        tensor_shape.dim.add().dim_value = d
+        if isinstance(d, tuple):
+            tensor_shape.dim.add().dim_param = LENGTH
+        else:
+            tensor_shape.dim.add().dim_value = d
+
+
+def _length_range(shapes: dict[str, tuple[Any, ...]]) -> tuple[int, int] | None:
+    """The range the ranged dimensions share (None: every shape is fixed)."""
+    spans = {d for dims in shapes.values() for d in dims if isinstance(d, tuple)}
+    if not spans:
+        return None
+    if len(spans) > 1:
+        raise InputShapeError(f"the inputs' ranges differ: {sorted(spans)}",
+                              "give every ranged input the same range (one length they share)")
+    return next(iter(spans))
 
 
 def fold_shape_subgraphs(model: Any) -> Any:
@@ -235,12 +254,14 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
+    span = _length_range(shapes)
     mod = _tvm.onnx_to_relax(
         model,
-        {mapping[k]: v for k, v in shapes.items()},
+        {mapping[k]: tuple(LENGTH if isinstance(d, tuple) else d for d in v) for k, v in shapes.items()},
         {mapping[k]: v for k, v in originals.items()},
+        {LENGTH: span} if span else None,
     )
-    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges)
+    return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges, span)
 
 
 _REWRITES = (onnx_contrib.TABLE, onnx_signal.TABLE, onnx_lstm_int8.TABLE)
@@ -276,15 +297,21 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
     return model
 
 
-def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges) -> ImportedModel:
+def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges, span=None) -> ImportedModel:
     sig_in, sig_out = _tvm.relax_signature(mod)
     if len(sig_in) != len(in_names):
         raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(in_names)}")
+    in_axes, out_axes = _tvm.symbolic_axes(mod) if span else ([[]] * len(sig_in), [[]] * len(sig_out))
+    if any(len(a) > 1 for a in [*in_axes, *out_axes]):
+        raise InputShapeError("a tensor of the model has more than one axis that follows the length",
+                              "package the lengths you need one at a time (--input-shape NAME=...,LENGTH)")
     # by position: TVM's parameters follow the graph's inputs, under names TVM may have changed
-    inputs = tuple(TensorSpec(name, n, shape, dtype, value_range=ranges.get(n))
-                   for n, (name, shape, dtype) in zip(in_names, sig_in))
+    inputs = tuple(TensorSpec(name, n, shape, dtype, value_range=ranges.get(n), range_axis=axes[0] if axes else None)
+                   for n, (name, shape, dtype), axes in zip(in_names, sig_in, in_axes))
     outputs = tuple(
-        TensorSpec(mapping.get(n, n), n, shape, dtype) for n, (shape, dtype) in zip(out_names, sig_out)
+        TensorSpec(mapping.get(n, n), n, shape, dtype, range_axis=axes[0] if axes else None)
+        for n, (shape, dtype), axes in zip(out_names, sig_out, out_axes)
     )
     notes = [*notes, *_tvm.quantization_notes(mod)]
-    return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound)
+    return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound,
+                         length_range=span)

@@ -67,22 +67,36 @@ def onnx_opset(model: Any) -> int:
     return 1
 
 
-def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, str]) -> Any:
+def onnx_to_relax(model: Any, shapes: Mapping[str, tuple[int | str, ...]], dtypes: Mapping[str, str],
+                  bounds: Mapping[str, tuple[int, int]] | None = None) -> Any:
     """Convert an ONNX ModelProto (names already sanitized, checked by the importer) to a Relax
     IRModule, weights embedded. Short recurrent sequences are unrolled, longer ones loop
     (:mod:`.recurrent`). A model with a data-dependent ``If`` keeps its
-    ``relax.If``; the bindings around it are regrouped into dataflow blocks so they fuse."""
-    tvm()
-    from tvm import relax
+    ``relax.If``; the bindings around it are regrouped into dataflow blocks so they fuse.
 
+    A dimension given as a name is symbolic (a range of lengths): one variable per name, shared
+    by every input that names it, its (min, max) from ``bounds`` recorded on ``main`` so that
+    memory is planned for the longest."""
+    tvm()
+    from tvm import relax, tirx
+
+    symbols = {name: tirx.Var(name, "int64") for dims in shapes.values() for name in dims if isinstance(name, str)}
+    typed = {k: [symbols[d] if isinstance(d, str) else d for d in dims] for k, dims in shapes.items()}
     importer = onnx_importer()
     try:
         with quiet_frontend():
-            mod = importer(dict(shapes), dict(dtypes)).from_onnx(model.graph, onnx_opset(model))
+            mod = importer(typed, dict(dtypes)).from_onnx(model.graph, onnx_opset(model))
             if any(n.op_type == "If" for n in model.graph.node):
                 mod = relax.transform.ConvertToDataflow(min_size=1)(mod)
     except Exception as err:  # TVM raises many types; all mean "could not convert"
         raise conversion_error("ONNX", err) from err
+    if symbols:
+        spans = {name: (bounds or {}).get(name) for name in symbols}
+        if None in spans.values():
+            raise ValueError(f"symbolic dimensions without bounds: {sorted(n for n, s in spans.items() if s is None)}")
+        mod["main"] = (mod["main"].with_attr("tir_var_upper_bound", {n: hi for n, (_lo, hi) in spans.items()})
+                       .with_attr("tir_var_lower_bound", {n: lo for n, (lo, _hi) in spans.items()})
+                       .with_attr("tir_non_negative_var", list(symbols)))
     from ..passes.pipeline import integer_layers
 
     return integer_layers(mod, tflite=False)

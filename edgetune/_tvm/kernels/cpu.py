@@ -70,6 +70,15 @@ def max_rows(vectors: int, cpu: CpuFacts) -> int:
     return max(1, min(28, (cpu.registers - vectors - 1) // max(vectors, 1)))
 
 
+def best_rows(vectors: int, cpu: CpuFacts) -> int:
+    """The register-tile height for a dense / matmul of a symbolic row count (a range of lengths):
+    the lowest within 10 % of the best rate, since the last tile is computed whole whatever the
+    length (a tall tile would cost a short sequence most)."""
+    heights = range(1, max_rows(vectors, cpu) + 1)
+    best = max(tile_rate(rw, vectors, cpu, STREAMED) for rw in heights)
+    return min(rw for rw in heights if tile_rate(rw, vectors, cpu, STREAMED) >= 0.9 * best)
+
+
 def padded_rows(rows: int, vectors: int, cpu: CpuFacts) -> int:
     """The rows a dense / matmul kernel computes: ``rows`` itself when one of its divisors makes
     a good register tile, else rows rounded up to the tile that pays best after the wasted rows

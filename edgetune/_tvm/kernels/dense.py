@@ -9,30 +9,47 @@ from typing import Any
 from .conv import crop
 
 
-def _unravel(flat: Any, dims: list[int]) -> list[Any]:
-    """Indices into ``dims`` of a row-major flat index."""
+def _unravel(flat: Any, dims: list[Any]) -> list[Any]:
+    """Indices into ``dims`` of a row-major flat index (< their product); unit dimensions are 0,
+    and the outermost one that is not takes what is left, without a division."""
     out = []
-    for d in reversed(dims):
-        out.append(flat % d)
-        flat = flat // d
+    wide = [n for n, d in enumerate(dims) if not (isinstance(d, int) and d == 1)]
+    for n in reversed(range(len(dims))):
+        if n not in wide:
+            out.append(0)
+        elif n == wide[0]:
+            out.append(flat)
+        else:
+            out.append(flat % dims[n])
+            flat = flat // dims[n]
     return list(reversed(out))
 
 
-def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0) -> Any:
+def dims(shape: Any) -> list[Any]:
+    """A TE shape's dimensions: ints where constant, the symbolic expressions as they are."""
+    return [int(x) if hasattr(x, "value") or isinstance(x, int) else x for x in shape]
+
+
+def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_tile: int = 0) -> Any:
     """``data[..., K] @ W[K, N]`` with W packed as [Np/NB, K, NB] (N padded to a multiple of NB).
 
     With ``rows_to`` (> the rows of ``data``) the rows are flattened and computed as ``rows_to``
     rows, the ones past the end reading the last row again (no pad pass, no bounds test in the
     register tile: 197 tokens as 198 measured 4× faster than 197 rows one at a time); the
-    crop drops them."""
+    crop drops them. Rows of a symbolic count (a package for a range of lengths) are computed
+    the same way, rounded up to a multiple of ``row_tile`` (recorded on the kernel for its
+    schedule)."""
     from tvm import te, tirx
 
     nbo, k, nb = (int(x) for x in weights.shape)
-    lead = [int(x) for x in data.shape[:-1]]
+    lead = dims(data.shape[:-1])
     rk = te.reduce_axis((0, k), "rk")
-    attrs = {"edgetune.kernel": "dense_packed"}
+    attrs: dict[str, Any] = {"edgetune.kernel": "dense_packed"}
     rows = math.prod(lead)
-    if rows_to <= rows:
+    if not isinstance(rows, int):
+        rows_to = row_tile * tirx.ceildiv(rows, row_tile)
+        attrs["edgetune.row_tile"] = row_tile
+    elif rows_to <= rows:
 
         def value(*idx: Any) -> Any:
             *at, j = idx
@@ -52,29 +69,36 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0) -> An
 
     def cropped(*idx: Any) -> Any:
         *at, j = idx
-        return out[sum((a * s for a, s in zip(at, strides)), tirx.const(0, "int32")), j]
+        return out[sum((a * s for a, s in zip(at, strides) if not (isinstance(s, int) and s == 0)), at[0] * 0), j]
 
     return te.compute((*lead, features), cropped, name="crop")
 
 
-def matmul_packed(a: Any, b: Any, nb: int, rows_to: int) -> Any:
+def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0) -> Any:
     """``a[..., M, K] @ b[..., K, N]`` of two computed tensors (attention's Q·Kᵀ and P·V), batch
     axes broadcast as ONNX MatMul does: ``b`` packed in the kernel as [..., Np/NB, K, NB] (the
     columns past N repeat the last one; a pass of its own), then the dense micro-kernel over
-    ``rows_to`` ≥ M rows (past M: the last row again), cropped to [..., M, N]."""
+    ``rows_to`` ≥ M rows (past M: the last row again), cropped to [..., M, N]. M, K and N may be
+    symbolic (a range of lengths): then the rows are whole tiles of ``row_tile`` (recorded on
+    the kernel for its schedule)."""
     from tvm import te, tirx
 
-    *abatch, m, k = (int(x) for x in a.shape)
-    *bbatch, _k, n = (int(x) for x in b.shape)
+    *abatch, m, k = dims(a.shape)
+    *bbatch, _k, n = dims(b.shape)
     batch = max(len(abatch), len(bbatch))
     abatch = [1] * (batch - len(abatch)) + abatch
     bbatch = [1] * (batch - len(bbatch)) + bbatch
     out_batch = [max(x, y) for x, y in zip(abatch, bbatch)]
-    nbo = -(-n // nb)
+    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(n, nb)
     lead_a, lead_b = len(a.shape) - 2, len(b.shape) - 2
+    attrs: dict[str, Any] = {"edgetune.kernel": "matmul_packed"}
+    symbolic_rows = not isinstance(m, int)
+    if symbolic_rows:
+        rows_to = row_tile * tirx.ceildiv(m, row_tile)
+        attrs["edgetune.row_tile"] = row_tile
 
-    def pick(dims: list[int], idx: list[Any], lead: int) -> list[Any]:
-        picked = [0 if d == 1 else i for d, i in zip(dims, idx)]
+    def pick(dims_: list[int], idx: list[Any], lead: int) -> list[Any]:
+        picked = [0 if d == 1 else i for d, i in zip(dims_, idx)]
         return picked[batch - lead:]
 
     packed = te.compute((*bbatch, nbo, k, nb),
@@ -82,15 +106,15 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: int) -> Any:
                                         tirx.min(idx[batch] * nb + idx[batch + 2], n - 1))],
                         name="pack_b")
     rk = te.reduce_axis((0, k), "rk")
+    padded_rows = symbolic_rows or rows_to > m
 
     def value(*idx: Any) -> Any:
         *at, i, j = idx
-        row = tirx.min(i, m - 1) if rows_to > m else i
+        row = tirx.min(i, m - 1) if padded_rows else i
         return te.sum(a[(*pick(abatch, at, lead_a), row, rk)] * packed[(*pick(bbatch, at, batch), j // nb, rk, j % nb)],
                       axis=[rk])
 
-    out = te.compute((*out_batch, max(rows_to, m), nbo * nb), value, name="matmul_packed",
-                     attrs={"edgetune.kernel": "matmul_packed"})
-    if rows_to <= m and nbo * nb == n:
+    out = te.compute((*out_batch, rows_to if padded_rows else m, nbo * nb), value, name="matmul_packed", attrs=attrs)
+    if not padded_rows and isinstance(n, int) and nbo * nb == n:
         return out
     return te.compute((*out_batch, m, n), lambda *idx: out[idx], name="crop")

@@ -13,9 +13,16 @@ OUTPUTS = ("softmax_norm", "ln_norm")  # the stage that writes the result
 SHIFT = "softmax_shift"  # x − max, inlined into the exp
 
 
-def row_lanes(n: int, lanes: int) -> int:
-    """Lanes of a row's partial results: a native register, or 4 for short rows (of 4 or more)."""
-    return lanes if n >= lanes else 4
+def row_lanes(n: Any, lanes: int) -> int:
+    """Lanes of a row's partial results: a native register, or 4 for short rows (of 4 or more).
+    A row of symbolic length (a range of lengths) takes a register: past its vectors, the tail
+    loop covers the rest, a whole row when it is shorter."""
+    return lanes if not isinstance(n, int) or n >= lanes else 4
+
+
+def _length(n: Any) -> Any:
+    """A row's length: an int where it is constant, else the symbolic expression."""
+    return int(n) if hasattr(n, "value") else n
 
 
 def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, name: str) -> Any:
@@ -35,7 +42,7 @@ def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, nam
     return te.compute(rows, value, name=name)
 
 
-def _partial(value_of: Any, rows: Any, n: int, lanes: int, combine: str, name: str, kernel: str = "") -> Any:
+def _partial(value_of: Any, rows: Any, n: Any, lanes: int, combine: str, name: str, kernel: str = "") -> Any:
     from tvm import te
 
     o = te.reduce_axis((0, n // lanes), "o")
@@ -55,7 +62,7 @@ def softmax_rows(x: Any, lanes: int) -> Any:
     from tvm import te, topi
 
     *rows, n = x.shape
-    n = int(n)
+    n = _length(n)
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
 
@@ -80,7 +87,7 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
     from tvm import te, tirx
 
     *rows, n = x.shape
-    n = int(n)
+    n = _length(n)
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
     part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", PARTIALS[2], kernel="layer_norm_rows")

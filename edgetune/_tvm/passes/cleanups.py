@@ -17,6 +17,7 @@ from .common import (
     module_pass,
     op_name,
     relax,
+    last_dim,
     static_shape,
 )
 
@@ -148,7 +149,7 @@ def _last_axis_mean(call: Any) -> Any | None:
 class _DecomposedLayerNorm(relax.PyExprMutator):
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
         new = super().visit_call_(op)
-        if op_name(new) != "relax.divide" or str(new.ty.dtype) != "float32" or static_shape(new) is None:
+        if op_name(new) != "relax.divide" or str(new.ty.dtype) != "float32" or last_dim(new) is None:
             return new
         centred, std = new.args
         sqrt = bound_value(self, std)
@@ -170,7 +171,7 @@ class _DecomposedLayerNorm(relax.PyExprMutator):
         if not squared_centred or _last_axis_mean(bound_value(self, mean)) is None or \
                 not _last_axis_mean(bound_value(self, mean)).same_as(x):
             return new
-        n = static_shape(new)[-1]
+        n = last_dim(new)
         ones, zeros = (relax.const(np.full(n, v, np.float32)) for v in (1.0, 0.0))
         return relax.op.nn.layer_norm(x, ones, zeros, axes=[-1], epsilon=float(eps_value.reshape(())))
 

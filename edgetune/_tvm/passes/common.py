@@ -97,6 +97,15 @@ def static_shape(expr: Any) -> list[int] | None:
     return [int(v.value) for v in values]
 
 
+def last_dim(expr: Any) -> int | None:
+    """The last dimension of a tensor expression when it is a constant (the others may be
+    symbolic: a range of lengths), else None."""
+    values = getattr(getattr(expr.ty, "shape", None), "values", None)
+    if not values or not hasattr(values[-1], "value"):
+        return None
+    return int(values[-1].value)
+
+
 def bound_value(mutator: Any, expr: Any) -> Any:
     """What a variable is bound to in the function ``mutator`` rewrites (``expr`` itself if not
     a variable or not bound there)."""

@@ -15,6 +15,7 @@ from ..kernels.cpu import (
     depthwise_weights,
     packed_weights,
     pad_axis,
+    best_rows,
     padded_rows,
     register_tile,
 )
@@ -144,8 +145,12 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     nb = dense_block(n, cpu)
     packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
     shape = static_shape(x)
-    rows = int(np.prod(shape[:-1])) if shape else 0
-    rows_to = padded_rows(rows, -(-nb // cpu.lanes), cpu) if rows else 0  # (symbolic rows: as they are)
+    vectors = -(-nb // cpu.lanes)
+    if shape is None:  # symbolic rows (a range of lengths): tiles of the best height, the last one padded
+        return bb.call_te(dense_packed, x, relax.const(packed), n, 0, best_rows(vectors, cpu),
+                          primfunc_name_hint="dense")
+    rows = int(np.prod(shape[:-1]))
+    rows_to = padded_rows(rows, vectors, cpu)
     return bb.call_te(dense_packed, x, relax.const(packed), n, rows_to if rows_to > rows else 0,
                       primfunc_name_hint="dense")
 
@@ -155,24 +160,38 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     its right operand packed in the kernel."""
     a, b = call.args
     shapes = [static_shape(t) for t in (a, b)]
-    if any(s is None or len(s) < 2 for s in shapes):
+    if all(s is not None and len(s) >= 2 for s in shapes):
+        (m, _k), n = shapes[0][-2:], shapes[1][-1]
+        nb = dense_block(n, cpu)
+        rows_to = padded_rows(m, -(-nb // cpu.lanes), cpu)
+        return bb.call_te(matmul_packed, a, b, nb, rows_to, primfunc_name_hint="matmul")
+    # a range of lengths: rows, columns and depth may be symbolic, the batch axes (heads) not
+    values = [getattr(t.ty.shape, "values", None) for t in (a, b)]
+    if any(v is None or len(v) < 2 or not all(hasattr(d, "value") for d in v[:-2]) for v in values):
         return _default_legalize(bb, call)
-    (m, _k), n = shapes[0][-2:], shapes[1][-1]
-    nb = dense_block(n, cpu)
-    rows_to = padded_rows(m, -(-nb // cpu.lanes), cpu)
-    return bb.call_te(matmul_packed, a, b, nb, rows_to, primfunc_name_hint="matmul")
+    n = values[1][-1]
+    nb = dense_block(int(n.value), cpu) if hasattr(n, "value") else 2 * cpu.lanes  # short rows waste less
+    return bb.call_te(matmul_packed, a, b, nb, 0, best_rows(-(-nb // cpu.lanes), cpu), primfunc_name_hint="matmul")
 
 
-def _last_axis(call: Any, axes: list[int]) -> bool:
+def _last_axis(call: Any, axes: list[int], symbolic_rows: bool = False) -> bool:
     """Whether ``axes`` is the last axis of the call's fp32 input of static shape (rows of 4 or
-    more: TVM's own kernel handles a handful of classes as well)."""
+    more: TVM's own kernel handles a handful of classes as well). With ``symbolic_rows`` the
+    row count and length may be symbolic (a range of lengths: attention's scores)."""
+    values = getattr(getattr(call.args[0].ty, "shape", None), "values", None)
+    if values is None or len(values) < 2 or str(call.args[0].ty.dtype) != "float32":
+        return False
+    if [a % len(values) for a in axes] != [len(values) - 1]:
+        return False
+    last = values[-1]
+    if symbolic_rows:
+        return not hasattr(last, "value") or int(last.value) >= 4
     shape = static_shape(call.args[0])
-    return (shape is not None and len(shape) >= 2 and str(call.args[0].ty.dtype) == "float32" and shape[-1] >= 4
-            and [a % len(shape) for a in axes] == [len(shape) - 1])
+    return shape is not None and shape[-1] >= 4
 
 
 def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
-    if not _last_axis(call, [int(call.attrs.axis)]):
+    if not _last_axis(call, [int(call.attrs.axis)], symbolic_rows=True):
         return _default_legalize(bb, call)
     return bb.call_te(softmax_rows, call.args[0], cpu.lanes, primfunc_name_hint="softmax")
 
@@ -180,7 +199,8 @@ def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
 def _legalize_layer_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     a = call.attrs
     x, gamma, beta = call.args
-    if not _last_axis(call, ints(a.axes)) or any(rank(t) != 1 for t in (gamma, beta)):
+    if not _last_axis(call, ints(a.axes), symbolic_rows=True) or not hasattr(x.ty.shape.values[-1], "value") \
+            or any(rank(t) != 1 for t in (gamma, beta)):
         return _default_legalize(bb, call)
     return bb.call_te(layer_norm_rows, x, gamma if a.scale else None, beta if a.center else None, float(a.epsilon),
                       cpu.lanes, primfunc_name_hint="layer_norm")

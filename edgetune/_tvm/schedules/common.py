@@ -32,9 +32,20 @@ def is_reduction(sch: Any, block: Any) -> bool:
     return any(int(iv.iter_type) == IterVar.CommReduce for iv in sch.get(block).iter_vars)
 
 
-def loop_extent(sch: Any, loop: Any) -> int:
+def static_extent(sch: Any, loop: Any) -> int | None:
+    """A loop's extent, None where it is symbolic (a package for a range of lengths)."""
     ext = sch.get(loop).extent
-    return int(ext.value) if hasattr(ext, "value") else int(ext)
+    if isinstance(ext, int):
+        return ext
+    return int(ext.value) if hasattr(ext, "value") else None
+
+
+def loop_extent(sch: Any, loop: Any) -> int:
+    """A loop's constant extent; a rule that needs one does not match a symbolic loop."""
+    ext = static_extent(sch, loop)
+    if ext is None:
+        raise NoMatchError(f"symbolic loop extent {sch.get(loop).extent}")
+    return ext
 
 
 def fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
@@ -62,8 +73,9 @@ def fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
     return after[-1], cropped or not same
 
 
-def out_shape(sch: Any, block: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in sch.get(block).writes[0].source.shape)
+def out_shape(sch: Any, block: Any) -> tuple[int | str, ...]:
+    """The shape a block writes (symbolic dimensions as their expressions' text)."""
+    return tuple(int(d) if hasattr(d, "value") else str(d) for d in sch.get(block).writes[0].source.shape)
 
 
 def vector_factor(extent: int, cpu: CpuFacts) -> int | None:
@@ -114,7 +126,9 @@ def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
     if not loops:
         return
     inner = loops[-1]
-    ext = loop_extent(sch, inner)
+    ext = static_extent(sch, inner)
+    if ext is None:  # a symbolic innermost axis stays scalar
+        return
     factor = vector_factor(ext, cpu)
     if factor is None or ext <= 1:
         return
@@ -141,7 +155,8 @@ def parallel_outer(sch: Any, loops: list[Any], cpu: CpuFacts, cores: int, min_ch
     take, work = 0, 1
     for loop in loops:
         take += 1
-        work *= loop_extent(sch, loop)
+        # a symbolic extent (a sequence's length) is taken as long enough
+        work *= static_extent(sch, loop) or min_chunks * cores
         if work >= min_chunks * cores:
             break
     if work <= 1:

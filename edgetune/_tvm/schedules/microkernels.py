@@ -303,9 +303,13 @@ def _row_tiles(sch: Any, main: Any, epi: Any | None, cropped: bool, batch: list[
     into one parallel loop (``order`` 0: row tiles outside column blocks, 1 the reverse)."""
     nb = int(sch.get(main).reads[1].source.shape[-1])
     vectors = -(-nb // cpu.lanes)
-    m = loop_extent(sch, row)
-    rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
-    ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
+    tile = sch.get(main).annotations.get("edgetune.row_tile")
+    if tile is not None:  # a symbolic row count, computed as whole tiles of this height
+        ro, ri = sch.split(row, [None, int(tile)])
+    else:
+        m = loop_extent(sch, row)
+        rm = default_rows(m, vectors, cpu, STREAMED) if m > 1 else 1
+        ro, ri = sch.split(row, decide.tile(row, [m // rm, rm], max_rows(vectors, cpu)))
     jo, ji = sch.split(j, [None, nb])
     outer = [*batch, ro, jo] if order == 0 else [*batch, jo, ro]
     sch.reorder(*outer, rk, ri, ji)

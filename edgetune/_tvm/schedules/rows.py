@@ -8,7 +8,7 @@ from typing import Any
 
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import OUTPUTS, PARTIALS, SHIFT
-from .common import block_index, child_blocks, is_reduction, loop_extent
+from .common import block_index, child_blocks, is_reduction, static_extent
 from .microkernels import Decider
 
 
@@ -50,8 +50,14 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
 
 
 def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
-    """A row's elementwise loop in whole registers; the tail past the last one a loop of its own."""
-    n = loop_extent(sch, loop)
+    """A row's elementwise loop in whole registers; the tail past the last one a loop of its own.
+    A row of symbolic length: registers under a bounds predicate (TVM's loop partition takes
+    the whole ones out of it)."""
+    n = static_extent(sch, loop)
+    if n is None:
+        _outer, loop = sch.split(loop, [None, cpu.lanes])
+        sch.vectorize(loop)
+        return
     lanes = cpu.lanes if n >= cpu.lanes else 4 if n >= 4 else 1
     if lanes == 1:
         return

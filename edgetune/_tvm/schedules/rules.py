@@ -16,6 +16,7 @@ from .common import (
     loop_extent,
     parallel_outer,
     select_edges,
+    static_extent,
     vector_factor,
     vectorize_inner,
 )
@@ -50,7 +51,7 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
         _reduce_to_scalar(sch, main, reduce, cpu)
         return
     inner = spatial[-1]
-    width = vector_factor(loop_extent(sch, inner), cpu)
+    width = vector_factor(static_extent(sch, inner) or 1, cpu)
     vec = None
     if width and width < loop_extent(sch, inner):
         vo, vec = sch.split(inner, [None, width])
@@ -93,7 +94,8 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
         return
     for block in blocks:
         loops = sch.get_loops(block)
-        edges = select_edges(sch, block, loop_extent(sch, loops[-1])) if loops else []
+        inner = static_extent(sch, loops[-1]) if loops else None
+        edges = select_edges(sch, block, inner) if inner else []
         # the registers' loop is split off first: a partitioned piece that does not start at 0
         # cannot be split (TVM refuses), so the seams cut the loop of registers
         width = vector_factor(math.gcd(loop_extent(sch, loops[-1]), *edges), cpu) if edges else None
@@ -123,7 +125,8 @@ def _split_pad(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> bool:
     on x86 and no faster on the A72/A76 estimates, measured.) False, with ``sch`` half-changed,
     where it does not apply: try it on a copy."""
     loops = sch.get_loops(block)
-    if len(loops) < 2 or vector_factor(loop_extent(sch, loops[-1]), cpu) or not has_select(sch, block):
+    inner = static_extent(sch, loops[-1]) if loops else None
+    if len(loops) < 2 or inner is None or vector_factor(inner, cpu) or not has_select(sch, block):
         return False
     try:
         sch.decompose_padding(block, loops[0])
