@@ -105,3 +105,40 @@ def _table_lookups_elementwise_labels(mod: Any) -> dict[Any, tuple[Any, int, str
                     and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
                 labels[b.var] = (value, _ELEMWISE, "lookup")
     return labels
+
+
+_OPAQUE = 8
+_CROPPED_KERNELS = ("dense_packed", "matmul_packed")
+
+
+@module_pass(opt_level=0)
+class CroppedKernelsFusable:
+    """A dense / matmul kernel that computes whole register tiles and crops them (rows padded to
+    the tile: a symbolic length, 197 tokens) is labelled as fusable with its elementwise epilogue
+    (bias, GELU, residual add) like the uncropped kernel: TVM's pattern analysis reads the crop's
+    index remapping as opaque, so the epilogue ran as a pass of its own, a dispatch and a trip
+    over memory per layer."""
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        from tvm import tirx
+
+        updates = {}
+        for gv, func in mod.functions_items():
+            if isinstance(func, tirx.PrimFunc) and func.attrs is not None and \
+                    int(func.attrs.get("op_pattern", -1)) == _OPAQUE and _cropped_kernel(func):
+                updates[gv] = func.with_attr("op_pattern", _OUT_EWISE_FUSABLE)
+        for gv, func in updates.items():
+            mod[gv] = func
+        return mod
+
+
+def _cropped_kernel(func: Any) -> bool:
+    """Whether ``func`` is one of edgetune's packed dense / matmul kernels followed by its crop only."""
+    from tvm import s_tir
+
+    from ..schedules.common import block_name, child_blocks
+
+    sch = s_tir.Schedule(func)
+    blocks = child_blocks(sch)
+    return (len(blocks) >= 2 and block_name(sch, blocks[-1]) == "crop"
+            and str(sch.get(blocks[-2]).annotations.get("edgetune.kernel", "")) in _CROPPED_KERNELS)

@@ -33,7 +33,7 @@ from .cleanups import (
     SumOfStackToAdd,
 )
 from .common import relax
-from .fusion import BroadcastsApart, TableLookupsElementwise
+from .fusion import BroadcastsApart, CroppedKernelsFusable, TableLookupsElementwise
 from .gpu import IntegerPowersAsProducts, TwoStepReductions
 from .int8_elementwise import Int8Concats, Int8MaxPools, Int8Relus, Int8Rescales, Int8Tables, XnnpackInt8Adds
 from .int8_kernels import (
@@ -133,7 +133,7 @@ def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto
     if lowering == NATIVE:
         passes.append(relax.transform.FoldConstant())
     else:
-        passes += [TableLookupsElementwise(), BroadcastsApart(), FoldRest()]
+        passes += [TableLookupsElementwise(), BroadcastsApart(), CroppedKernelsFusable(), FoldRest()]
     return [*passes, relax.transform.FuseOps(), relax.transform.FuseTIR()]
 
 

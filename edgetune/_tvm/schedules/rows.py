@@ -51,12 +51,13 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
 
 def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
     """A row's elementwise loop in whole registers; the tail past the last one a loop of its own.
-    A row of symbolic length: registers under a bounds predicate (TVM's loop partition takes
-    the whole ones out of it)."""
+    A row of symbolic length is left to LLVM's loop vectorizer (vector body, scalar remainder).
+    Measured on a softmax over 12 × 200 × 200 (AVX2; fixed-length kernel 0.32 ms): this 0.51 ms;
+    TVM's split under a bounds predicate 1.99 ms (its lanes stay scalar; TVM cannot partition a
+    loop of symbolic extent); rows padded to whole registers 1.32 ms (the clamped reads past the
+    row's end become gathers)."""
     n = static_extent(sch, loop)
     if n is None:
-        _outer, loop = sch.split(loop, [None, cpu.lanes])
-        sch.vectorize(loop)
         return
     lanes = cpu.lanes if n >= cpu.lanes else 4 if n >= 4 else 1
     if lanes == 1:
