@@ -7,10 +7,11 @@ axis: tokens, frames, an image's width). Two ways to build one:
   time (TVM Relax's symbolic shapes; edgetune's dense, matmul and row kernels tile a symbolic
   extent, the last tile padded). Every length runs at its own size and nothing is padded, so it
   serves models without an attention mask too.
-- **buckets** (``--buckets 64,128,256``, and TFLite models): a few fixed-length packages; a call
-  is padded to the next bucket (exact only for models that mask padding: a model that padding
-  changes fails the range's reference check when it is built). Tuning records apply here:
-  they are per length.
+- **buckets** (``--buckets 64,128,256`` or ``--records DIR``, and TFLite models): a few
+  fixed-length packages; a call is padded to the next bucket (exact only for models that mask
+  padding: a model that padding changes fails the range's reference check when it is built).
+  Tuning records apply here: they are per length (``edgetune tune`` with a range tunes each
+  bucket).
 """
 
 from __future__ import annotations
@@ -119,10 +120,11 @@ def symbolic_lengths(rng: LengthRange) -> list[int]:
 
 
 def is_symbolic(opts: Any) -> bool:
-    """Whether a range package for ``opts`` is built as one symbolic-shape library (else buckets)."""
+    """Whether a range package for ``opts`` is built as one symbolic-shape library: ONNX models
+    unless ``--buckets`` or ``--records`` asks for the lengths tuning records are for."""
     from .importer import detect_format
 
-    return not opts.buckets and detect_format(opts.model) == "onnx"
+    return not opts.buckets and opts.records is None and detect_format(opts.model) == "onnx"
 
 
 def package_range(opts: Any, progress: Any) -> Any:

@@ -121,8 +121,10 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     fixed, rng = split(input_shapes or {})
     if rng is not None:  # a length range: what a range package compiles, the figures at its longest
         input_shapes = rng.shapes_at(rng.hi, fixed)
-        notes.append(f"length range {rng.lo}..{rng.hi}: a range package compiles buckets "
-                     f"{', '.join(map(str, default_buckets(rng.lo, rng.hi)))}; the figures here are for length {rng.hi}")
+        how = ("one library with symbolic shapes (--buckets: fixed lengths " if fmt == "onnx" else "buckets ")
+        notes.append(f"length range {rng.lo}..{rng.hi}: a range package compiles {how}"
+                     f"{', '.join(map(str, default_buckets(rng.lo, rng.hi)))}{')' if fmt == 'onnx' else ''}; "
+                     f"the figures here are for length {rng.hi}")
     recurrent, control, bindable = _onnx_structure(path, input_shapes or {}, bindings or {}) if fmt == "onnx" else ([], [], [])
     if not unsupported:
         try:

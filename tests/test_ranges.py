@@ -1,5 +1,6 @@
-"""Range packages (``--input-shape input_ids=1,1..N``): buckets, padding and cutting back,
-the range's own reference check at lengths no bucket has, and what they refuse."""
+"""Range packages (``--input-shape input_ids=1,1..N``): one symbolic-shape library (the default
+for ONNX) or buckets (padding and cutting back), the range's own reference check at several
+lengths, and what they refuse."""
 
 from __future__ import annotations
 
@@ -65,13 +66,7 @@ def _inputs(length: int, seed: int) -> dict[str, np.ndarray]:
             "token_type_ids": rng.integers(0, 2, (1, length)).astype("int64")}
 
 
-def test_one_package_serves_every_length_in_its_range(encoder, tmp_path):
-    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(40)))
-    m = result.manifest
-    assert m["kind"] == "range" and m["range"]["buckets"] == [8, 16, 24, 40]
-    v = m["verification"]
-    assert v["status"] == "passed" and sorted(v["lengths"], key=int) == ["1", "21", "40"], v
-    assert sorted(p.name for p in result.path.iterdir() if p.is_dir()) == ["b16", "b24", "b40", "b8", "edgetune_runtime"]
+def _serves_every_length(result, encoder) -> None:
     model = edgetune_runtime.load(result.path)
     session = ort.InferenceSession(str(encoder))
     for length in (1, 7, 8, 9, 23, 40):
@@ -90,19 +85,64 @@ def test_one_package_serves_every_length_in_its_range(encoder, tmp_path):
     assert model.check()["passed"]
 
 
-def test_a_model_that_padding_changes_fails_its_range_check_and_leaves_nothing(tmp_path):
-    """Without a mask, the padded positions take part: x − mean(x over the sequence)."""
+def test_one_symbolic_library_serves_every_length_in_its_range(encoder, tmp_path):
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(40)))
+    m = result.manifest
+    assert m["kind"] == "range" and m["range"]["symbolic"] and m["range"]["buckets"] == [40]
+    v = m["verification"]
+    assert v["status"] == "passed" and sorted(v["lengths"], key=int) == ["1", "21", "40"], v
+    assert sorted(p.name for p in result.path.iterdir() if p.is_dir()) == ["edgetune_runtime", "symbolic"]
+    inner = json.loads((result.path / "symbolic" / "manifest.json").read_text())
+    assert inner["length_range"] == [1, 40] and [s.get("range_axis") for s in inner["inputs"]] == [1, 1, 1]
+    assert inner["outputs"][0]["range_axis"] == 1 and inner["outputs"][0]["shape"] == [1, 40, 32]
+    assert not inner["schedules"]["naive"], inner["schedules"]  # every kernel has its schedule
+    kinds = {k["kind"] for k in inner["kernels"].values()}
+    assert {"dense", "matmul", "softmax", "layer-norm"} <= kinds, kinds
+    _serves_every_length(result, encoder)
+    timed = edgetune_runtime.load(result.path).measure(runs=3, max_warmup_s=1.0)
+    assert sorted(timed["buckets"], key=int) == ["8", "16", "24", "40"]  # the lengths buckets would have
+
+
+def test_a_bucket_package_pads_each_length_to_the_next_bucket(encoder, tmp_path):
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(40),
+                                    buckets=(8, 16, 24, 40)))
+    m = result.manifest
+    assert m["kind"] == "range" and m["range"]["buckets"] == [8, 16, 24, 40] and not m["range"].get("symbolic")
+    v = m["verification"]
+    assert v["status"] == "passed" and sorted(v["lengths"], key=int) == ["1", "21", "40"], v
+    assert sorted(p.name for p in result.path.iterdir() if p.is_dir()) == ["b16", "b24", "b40", "b8", "edgetune_runtime"]
+    _serves_every_length(result, encoder)
+
+
+def _centring(tmp_path: Path) -> Path:
+    """x − mean(x over the sequence): without a mask, padded positions would take part."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n", 4])
     nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1), helper.make_node("Sub", ["x", "m"], ["y"])]
     model = tmp_path / "centre.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "centre", [x], [y]), opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
               str(model))
-    out = tmp_path / "pkg"
+    return model
+
+
+def test_a_model_that_padding_changes_fails_a_bucket_range_check_and_leaves_nothing(tmp_path):
+    model, out = _centring(tmp_path), tmp_path / "pkg"
     with pytest.raises(VerificationError, match="padding changes this model's outputs") as info:
-        package(PackageOptions(model=model, device="host", output=out, input_shapes={"x": (1, (1, 32), 4)}))
-    assert "one at a time" in info.value.hint
+        package(PackageOptions(model=model, device="host", output=out, input_shapes={"x": (1, (1, 32), 4)}, buckets=(16, 32)))
+    assert "leave out --buckets" in info.value.hint
     assert not out.exists() and not list(tmp_path.glob(".pkg.*"))
+
+
+def test_a_model_that_padding_changes_is_exact_as_a_symbolic_package(tmp_path):
+    model = _centring(tmp_path)
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg", input_shapes={"x": (1, (1, 32), 4)}))
+    assert result.manifest["verification"]["status"] == "passed"
+    loaded = edgetune_runtime.load(result.path)
+    for length in (1, 5, 32):
+        x = np.random.default_rng(length).standard_normal((1, length, 4)).astype("float32")
+        np.testing.assert_allclose(loaded.run(x=x)["y"], x - x.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match=r"outside the package's range 1\.\.32"):
+        loaded.run(x=np.zeros((1, 33, 4), "float32"))
 
 
 @pytest.mark.qemu
@@ -113,6 +153,16 @@ def test_a_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qe
                                     buckets=(16, 32)))
     v = result.manifest["verification"]
     assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["1", "25", "32"], v
+
+
+@pytest.mark.qemu
+def test_a_symbolic_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qemu):
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "pi", input_shapes=_ranged(32)))
+    v = result.manifest["verification"]
+    assert result.manifest["range"]["symbolic"]
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["1", "17", "32"], v
 
 
 @pytest.mark.slow
@@ -133,9 +183,10 @@ def test_tuning_a_range_tunes_each_bucket_and_its_package_applies_them(encoder, 
     assert result.manifest["verification"]["status"] == "passed"
 
 
-def test_inspect_reports_a_range_at_its_longest_with_the_buckets(encoder):
+def test_inspect_reports_a_range_at_its_longest_and_how_it_is_built(encoder):
     from edgetune.report import inspect_model
 
     report = inspect_model(encoder, _ranged(64, lo=4))
-    assert report.import_error is None and any("length range 4..64: a range package compiles buckets 8, 16, 32, 64" in n
-                                        for n in report.notes), report.notes
+    assert report.import_error is None and any(
+        "length range 4..64: a range package compiles one library with symbolic shapes (--buckets: fixed lengths "
+        "8, 16, 32, 64)" in n for n in report.notes), report.notes
