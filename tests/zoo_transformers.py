@@ -224,13 +224,15 @@ def vit(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64, heads: int 
 
 
 def whisper_encoder(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64, heads: int = 4, mels: int = 16,
-                    frames: int = 64) -> Path:
+                    frames: int = 64, dynamic: bool = False) -> Path:
     """A Whisper-style audio encoder (tiny: layers=4, hidden=384, heads=6, mels=80, frames=3000)
-    over a log-mel input [1, mels, frames]; output [1, frames / 2, hidden]."""
+    over a log-mel input [1, mels, frames]; output [1, frames / 2, hidden]. ``dynamic``: a
+    speech encoder of any length (no mask: every frame is speech), its frame axis dynamic in
+    the file and the positions the first frames / 2 rows of a 1024-row table."""
     from onnx import TensorProto
 
-    g = TGraph("whisper_encoder", seed, opset=17)
-    feats = g.input("input_features", TensorProto.FLOAT, (1, mels, frames))
+    g = TGraph("whisper_encoder", seed, dynamic=dynamic, opset=17)
+    feats = g.input("input_features", TensorProto.FLOAT, ("batch", mels, "frames") if dynamic else (1, mels, frames))
 
     def conv1d(x: str, cin: int, stride: int) -> str:
         w = (g.rng.standard_normal((hidden, cin, 3)) / np.sqrt(3 * cin)).astype(np.float32)
@@ -240,8 +242,12 @@ def whisper_encoder(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64,
     x = g.gelu(conv1d(g.gelu(conv1d(feats, mels, 1)), hidden, 2))
     x = g.op("Transpose", [x], perm=[0, 2, 1])
     seq = frames // 2
-    t = np.arange(seq)[:, None] / (10000 ** (np.arange(hidden // 2) / (hidden // 2 - 1)))[None, :]
-    x = g.op("Add", [x, g.const(np.concatenate([np.sin(t), np.cos(t)], 1).astype(np.float32)[None], "pos")])
+    t = np.arange(1024 if dynamic else seq)[:, None] / (10000 ** (np.arange(hidden // 2) / (hidden // 2 - 1)))[None, :]
+    pos = g.const(np.concatenate([np.sin(t), np.cos(t)], 1).astype(np.float32)[None], "pos")
+    if dynamic:  # pos[:, :T]
+        length = g.unsqueeze(g.op("Gather", [g.op("Shape", [x]), g.const(np.array(1, np.int64))], axis=0), [0])
+        pos = g.op("Slice", [pos, g.const(np.array([0], np.int64)), length, g.const(np.array([1], np.int64))])
+    x = g.op("Add", [x, pos])
     for _ in range(layers):
         x = g.op("Add", [x, g.attention(g.layer_norm(x, hidden, 1e-5), seq, hidden, heads, scale="query", k_bias=False)])
         x = g.op("Add", [x, g.linear(g.gelu(g.linear(g.layer_norm(x, hidden, 1e-5), hidden, 4 * hidden)), 4 * hidden, hidden)])

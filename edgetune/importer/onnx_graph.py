@@ -178,8 +178,9 @@ def recurrent_layers(model: Any) -> list[dict[str, Any]]:
     return out
 
 
-def check_recurrent(model: Any) -> None:
-    """Refuse, naming the node, every recurrent node edgetune cannot run exactly."""
+def check_recurrent(model: Any, symbolic: bool = False) -> None:
+    """Refuse, naming the node, every recurrent node edgetune cannot run exactly. ``symbolic``:
+    the model is imported for a range of lengths, and its sequences may be as long as that."""
     if not any(n.op_type in RECURRENT for n in model.graph.node):
         return  # shape inference costs seconds on big CNNs
     shapes = _shapes(model)
@@ -204,10 +205,13 @@ def check_recurrent(model: Any) -> None:
                         "export the model with its weights as initializers")
         x = shapes.get(node.input[0])
         layout = int(at.get("layout", 0))
-        if not x or len(x) != 3 or None in x:
+        if not x or len(x) != 3 or None in [d for i, d in enumerate(x) if not symbolic or i != layout]:
             _refuse(node, "the sequence length is not fixed", "fix the input's shape with --input-shape")
         steps = x[1] if layout else x[0]
         seq = node.input[4] if len(node.input) > 4 else ""
+        if seq and steps is None:
+            _refuse(node, "sequence_lens with a sequence whose length is chosen at run time",
+                    "export without sequence_lens, or package one length at a time")
         if seq:
             if seq not in consts:
                 _refuse(node, "sequence_lens is a run-time input: only sequences as long as the input "

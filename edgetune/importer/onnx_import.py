@@ -175,8 +175,12 @@ def _length_range(shapes: dict[str, tuple[Any, ...]]) -> tuple[int, int] | None:
     return next(iter(spans))
 
 
-def fold_shape_subgraphs(model: Any) -> Any:
-    """Constant-fold run-time shape computations with onnxruntime (basic level) and reload."""
+def fold_shape_subgraphs(model: Any, symbolic: bool = False) -> Any:
+    """Constant-fold run-time shape computations with onnxruntime (basic level) and reload.
+    ``symbolic`` (a range of lengths): without onnxruntime's transpose optimizer, which turns
+    ``Shape(Transpose(x))`` into a gather of ``Shape(x)`` by the permutation — a tensor TVM's
+    frontend cannot follow as a shape, so every shape after it was lost (a speech encoder's
+    positions sliced to its frame count)."""
     import onnx
     import onnxruntime as ort
 
@@ -187,7 +191,8 @@ def fold_shape_subgraphs(model: Any) -> Any:
         opts.optimized_model_filepath = str(folded)
         opts.log_severity_level = 3
         try:
-            ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"],
+                                 **({"disabled_optimizers": ["TransposeOptimizer"]} if symbolic else {}))
         except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph types
             raise InputShapeError(
                 f"onnxruntime cannot run the model with these input shapes: {str(err).splitlines()[0][:300]}",
@@ -242,10 +247,11 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     if time_major(model):
         notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
     ops = {n.op_type for n in model.graph.node}
+    span = _length_range(shapes)
     if ops & (_SHAPE_OPS | {"If"}) or shape_notes or overrides or bound:
-        model = fold_shape_subgraphs(model)
+        model = fold_shape_subgraphs(model, symbolic=span is not None)
         notes.append("shape subgraphs and constant If conditions folded with onnxruntime (basic graph optimisation)")
-    check_recurrent(model)
+    check_recurrent(model, symbolic=span is not None)
     if bound:
         notes.append("bound at package time: " + ", ".join(f"{k}={v}" for k, v in bound.items()))
     reference = model.SerializeToString()  # onnxruntime runs its own ops and the QLinear ops themselves
@@ -254,7 +260,6 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
-    span = _length_range(shapes)
     mod = _tvm.onnx_to_relax(
         model,
         {mapping[k]: tuple(LENGTH if isinstance(d, tuple) else d for d in v) for k, v in shapes.items()},

@@ -102,13 +102,13 @@ def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: in
 
     lay = layer_of(op, inputs, attrs)
     x = inputs[0]
-    steps, batch, _ = (int(v) for v in x.ty.shape)
+    steps, batch, _ = _dims(x)
     gh = lay.gates * lay.hidden
     xp = _input_projection(bb, x, lay)
     states = [_initial(inputs[5], lay, batch)]
     if op == "LSTM":
         states.append(_initial(inputs[6], lay, batch))
-    if steps > unroll_max:
+    if not isinstance(steps, int) or steps > unroll_max:  # (a symbolic length: always the loop)
         res = _looped(bb, xp, states, lay)
         return relax.Tuple([bb.emit(relax.TupleGetItem(res, i)) for i in range(1 + len(states))])
     ys, finals = [], []
@@ -124,11 +124,16 @@ def convert(bb: Any, op: str, inputs: Any, attrs: dict[str, Any], unroll_max: in
     return relax.Tuple([y, *outs])
 
 
+def _dims(x: Any) -> list[Any]:
+    """A tensor's dimensions: ints, a symbolic one (a sequence chosen at run time) as it is."""
+    return [int(v) if hasattr(v, "value") else v for v in x.ty.shape.values]
+
+
 def _input_projection(bb: Any, x: Any, lay: Layer) -> Any:
     """``x @ W^T + bias`` for every step and direction: [T, B, D·G·H]."""
     from tvm import relax
 
-    steps, batch, feats = (int(v) for v in x.ty.shape)
+    steps, batch, feats = _dims(x)
     hidden, g = lay.hidden, lay.gates
     bias = lay.wb.copy()
     if lay.op == "GRU" and lay.linear_before_reset:
@@ -234,9 +239,9 @@ def _looped(bb: Any, xp: Any, states: list[Any], lay: Layer) -> Any:
     """Every step of every direction in one TIR kernel: (Y [T, D, B, H], final states [D, B, H])."""
     from tvm import relax
 
-    steps, batch, _ = (int(v) for v in xp.ty.shape)
+    steps, batch, _ = _dims(xp)
     ndir, hid = len(lay.directions), lay.hidden
-    gv = bb.add_func(loop_kernel(lay, steps, batch), f"{lay.op.lower()}_loop")
+    gv = bb.add_func(loop_kernel(lay, steps if isinstance(steps, int) else None, batch), f"{lay.op.lower()}_loop")
     extra = [relax.const(np.ascontiguousarray(lay.r.transpose(0, 2, 1)))]  # [D, H, G·H]
     if lay.op == "LSTM":
         p = lay.peephole if lay.peephole is not None else np.zeros((ndir, 3 * hid), "float32")
@@ -285,7 +290,7 @@ def _matvec(src: str, first: int, columns: int, batch: int, hidden: int, paralle
 def _direction_steps(lay: Layer, d: int, steps: int, batch: int, parallel: bool, indent: str) -> list[str]:
     """The time loop of direction ``d`` (its gates at column ``d·G·H`` of ``xp``)."""
     hid, gh, clip, acts = lay.hidden, lay.gates * lay.hidden, lay.clip, lay.activations[d]
-    tt = f"{steps - 1} - t" if lay.directions[d] == "reverse" else "t"
+    tt = f"{steps} - 1 - t" if lay.directions[d] == "reverse" else "t"
     x = f"xp[{tt}, b, {d * gh} + {{}} + j]"
     body = [f"{indent}for t in range({steps}):"]
     ind = indent + "    "
@@ -319,25 +324,33 @@ def _direction_steps(lay: Layer, d: int, steps: int, batch: int, parallel: bool,
     return body
 
 
-def loop_kernel(lay: Layer, steps: int, batch: int) -> Any:
+def loop_kernel(lay: Layer, steps: int | None, batch: int) -> Any:
     """The TIR function running every step of every direction: parameters ``xp [T, B, D·G·H]``,
     ``rt [D, H, G·H]``, (LSTM) ``p [D, 3H]`` / (GRU) ``rb_h [D, H]``, the initial states
     ``[D, B, H]``; outputs ``y [T, D, B, H]`` and the final states. Two directions run in
     parallel, one thread each (no synchronisation per step); one direction parallelizes each
-    step's matvec instead."""
+    step's matvec instead. ``steps`` None: T is read from ``xp`` at run time (a symbolic length)."""
     from tvm.script import from_source
 
     ndir, hid, gh = len(lay.directions), lay.hidden, lay.gates * lay.hidden
     f32 = '"float32"'
     state = f"({ndir}, {batch}, {hid})"
-    params = [f"xp: T.Buffer(({steps}, {batch}, {ndir * gh}), {f32})", f"rt: T.Buffer(({ndir}, {hid}, {gh}), {f32})"]
+    symbolic = steps is None
+    buffers = []  # (a symbolic length: xp and y as handles, matched to buffers whose T is a size variable)
+    if symbolic:
+        steps = "steps"  # type: ignore[assignment]
+        buffers = ["    steps = T.int64()",
+                   f"    xp = T.match_buffer(xp_h, (steps, {batch}, {ndir * gh}), {f32})",
+                   f"    y = T.match_buffer(y_h, (steps, {ndir}, {batch}, {hid}), {f32})"]
+    params = ["xp_h: T.handle" if symbolic else f"xp: T.Buffer(({steps}, {batch}, {ndir * gh}), {f32})",
+              f"rt: T.Buffer(({ndir}, {hid}, {gh}), {f32})"]
     states = ["h"] + (["c"] if lay.op == "LSTM" else [])
     if lay.op == "LSTM":
         params.append(f"p: T.Buffer(({ndir}, {3 * hid}), {f32})")
     if lay.op == "GRU":
         params.append(f"rbh: T.Buffer(({ndir}, {hid}), {f32})")
     params += [f"{s}0: T.Buffer({state}, {f32})" for s in states]
-    params.append(f"y: T.Buffer(({steps}, {ndir}, {batch}, {hid}), {f32})")
+    params.append("y_h: T.handle" if symbolic else f"y: T.Buffer(({steps}, {ndir}, {batch}, {hid}), {f32})")
     params += [f"{s}n: T.Buffer({state}, {f32})" for s in states]
     body = [f"    {s} = T.alloc_buffer({state}, {f32})" for s in states]
     body.append(f"    g = T.alloc_buffer(({ndir}, {batch}, {gh}), {f32})")
@@ -355,6 +368,7 @@ def loop_kernel(lay: Layer, steps: int, batch: int) -> Any:
         "@T.prim_func",
         f"def main({', '.join(params)}):",
         '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "recurrent"})',
+        *buffers,
         *body,
     ])
     tvm()

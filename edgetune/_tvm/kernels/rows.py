@@ -31,6 +31,8 @@ def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, nam
     from tvm import te, tirx
 
     rows = part.shape[:-1]
+    if not isinstance(tail, int):
+        return _row_total_symbolic(part, tail_of, lanes, tail, combine, name)
     u = te.reduce_axis((0, lanes + tail), "u")
 
     def value(*r: Any) -> Any:
@@ -40,6 +42,22 @@ def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, nam
         return te.max(pick, axis=[u]) if combine == "max" else te.sum(pick, axis=[u])
 
     return te.compute(rows, value, name=name)
+
+
+def _row_total_symbolic(part: Any, tail_of: Any, lanes: int, tail: Any, combine: str, name: str) -> Any:
+    """:func:`_row_total` for a row of symbolic length: the lanes and the tail reduced apart, then
+    combined. (As one reduction, TVM bounded the partial results' reads by the whole ``lanes +
+    tail`` loop — wider than the register, which it then could not vectorize.)"""
+    from tvm import te, tirx
+
+    rows = part.shape[:-1]
+    u = te.reduce_axis((0, lanes), "u")
+    t = te.reduce_axis((0, tail), "t")
+    reduce = te.max if combine == "max" else te.sum
+    lanes_total = te.compute(rows, lambda *r: reduce(part[(*r, u)], axis=[u]), name=f"{name}_lanes")
+    tail_total = te.compute(rows, lambda *r: reduce(tail_of(r, t), axis=[t]), name=f"{name}_tail")
+    both = tirx.max if combine == "max" else (lambda a, b: a + b)
+    return te.compute(rows, lambda *r: both(lanes_total[r], tail_total[r]), name=name)
 
 
 def _partial(value_of: Any, rows: Any, n: Any, lanes: int, combine: str, name: str, kernel: str = "") -> Any:

@@ -138,6 +138,8 @@ def _cropped_kernel(func: Any) -> bool:
 
     from ..schedules.common import block_name, child_blocks
 
+    if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
+        return False  # written scheduled (a recurrent loop kernel): no blocks to read
     sch = s_tir.Schedule(func)
     blocks = child_blocks(sch)
     return (len(blocks) >= 2 and block_name(sch, blocks[-1]) == "crop"

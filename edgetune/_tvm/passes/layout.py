@@ -75,7 +75,8 @@ class _NHWC(relax.PyExprMutator):
             # rank 0: legalization makes it an immediate; as (1,1,1,1) it was a buffer the
             # kernel loads, under a bounds predicate a masked gather per vector (measured)
             return relax.const(value.reshape(()), str(ty.dtype))
-        shape = [1] * (4 - rank) + [int(d) for d in ty.shape.values]  # broadcast: (C,1,1), (1,), ()
+        # broadcast: (C,1,1), (1,), (); a symbolic extent (a range of lengths) as it is
+        shape = [1] * (4 - rank) + [int(d) if hasattr(d, "value") else d for d in ty.shape.values]
         if value is not None:  # permuted here: FoldConstant would compile a kernel per constant
             return relax.const(value.reshape(shape).transpose(TO_NHWC).copy(), str(ty.dtype))
         if rank < 4:

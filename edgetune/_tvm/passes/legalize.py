@@ -105,7 +105,7 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     layout = str(a.kernel_layout)
     plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
              and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
-    if not plain:
+    if not plain or static_shape(call.args[0]) is None:  # (a symbolic extent: TVM's own kernel)
         return _default_legalize(bb, call)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
     oc, kh, kw, ic_g = weights.shape
