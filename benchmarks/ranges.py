@@ -1,19 +1,25 @@
-"""What a range package costs: one package for lengths 1..256 against a package built for each
-length, on this host.
+"""What a range package costs: one package for a range of lengths against a package built for
+each length, on this host.
 
-    .venv/bin/python benchmarks/ranges.py [--lengths 16,40,64,100,128,200,256] [--runs 30] [--rounds 3]
+    .venv/bin/python benchmarks/ranges.py [--model minilm|speech|ocr] [--lengths ...] [--runs 30] [--rounds 3]
 
-The model is the MiniLM-like encoder of ``benchmarks/vs_runtimes.py`` (6 layers × 384, 12
-heads; built by ``tests/zoo_transformers.py`` with a dynamic sequence axis, as exporters write
-it). Three packages serve the range, all untuned for ``host``: the symbolic one (the default:
-one library, ``--input-shape NAME=1,1..256`` for its three inputs), the bucket one (``--buckets``,
-the default buckets 16..256) and, per ``--lengths`` entry, a fixed-length package. Per length,
-all three are timed through the loader's ``run`` (what a caller pays: the bucket package's
-padding to its bucket and cutting back included), alternating for ``--rounds`` rounds of
-``--runs`` calls, the best round's median kept.
+Models (built by the tests' generators with their length axis dynamic, as exporters write it):
 
-Prints a table; writes ``benchmarks/results/ranges.json``. Never run it beside the tests or
-another benchmark.
+- ``minilm``: the MiniLM-like encoder of ``benchmarks/vs_runtimes.py`` (6 × 384, 12 heads),
+  tokens 1..256, timed at 16, 40, 64, 100, 128, 200, 256;
+- ``speech``: a Whisper-tiny-like speech encoder without a mask (4 × 384, 80 mels, two conv1d
+  front-end layers, the second of stride 2), frames 16..1000, timed at 100, 250, 500, 1000;
+- ``ocr``: the CRNN text recognizer of the tests (conv stack, 2-layer BiLSTM) on 32-pixel lines,
+  widths 32..480, timed at 160 and 320 pixels.
+
+Three packages serve the range, all untuned for ``host``: the symbolic one (the default: one
+library), the bucket one (``--buckets``, the range's default buckets; only where padding is
+exact: ``minilm``) and, per length, a fixed-length package. Per length, all are timed through the
+loader's ``run`` (what a caller pays: the bucket package's padding and cutting back included),
+alternating for ``--rounds`` rounds of ``--runs`` calls, the best round's median kept.
+
+Prints a table; writes ``benchmarks/results/ranges[-MODEL].json``. Never run it beside the tests
+or another benchmark.
 """
 
 from __future__ import annotations
@@ -37,10 +43,46 @@ NAMES = ("input_ids", "attention_mask", "token_type_ids")
 import numpy as np  # noqa: E402
 
 
-def _inputs(length: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(length)
-    return {"input_ids": rng.integers(0, 1000, (1, length)).astype("int64"),
-            "attention_mask": np.ones((1, length), "int64"), "token_type_ids": np.zeros((1, length), "int64")}
+def _minilm(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
+    import zoo_transformers as zt
+
+    model = zt.bert(work / "minilm.onnx", layers=6, hidden=384, heads=12, vocab=1000, seq=16, dynamic=True)
+
+    def inputs(length: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(length)
+        return {"input_ids": rng.integers(0, 1000, (1, length)).astype("int64"),
+                "attention_mask": np.ones((1, length), "int64"), "token_type_ids": np.zeros((1, length), "int64")}
+    return model, {n: (1, "L") for n in NAMES}, inputs
+
+
+def _speech(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
+    import zoo_transformers as zt
+
+    model = zt.whisper_encoder(work / "speech.onnx", layers=4, hidden=384, heads=6, mels=80, dynamic=True)
+    return model, {"input_features": (1, 80, "L")}, lambda n: {
+        "input_features": np.random.default_rng(n).standard_normal((1, 80, n)).astype("float32")}
+
+
+def _ocr(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
+    import onnx
+    import rnn_models
+
+    model = rnn_models.crnn(work / "crnn.onnx", width=128)
+    proto = onnx.load(str(model))  # the width axis dynamic, as exporters write it
+    for vi, axis, label in ((proto.graph.input[0], 3, "width"), (proto.graph.output[0], 0, "steps")):
+        vi.type.tensor_type.shape.dim[axis].dim_param = label
+    onnx.save(proto, str(model))
+    return model, {"image": (1, 1, 32, "L")}, lambda n: {
+        "image": np.random.default_rng(n).uniform(0, 1, (1, 1, 32, n)).astype("float32")}
+
+
+MODELS = {"minilm": (_minilm, (1, 256), "16,40,64,100,128,200,256", True),
+          "speech": (_speech, (16, 1000), "100,250,500,1000", False),
+          "ocr": (_ocr, (32, 480), "160,320", False)}
+
+
+def _shapes(template: dict[str, tuple[Any, ...]], length: Any) -> dict[str, tuple[Any, ...]]:
+    return {name: tuple(length if d == "L" else d for d in dims) for name, dims in template.items()}
 
 
 def _median_ms(model: Any, inputs: dict[str, np.ndarray], runs: int) -> float:
@@ -54,13 +96,13 @@ def _median_ms(model: Any, inputs: dict[str, np.ndarray], runs: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--lengths", default="16,40,64,100,128,200,256")
+    p.add_argument("--model", choices=sorted(MODELS), default="minilm")
+    p.add_argument("--lengths", default="")
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    lengths = [int(x) for x in args.lengths.split(",")]
-
-    import zoo_transformers as zt
+    make, (lo, hi), default_lengths, exact_padding = MODELS[args.model]
+    lengths = [int(x) for x in (args.lengths or default_lengths).split(",")]
 
     import edgetune_runtime
     from edgetune.package import PackageOptions, package
@@ -69,28 +111,29 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model = zt.bert(work / "minilm.onnx", layers=6, hidden=384, heads=12, vocab=1000, seq=16, dynamic=True)
-        ranged = {n: (1, (1, 256)) for n in NAMES}
+        model, template, make_inputs = make(work)
+        ranged = _shapes(template, (lo, hi))
         start = time.perf_counter()
         symbolic = package(PackageOptions(model=model, device="host", output=work / "symbolic", input_shapes=ranged,
                                           use_records=False))
         symbolic_build_s = time.perf_counter() - start
-        buckets = default_buckets(1, 256)
-        start = time.perf_counter()
-        bucketed = package(PackageOptions(model=model, device="host", output=work / "buckets", input_shapes=ranged,
-                                          use_records=False, buckets=tuple(buckets)))
-        buckets_build_s = time.perf_counter() - start
-        print(f"range 1..256: symbolic package built in {symbolic_build_s:.0f} s, buckets {buckets} in "
-              f"{buckets_build_s:.0f} s", flush=True)
-        sym_model, bucket_model = edgetune_runtime.load(symbolic.path), edgetune_runtime.load(bucketed.path)
+        packages = {"symbolic": edgetune_runtime.load(symbolic.path)}
+        buckets, buckets_build_s = default_buckets(lo, hi), None
+        if exact_padding:
+            start = time.perf_counter()
+            bucketed = package(PackageOptions(model=model, device="host", output=work / "buckets", input_shapes=ranged,
+                                              use_records=False, buckets=tuple(buckets)))
+            buckets_build_s = time.perf_counter() - start
+            packages["buckets"] = edgetune_runtime.load(bucketed.path)
+        print(f"{args.model} {lo}..{hi}: symbolic package built in {symbolic_build_s:.0f} s"
+              + (f", buckets {buckets} in {buckets_build_s:.0f} s" if buckets_build_s else ""), flush=True)
         for length in lengths:
             start = time.perf_counter()
             fixed = package(PackageOptions(model=model, device="host", output=work / f"L{length}",
-                                           input_shapes={n: (1, length) for n in NAMES}, use_records=False))
+                                           input_shapes=_shapes(template, length), use_records=False))
             build_s = time.perf_counter() - start
-            fixed_model = edgetune_runtime.load(fixed.path)
-            inputs = _inputs(length)
-            models = {"fixed": fixed_model, "symbolic": sym_model, "buckets": bucket_model}
+            models = {"fixed": edgetune_runtime.load(fixed.path), **packages}
+            inputs = make_inputs(length)
             for m in models.values():
                 _median_ms(m, inputs, 5)  # warm-up: the bucket's first load, buffers, the thread pool
             times: dict[str, list[float]] = {k: [] for k in models}
@@ -98,24 +141,29 @@ def main() -> None:
                 for k, m in models.items():
                     times[k].append(_median_ms(m, inputs, args.runs))
             best = {k: min(v) for k, v in times.items()}
-            bucket = next(b for b in buckets if b >= length)
-            row = {"length": length, "bucket": bucket, "fixed_ms": best["fixed"], "symbolic_ms": best["symbolic"],
-                   "buckets_ms": best["buckets"], "symbolic_ratio": best["symbolic"] / best["fixed"],
-                   "buckets_ratio": best["buckets"] / best["fixed"], "fixed_build_s": round(build_s, 1)}
+            row = {"length": length, "fixed_ms": best["fixed"], "symbolic_ms": best["symbolic"],
+                   "symbolic_ratio": best["symbolic"] / best["fixed"], "fixed_build_s": round(build_s, 1)}
+            if "buckets" in best:
+                row.update(bucket=next(b for b in buckets if b >= length), buckets_ms=best["buckets"],
+                           buckets_ratio=best["buckets"] / best["fixed"])
             rows.append(row)
             print(f"length {length:4d}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
-                  f"({row['symbolic_ratio']:.2f}), bucket {bucket} {row['buckets_ms']:.3f} ms ({row['buckets_ratio']:.2f})",
+                  f"({row['symbolic_ratio']:.2f})" + (f", bucket {row['bucket']} {row['buckets_ms']:.3f} ms "
+                                                       f"({row['buckets_ratio']:.2f})" if "bucket" in row else ""),
                   flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "model": "MiniLM-like 6 x 384",
-                               "range": [1, 256], "buckets": buckets, "symbolic_build_s": round(symbolic_build_s, 1),
-                               "buckets_build_s": round(buckets_build_s, 1), "runs": args.runs, "rounds": args.rounds,
-                               "rows": rows}, indent=2))
-    print(f"\n{'length':>6} {'fixed ms':>9} {'symbolic':>9} {'ratio':>6} {'bucket':>6} {'padded':>9} {'ratio':>6}")
+    out = OUT if args.model == "minilm" else OUT.with_name(f"ranges-{args.model}.json")
+    out.write_text(json.dumps({"host": platform.processor() or platform.machine(), "model": args.model,
+                               "range": [lo, hi], "buckets": buckets if exact_padding else None,
+                               "symbolic_build_s": round(symbolic_build_s, 1),
+                               "buckets_build_s": round(buckets_build_s, 1) if buckets_build_s else None,
+                               "runs": args.runs, "rounds": args.rounds, "rows": rows}, indent=2))
+    print(f"\n{'length':>6} {'fixed ms':>9} {'symbolic':>9} {'ratio':>6}" + (f" {'bucket':>6} {'padded':>9} {'ratio':>6}"
+                                                                             if exact_padding else ""))
     for r in rows:
-        print(f"{r['length']:>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f} "
-              f"{r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}")
-    print(f"wrote {OUT}")
+        print(f"{r['length']:>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f}"
+              + (f" {r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}" if "bucket" in r else ""))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -59,27 +59,38 @@ def crop(out: Any, channels: int) -> Any:
 
 def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
-                       out_dtype: str = "float32") -> Any:
+                       out_dtype: str = "float32", row_tile: int = 0) -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
     output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
     ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
-    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``."""
-    from tvm import te
+    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``.
+    A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels, the
+    ones past the end computing the last pixel again, and cropped (as the dense kernel's rows)."""
+    from tvm import te, tirx
 
-    n, h, w, ic = (int(x) for x in data.shape)
+    from .dense import dims
+
+    n, h, w, ic = dims(data.shape)
     oco, kh, kw, _ic, oci = (int(x) for x in weights.shape)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     src = pad_nhwc(data, padding, fill, str(weights.dtype))
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
+    attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature}
+    symbolic = not isinstance(ow, int)
+    if symbolic:
+        attrs["edgetune.row_tile"] = row_tile
 
     def value(b: Any, y: Any, x: Any, o: Any) -> Any:
+        x = tirx.min(x, ow - 1) if symbolic else x
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc] * weights[o // oci, ry, rx, rc, o % oci],
                       axis=[ry, rx, rc])
 
-    out = te.compute((n, oh, ow, oco * oci), value, name="conv2d_nhwc_packed",
-                     attrs={"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature})
+    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
+    out = te.compute((n, oh, width, oco * oci), value, name="conv2d_nhwc_packed", attrs=attrs)
+    if symbolic:
+        out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     return _cast(_plus_channels(crop(out, out_channels), bias), out_dtype)
 
 

@@ -115,13 +115,15 @@ def packed_weights(weights_ohwi: Any, oci: int) -> Any:
     return padded.reshape(-1, oci, kh, kw, ic).transpose(0, 2, 3, 4, 1).copy()
 
 
-def register_tile(oc: int, ow: int, cpu: CpuFacts) -> tuple[int, int]:
+def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
     """(OCi, RW): the output-channel block and output-pixel row of one micro-kernel.
 
     ``RW × ⌈OCi/lanes⌉`` accumulators stay in registers with the weight vectors and one
     broadcast; the estimate prefers tiles that keep both FMA pipes busy (enough independent
     accumulators) with few loads per FMA, and penalizes the zero channels that pad ``oc`` up to
-    a multiple of ``OCi``. ``RW`` divides ``ow`` (no row has a tail).
+    a multiple of ``OCi``. ``RW`` divides ``ow`` (no row has a tail); a symbolic width (None) is
+    computed as whole tiles, so there it is the lowest within 10 % of the best rate (as
+    :func:`best_rows`: the last tile is computed whole whatever the width).
     """
     best, best_score = (cpu.lanes, 1), -1.0
     for oci in vector_widths(cpu.lanes):
@@ -130,6 +132,14 @@ def register_tile(oc: int, ow: int, cpu: CpuFacts) -> tuple[int, int]:
             continue
         vecs = -(-oci // cpu.lanes)
         max_rw = (cpu.registers - vecs - 1) // vecs
+        if ow is None:
+            heights = range(1, min(max_rw, 28) + 1)
+            top = max(tile_rate(rw, vecs, cpu) for rw in heights)
+            rw = min(h for h in heights if tile_rate(h, vecs, cpu) >= 0.9 * top)
+            score = tile_rate(rw, vecs, cpu) * oci * oc / padded
+            if score > best_score * 1.02 or (score >= best_score * 0.98 and oci > best[0]):
+                best, best_score = (oci, rw), max(score, best_score)
+            continue
         for rw in divisors(ow):
             if rw > max_rw or rw > 28:
                 continue

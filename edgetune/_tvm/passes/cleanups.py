@@ -117,8 +117,8 @@ class _Conv1d(relax.PyExprMutator):
             return new
         a = new.attrs
         if (a.data_layout, a.kernel_layout, a.out_layout or "NCW") != ("NCW", "OIW", "NCW") or any(
-                str(t.ty.dtype) != "float32" or static_shape(t) is None for t in (new.args[0], new.args[1], new)):
-            return new  # (a length known only at run time: TVM's own conv1d)
+                str(t.ty.dtype) != "float32" or _static_but_width(t) is None for t in (new.args[0], new.args[1], new)):
+            return new
         left, right = ints(a.padding)
         x = self.builder_.emit(relax.op.expand_dims(new.args[0], 2))
         w = self.builder_.emit(relax.op.expand_dims(new.args[1], 2))
@@ -126,6 +126,15 @@ class _Conv1d(relax.PyExprMutator):
             x, w, strides=(1, *ints(a.strides)), padding=(0, left, 0, right), dilation=(1, *ints(a.dilation)),
             groups=int(a.groups), out_dtype=a.out_dtype or "float32"))
         return relax.op.squeeze(y, [2])
+
+
+def _static_but_width(t: Any) -> list[Any] | None:
+    """The shape of an NCW tensor whose dimensions are constant but perhaps its width (a range of
+    lengths: the packed kernel takes a symbolic width), else None."""
+    values = getattr(getattr(t.ty, "shape", None), "values", None)
+    if values is None or not all(hasattr(d, "value") for d in values[:-1]):
+        return None
+    return list(values)
 
 
 @module_pass(opt_level=0)

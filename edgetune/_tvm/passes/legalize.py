@@ -105,8 +105,10 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     layout = str(a.kernel_layout)
     plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
              and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
-    if not plain or static_shape(call.args[0]) is None:  # (a symbolic extent: TVM's own kernel)
+    if not plain:
         return _default_legalize(bb, call)
+    if static_shape(call.args[0]) is None:
+        return _legalize_conv2d_symbolic(bb, call, weights, layout, cpu)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
     oc, kh, kw, ic_g = weights.shape
     ic = int(call.args[0].ty.shape.values[3])
@@ -129,6 +131,24 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
         return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
                           primfunc_name_hint="depthwise_conv2d_nhwc")
     return _default_legalize(bb, call)
+
+
+def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu: CpuFacts) -> Any:
+    """A convolution whose width is symbolic (a range of lengths: an OCR line, a speech
+    encoder's frames as a height-1 image) on the packed kernel, its pixel rows in whole register
+    tiles (:func:`.kernels.conv.conv2d_nhwc_packed`); anything else symbolic on TVM's kernel."""
+    from tvm import relax
+
+    a = call.attrs
+    values = call.args[0].ty.shape.values
+    if int(a.groups) != 1 or not all(hasattr(values[i], "value") for i in (0, 1, 3)):
+        return _default_legalize(bb, call)
+    weights = weights.transpose([layout.index(axis) for axis in "OHWI"])
+    oc = weights.shape[0]
+    oci, rw = register_tile(oc, None, cpu)
+    return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), strides=ints(a.strides),
+                      padding=ints(a.padding), dilation=ints(a.dilation), out_channels=oc, row_tile=rw,
+                      primfunc_name_hint="conv2d_nhwc")
 
 
 def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:

@@ -165,9 +165,13 @@ def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decid
     weights = sch.get(main).reads[1].source
     oci = int(weights.shape[-1])
     vectors = -(-oci // cpu.lanes)
-    ow = loop_extent(sch, x)
-    xo, xi = sch.split(x, decide.tile(x, [ow // default_rows(ow, vectors, cpu), default_rows(ow, vectors, cpu)],
-                                      max_rows(vectors, cpu)))
+    tile = sch.get(main).annotations.get("edgetune.row_tile")
+    if tile is not None:  # a symbolic width, computed as whole tiles of this many pixels
+        xo, xi = sch.split(x, [None, int(tile)])
+    else:
+        ow = loop_extent(sch, x)
+        xo, xi = sch.split(x, decide.tile(x, [ow // default_rows(ow, vectors, cpu), default_rows(ow, vectors, cpu)],
+                                          max_rows(vectors, cpu)))
     oo, oi = sch.split(o, [None, oci])
     if order == 0:
         sch.reorder(b, y, xo, oo, ry, rx, rc, xi, oi)
