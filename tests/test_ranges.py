@@ -155,6 +155,49 @@ def test_a_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qe
     assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["1", "25", "32"], v
 
 
+def _speech_encoder(tmp_path: Path) -> Path:
+    """A speech encoder without a mask (every frame is speech: padding would change it), its
+    frame axis dynamic; the conv front end halves the length."""
+    return zt.whisper_encoder(tmp_path / "speech.onnx", layers=1, hidden=32, heads=2, mels=8, dynamic=True)
+
+
+def _ocr_recognizer(tmp_path: Path) -> Path:
+    """The tests' CRNN (conv stack, 2-layer BiLSTM) with its line width dynamic."""
+    import rnn_models
+
+    path = rnn_models.crnn(tmp_path / "crnn.onnx", width=64, hidden=16)
+    proto = onnx.load(str(path))
+    for vi, axis, label in ((proto.graph.input[0], 3, "width"), (proto.graph.output[0], 0, "steps")):
+        vi.type.tensor_type.shape.dim[axis].dim_param = label
+    onnx.save(proto, str(path))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["speech", "ocr"])
+def test_speech_encoders_and_ocr_recognizers_run_at_every_length_of_a_symbolic_package(kind, tmp_path):
+    """No mask, an output length that is not the input's (frames / 2, width / 4), a recurrent
+    layer over a run-time length: every length at its own size, checked against onnxruntime."""
+    if kind == "speech":
+        model, name, shape, lengths = _speech_encoder(tmp_path), "input_features", (1, 8, (8, 200)), (8, 9, 63, 200)
+    else:
+        model, name, shape, lengths = _ocr_recognizer(tmp_path), "image", (1, 1, 32, (32, 320)), (32, 37, 100, 320)
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg", input_shapes={name: shape}))
+    m = result.manifest
+    assert m["range"]["symbolic"] and m["verification"]["status"] == "passed", m["verification"]
+    inner = json.loads((result.path / "symbolic" / "manifest.json").read_text())
+    assert not inner["schedules"]["naive"], inner["schedules"]
+    kinds = {k["kind"] for k in inner["kernels"].values()}
+    assert "conv2d" in kinds and ("recurrent" in kinds if kind == "ocr" else "matmul" in kinds), kinds
+    loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
+    rng = np.random.default_rng(0)
+    for length in lengths:
+        dims = tuple(length if isinstance(d, tuple) else d for d in shape)
+        x = rng.standard_normal(dims).astype("float32")
+        (got,), want = loaded.run(**{name: x}).values(), session.run(None, {name: x})[0]
+        assert got.shape == want.shape, (length, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
 @pytest.mark.qemu
 def test_a_symbolic_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qemu):
     if shutil.which("aarch64-linux-gnu-g++") is None:
@@ -163,6 +206,10 @@ def test_a_symbolic_range_package_for_the_pi_checks_under_emulation(encoder, tmp
     v = result.manifest["verification"]
     assert result.manifest["range"]["symbolic"]
     assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["1", "17", "32"], v
+    speech = package(PackageOptions(model=_speech_encoder(tmp_path), device="pi5", output=tmp_path / "pi-speech",
+                                    input_shapes={"input_features": (1, 8, (8, 64))}))
+    v = speech.manifest["verification"]
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and sorted(v["lengths"], key=int) == ["8", "37", "64"], v
 
 
 @pytest.mark.slow

@@ -718,8 +718,9 @@ def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4
 
 
 def test_a_range_package_deploys_and_each_bucket_is_timed_on_the_board(boards, tmp_path):
-    """A range package (two buckets of a small text encoder) on a board: deployed and checked
-    there at lengths no bucket has, each bucket timed by the board's loader."""
+    """A range package (two buckets of a small text encoder, then the same range symbolic) on a
+    board: deployed and checked there at lengths no bucket has, each bucket (each of several
+    lengths) timed by the board's loader."""
     import zoo_transformers as zt
 
     from edgetune.package import PackageOptions, package
@@ -742,4 +743,14 @@ def test_a_range_package_deploys_and_each_bucket_is_timed_on_the_board(boards, t
     m = json.loads(bench.stdout)
     assert sorted(m["buckets"], key=int) == ["8", "24"] and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
     assert m["check"]["passed"]
+    # the same range as one symbolic-shape library: checked there at its ends and between, timed at several lengths
+    sym = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-symbolic", input_shapes=shapes)).path
+    deploy = run_edgetune("deploy", str(sym), "--device", "rangepi", "--json")
+    assert deploy.returncode == 0, deploy.stderr
+    check = json.loads(deploy.stdout)["check"]
+    assert check["passed"] and sorted(check["lengths"], key=int) == ["1", "13", "24"], check
+    bench = run_edgetune("bench", str(sym), "--device", "rangepi", "--runs", "5", "--json")
+    assert bench.returncode == 0, bench.stderr
+    m = json.loads(bench.stdout)
+    assert sorted(m["buckets"], key=int) == ["8", "16", "24"] and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
     _no_orphans(sb)

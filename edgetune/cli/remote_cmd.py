@@ -104,12 +104,12 @@ def _render_measurement(name: str, m: Any) -> None:
     from edgetune_runtime.measure import describe
 
     lat = m.latency
-    for length, bucket in (m.buckets or {}).items():
+    for length, bucket in (m.buckets or {}).items():  # a range package: a bucket's length, or a symbolic one's
         b = bucket["latency"]
-        out.print(f"  bucket {length}: p50 {b['p50_ms']:.3f} ms  p90 {b['p90_ms']:.3f}  ({b['runs']} runs)"
+        out.print(f"  length {length}: p50 {b['p50_ms']:.3f} ms  p90 {b['p90_ms']:.3f}  ({b['runs']} runs)"
                   + ("" if "baseline" not in bucket else f"  → edgetune/baseline {bucket['baseline']['ratio_p50']:.2f}×"))
     if m.buckets:
-        name = f"{name} (its largest bucket)"
+        name = f"{name} (at its longest length)"
     out.print(f"{name} on {m.device} ({m.threads} threads): p50 [bold]{lat['p50_ms']:.3f} ms[/]  p90 {lat['p90_ms']:.3f}  "
               f"p99 {lat['p99_ms']:.3f}  mean {lat['mean_ms']:.3f} (95 % CI {lat['ci95_ms'][0]:.3f}–{lat['ci95_ms'][1]:.3f})  "
               f"{lat['runs']} runs after {lat['warmup']['runs']} warm-up"

@@ -46,7 +46,8 @@ def tune(
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a range, "
-                                          "LO..HI: each length a range package compiles is tuned, as network NET@LENGTH."),
+                                          "LO..HI: each length a bucket range package compiles is tuned, as network NET@LENGTH "
+                                          "(package with --records or --buckets to apply them: records are per length)."),
     buckets: str = typer.Option("", "--buckets", help="A range's lengths, as `edgetune package --buckets` takes them."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
