@@ -14,11 +14,10 @@ from .common import (
     emit_like,
     ints,
     is_tensor,
+    last_dim,
     module_pass,
     op_name,
     relax,
-    last_dim,
-    static_shape,
 )
 
 

@@ -11,11 +11,11 @@ from ..core import tvm
 from ..kernels.conv import conv2d_nhwc_packed, depthwise_conv2d_nhwc
 from ..kernels.cpu import (
     CpuFacts,
+    best_rows,
     dense_block,
     depthwise_weights,
     packed_weights,
     pad_axis,
-    best_rows,
     padded_rows,
     register_tile,
 )
