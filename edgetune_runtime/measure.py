@@ -267,6 +267,11 @@ def side_by_side(ours: Callable[[], Any], theirs: Callable[[], Any], runs: int =
 # ------------------------------------------------------------------ per-kernel profile
 
 
+# Functions the VM calls to compute a symbolic-shape package's sizes (Relax's VMShapeLower): the
+# calibration pass must run them, or the next allocation reads sizes that were never written.
+_SHAPE_FUNCS = ("shape_func",)
+
+
 def profile(vm: Any, call: Callable[[], Any], sync: Callable[[], None] | None, runs: int = 20) -> dict[str, Any]:
     """Per-call times inside the network (ms per inference), through the VM's instrument hook.
 
@@ -285,7 +290,7 @@ def profile(vm: Any, call: Callable[[], Any], sync: Callable[[], None] | None, r
             skip_gaps.setdefault(pending[0][0], []).append(now - pending[0][1])
             pending[0] = None
         name = str(name)
-        if before and not name.startswith("vm.builtin."):
+        if before and not name.startswith("vm.builtin.") and not name.startswith(_SHAPE_FUNCS):
             pending[0] = (name, time.perf_counter_ns())
             return 1  # VMInstrumentReturnKind.kSkipRun
         return 0
