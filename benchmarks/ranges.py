@@ -1,7 +1,7 @@
 """What a range package costs: one package for a range of lengths against a package built for
 each length, on this host.
 
-    .venv/bin/python benchmarks/ranges.py [--model minilm|speech|ocr] [--lengths ...] [--runs 30] [--rounds 3]
+    .venv/bin/python benchmarks/ranges.py [--model minilm|speech|ocr|ocr-mobile] [--lengths ...] [--runs 30] [--rounds 3]
 
 Models (built by the tests' generators with their length axis dynamic, as exporters write it):
 
@@ -10,7 +10,9 @@ Models (built by the tests' generators with their length axis dynamic, as export
 - ``speech``: a Whisper-tiny-like speech encoder without a mask (4 × 384, 80 mels, two conv1d
   front-end layers, the second of stride 2), frames 16..1000, timed at 100, 250, 500, 1000;
 - ``ocr``: the CRNN text recognizer of the tests (conv stack, 2-layer BiLSTM) on 32-pixel lines,
-  widths 32..480, timed at 160 and 320 pixels.
+  widths 32..480, timed at 160 and 320 pixels;
+- ``ocr-mobile``: a PP-OCR-style recognizer (``tests/zoo.py: ocr_rec``: inverted residuals with
+  depthwise convolutions, a CTC head), 3 × 32-pixel lines, widths 32..960, timed at 160, 320, 640.
 
 Three packages serve the range, all untuned for ``host``: the symbolic one (the default: one
 library), the bucket one (``--buckets``, the range's default buckets; only where padding is
@@ -76,9 +78,18 @@ def _ocr(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
         "image": np.random.default_rng(n).uniform(0, 1, (1, 1, 32, n)).astype("float32")}
 
 
+def _ocr_mobile(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
+    import zoo
+
+    model = zoo.ocr_rec(work / "ocr_rec.onnx")
+    return model, {"x": (1, 3, 32, "L")}, lambda n: {
+        "x": np.random.default_rng(n).uniform(-1, 1, (1, 3, 32, n)).astype("float32")}
+
+
 MODELS = {"minilm": (_minilm, (1, 256), "16,40,64,100,128,200,256", True),
           "speech": (_speech, (16, 1000), "100,250,500,1000", False),
-          "ocr": (_ocr, (32, 480), "160,320", False)}
+          "ocr": (_ocr, (32, 480), "160,320", False),
+          "ocr-mobile": (_ocr_mobile, (32, 960), "160,320,640", False)}
 
 
 def _shapes(template: dict[str, tuple[Any, ...]], length: Any) -> dict[str, tuple[Any, ...]]:

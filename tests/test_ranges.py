@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import zoo
 import zoo_transformers as zt
 from onnx import TensorProto, helper
 
@@ -175,21 +176,23 @@ def _ocr_recognizer(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind", ["speech", "ocr"])
+@pytest.mark.parametrize("kind", ["speech", "ocr", "ocr-mobile"])
 def test_speech_encoders_and_ocr_recognizers_run_at_every_length_of_a_symbolic_package(kind, tmp_path):
     """No mask, an output length that is not the input's (frames / 2, width / 4), a recurrent
     layer over a run-time length: every length at its own size, checked against onnxruntime."""
     if kind == "speech":
         model, name, shape, lengths = _speech_encoder(tmp_path), "input_features", (1, 8, (8, 200)), (8, 9, 63, 200)
-    else:
+    elif kind == "ocr":
         model, name, shape, lengths = _ocr_recognizer(tmp_path), "image", (1, 1, 32, (32, 320)), (32, 37, 100, 320)
+    else:  # depthwise convolutions of symbolic width
+        model, name, shape, lengths = zoo.ocr_rec(tmp_path / "rec.onnx"), "x", (1, 3, 32, (16, 200)), (16, 17, 99, 200)
     result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg", input_shapes={name: shape}))
     m = result.manifest
     assert m["range"]["symbolic"] and m["verification"]["status"] == "passed", m["verification"]
     inner = json.loads((result.path / "symbolic" / "manifest.json").read_text())
     assert not inner["schedules"]["naive"], inner["schedules"]
     kinds = {k["kind"] for k in inner["kernels"].values()}
-    assert "conv2d" in kinds and ("recurrent" in kinds if kind == "ocr" else "matmul" in kinds), kinds
+    assert "conv2d" in kinds and {"speech": "matmul", "ocr": "recurrent", "ocr-mobile": "depthwise"}[kind] in kinds, kinds
     loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
     rng = np.random.default_rng(0)
     for length in lengths:

@@ -215,6 +215,28 @@ def ocr_cls(out: Path, seed: int = 0, height: int = 48, width: int = 320, classe
     return g.save(out, {"x": (1, 3, height, width)}, [y])
 
 
+def ocr_rec(out: Path, seed: int = 0, height: int = 32, width: int | str = "width", classes: int = 97) -> Path:
+    """PP-OCR-recognizer-style line model: the text-direction classifier's backbone (inverted
+    residuals with depthwise convolutions and hard-swish, strides (2, 1) keeping the line wide),
+    the height averaged away, a CTC head over the W/2 columns; ``width`` a name: dynamic, as
+    PaddleOCR exports it (lines of any length)."""
+    g = Graph("ocr_rec", seed)
+    x = g.conv("x", 3, 16, 3, 2, act="hswish")
+    c = 16
+    for cout, s, exp in ((16, 1, 16), (24, (2, 1), 64), (24, 1, 72), (40, (2, 1), 72), (40, 1, 120),
+                         (48, 1, 120), (96, (2, 1), 288)):
+        y = g.conv(x, c, exp, act="hswish")
+        y = g.conv(y, exp, exp, 3, s, groups=exp, act="hswish")
+        y = g.conv(y, exp, cout, act=None)
+        x = g.op("Add", [x, y]) if s == 1 and c == cout else y
+        c = cout
+    x = g.op("ReduceMean", [x], axes=[2], keepdims=0)  # [1, C, W/2]
+    x = g.op("Transpose", [x], perm=[0, 2, 1])
+    w = (g.rng.standard_normal((c, classes)) * 0.05).astype(np.float32)
+    y = g.op("Softmax", [g.op("Add", [g.op("MatMul", [x, g.const(w)]), g.const(np.zeros(classes, np.float32))])], axis=-1)
+    return g.save(out, {"x": (1, 3, height, width)}, [y])
+
+
 # ---------------------------------------------------------------- kernel-shape-heavy stacks
 
 

@@ -151,24 +151,34 @@ def _plus_channels(out: Any, per_channel: Any) -> Any:
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32") -> Any:
+                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32", row_tile: int = 0) -> Any:
     """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C'] (C' ≥ C: zero weights
     appended, :func:`depthwise_weights`; the input's channels zero-extended to match, the extra
     outputs cropped), plus ``bias`` per channel; an int8 input read as float32 and padded with
-    ``fill``, the sums returned as ``out_dtype`` (as the packed kernel)."""
-    from tvm import te
+    ``fill``, the sums returned as ``out_dtype`` (as the packed kernel). A symbolic width: whole
+    tiles of ``row_tile`` pixels, cropped (as :func:`conv2d_nhwc_packed`)."""
+    from tvm import te, tirx
 
-    n, h, w, c = (int(x) for x in data.shape)
+    from .dense import dims
+
+    n, h, w, c = dims(data.shape)
     kh, kw, padded = (int(x) for x in weights.shape)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     src = pad_nhwc(data, padding, fill, str(weights.dtype), padded)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    attrs: dict[str, Any] = {"edgetune.kernel": "depthwise_conv2d_nhwc"}
+    symbolic = not isinstance(ow, int)
+    if symbolic:
+        attrs["edgetune.row_tile"] = row_tile
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        x = tirx.min(x, ow - 1) if symbolic else x
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
 
-    out = te.compute((n, oh, ow, padded), value, name="depthwise_conv2d_nhwc",
-                     attrs={"edgetune.kernel": "depthwise_conv2d_nhwc"})
+    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
+    out = te.compute((n, oh, width, padded), value, name="depthwise_conv2d_nhwc", attrs=attrs)
+    if symbolic:
+        out = te.compute((n, oh, ow, c), lambda *idx: out[idx], name="crop")
     return _cast(_plus_channels(crop(out, c), bias), out_dtype)

@@ -14,6 +14,7 @@ from ..kernels.cpu import (
     best_rows,
     dense_block,
     depthwise_weights,
+    max_rows,
     packed_weights,
     pad_axis,
     padded_rows,
@@ -141,14 +142,21 @@ def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu
 
     a = call.attrs
     values = call.args[0].ty.shape.values
-    if int(a.groups) != 1 or not all(hasattr(values[i], "value") for i in (0, 1, 3)):
+    if not all(hasattr(values[i], "value") for i in (0, 1, 3)):
         return _default_legalize(bb, call)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])
-    oc = weights.shape[0]
-    oci, rw = register_tile(oc, None, cpu)
-    return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), strides=ints(a.strides),
-                      padding=ints(a.padding), dilation=ints(a.dilation), out_channels=oc, row_tile=rw,
-                      primfunc_name_hint="conv2d_nhwc")
+    oc, _kh, _kw, ic_g = weights.shape
+    geometry = dict(strides=ints(a.strides), padding=ints(a.padding), dilation=ints(a.dilation))
+    if int(a.groups) == 1:
+        oci, rw = register_tile(oc, None, cpu)
+        return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), **geometry,
+                          out_channels=oc, row_tile=rw, primfunc_name_hint="conv2d_nhwc")
+    if int(a.groups) == int(values[3].value) == oc and ic_g == 1:
+        packed = depthwise_weights(weights, cpu)
+        vectors = -(-min(packed.shape[-1], 4 * cpu.lanes) // cpu.lanes)  # (the schedule's channel block, at most)
+        return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
+                          row_tile=min(8, max_rows(vectors, cpu)), primfunc_name_hint="depthwise_conv2d_nhwc")
+    return _default_legalize(bb, call)
 
 
 def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:

@@ -248,24 +248,31 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     channels = loop_extent(sch, c)
     cv = vector_factor(channels, cpu) or channels
     vectors = -(-cv // cpu.lanes)
-    ow = loop_extent(sch, x)
-    rows = min(8, max_rows(vectors, cpu))
-    default = max(d for d in divisors(ow) if d <= rows)
-    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], rows))
+    tile = sch.get(main).annotations.get("edgetune.row_tile")
+    if tile is not None:  # a symbolic width, computed as whole tiles of this many pixels
+        xo, xi = sch.split(x, [None, int(tile)])
+    else:
+        ow = loop_extent(sch, x)
+        rows = min(8, max_rows(vectors, cpu))
+        default = max(d for d in divisors(ow) if d <= rows)
+        xo, xi = sch.split(x, decide.tile(x, [ow // default, default], rows))
     co, ci = sch.split(c, [None, cv])
     # Channels rounded up to whole registers (kernels.cpu.depthwise_weights) are cropped by the
     # epilogue: once per row of pixels, after every channel block, its loop cut into register
     # pieces (as a pass of its own it cost a parallel region per layer). An epilogue that writes
     # beyond the sums (a channel pad) stays a pass of its own.
     per_row = separate and order == 0 and epi is not None and all(
-        e <= m for e, m in zip(out_shape(sch, epi), out_shape(sch, main)))
+        e <= m if isinstance(e, int) and isinstance(m, int) else isinstance(e, str) and isinstance(m, str)
+        for e, m in zip(out_shape(sch, epi), out_shape(sch, main)))  # (a symbolic width: cropped, never wider)
     if order == 0:
         sch.reorder(b, y, xo, co, ry, rx, xi, ci)
         at, par = (xo if per_row else co), [b, y, xo]
     else:
         sch.reorder(b, y, co, xo, ry, rx, xi, ci)
         at, par = xo, [b, y, co]
-    parallel_outer(sch, par, cpu, cores)
+    fused = parallel_outer(sch, par, cpu, cores)
+    if at in par and not _exists(sch, at):  # fused into the parallel loop (few rows: a symbolic width)
+        at = fused
     _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
 
 
