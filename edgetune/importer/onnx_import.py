@@ -256,7 +256,7 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
         notes.append("bound at package time: " + ", ".join(f"{k}={v}" for k, v in bound.items()))
     reference = model.SerializeToString()  # onnxruntime runs its own ops and the QLinear ops themselves
     ranges = value_ranges(model)
-    model = _for_tvm(model, notes)
+    model = _for_tvm(model, notes, symbolic=span is not None)
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
@@ -272,7 +272,7 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
 _REWRITES = (onnx_contrib.TABLE, onnx_signal.TABLE, onnx_lstm_int8.TABLE)
 
 
-def _for_tvm(model: Any, notes: list[str]) -> Any:
+def _for_tvm(model: Any, notes: list[str], symbolic: bool = False) -> Any:
     """The rewrites only TVM needs, after the reference copy is taken: loops unrolled
     (:mod:`.onnx_loops`), onnxruntime's own ops as standard ops (:mod:`.onnx_contrib`), DFT/STFT
     as products with constant matrices (:mod:`.onnx_signal`), QOperator int8 ops as QDQ
@@ -294,7 +294,7 @@ def _for_tvm(model: Any, notes: list[str]) -> Any:
         notes.append("Fourier transforms as products with constant cos/sin matrices: "
                      + ", ".join(f"{n} {k}" for k, n in sorted(signal.items())))
     if (loops or contrib or signal) and any(n.op_type in _SHAPE_OPS for n in model.graph.node):
-        model = fold_shape_subgraphs(model)
+        model = fold_shape_subgraphs(model, symbolic)
     expanded = expand_qlinear_ops(model)
     if expanded:
         kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))
