@@ -22,6 +22,12 @@ alternating for ``--rounds`` rounds of ``--runs`` calls, the best round's median
 
 Prints a table; writes ``benchmarks/results/ranges[-MODEL].json``. Never run it beside the tests
 or another benchmark.
+
+``--estimate pi4|pi5`` instead builds the packages for that board and compares them by the
+Raspberry Pi estimate (``benchmarks/arm_estimate.py``'s method: instructions counted under
+qemu, cycles from llvm-mca, one core): the symbolic package and a package for each length, on
+the same inputs of that length. Counts repeat exactly, so this may run beside other work; it
+writes ``benchmarks/results/ranges-MODEL-BOARD.json``.
 """
 
 from __future__ import annotations
@@ -105,15 +111,63 @@ def _median_ms(model: Any, inputs: dict[str, np.ndarray], runs: int) -> float:
     return statistics.median(samples)
 
 
+def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
+    """Symbolic package vs a package per length on a Raspberry Pi, by the armsim estimate."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import armsim
+
+    from edgetune.package import PackageOptions, package
+
+    missing = armsim.missing_tools()
+    if missing:
+        raise SystemExit(f"missing: {', '.join(missing)} — run scripts/install-system-deps.sh (as root)")
+    make, (lo, hi), _default, _exact = MODELS[model_name]
+    board = armsim.BOARDS[board_name]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        model, template, make_inputs = make(work)
+
+        def build(name: str, shapes: dict[str, tuple[Any, ...]]) -> Path:
+            return package(PackageOptions(model=model, device=board_name, output=work / name, input_shapes=shapes,
+                                          use_records=False, verify=False)).path
+
+        def cycles(target: Path, length: int) -> float:
+            inputs = work / f"in-{length}.npz"
+            np.savez(inputs, **{f"in_{i}": a for i, a in enumerate(make_inputs(length).values())})
+            counts = armsim.count(board, "edgetune", target, inputs, runs=1)
+            return float(armsim.estimate(counts, [board])["boards"][board.name]["cycles"])
+
+        symbolic = build("symbolic", _shapes(template, (lo, hi)))
+        for length in lengths:
+            fixed_c, sym_c = cycles(build(f"L{length}", _shapes(template, length)), length), cycles(symbolic, length)
+            rows.append({"length": length, "fixed_mcycles": fixed_c / 1e6, "symbolic_mcycles": sym_c / 1e6,
+                         "ratio": sym_c / fixed_c})
+            print(f"{model_name} {board_name} length {length}: fixed {fixed_c / 1e6:.2f} M cycles, symbolic "
+                  f"{sym_c / 1e6:.2f} M ({sym_c / fixed_c:.2f})", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"ranges-{model_name}-{board_name}.json"
+    out.write_text(json.dumps({"model": model_name, "board": board_name, "range": [lo, hi],
+                               "method": armsim.__doc__.split("\n\n")[0], "rows": rows}, indent=2))
+    print(f"\n{'length':>6} {'fixed Mcyc':>11} {'symbolic':>9} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['length']:>6} {r['fixed_mcycles']:>11.2f} {r['symbolic_mcycles']:>9.2f} {r['ratio']:>6.2f}")
+    print(f"wrote {out}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODELS), default="minilm")
     p.add_argument("--lengths", default="")
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--estimate", choices=("pi4", "pi5"), default="", help="a Raspberry Pi by estimate, not this host")
     args = p.parse_args()
     make, (lo, hi), default_lengths, exact_padding = MODELS[args.model]
     lengths = [int(x) for x in (args.lengths or default_lengths).split(",")]
+    if args.estimate:
+        estimate(args.model, args.estimate, lengths)
+        return
 
     import edgetune_runtime
     from edgetune.package import PackageOptions, package
