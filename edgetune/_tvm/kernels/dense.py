@@ -26,14 +26,15 @@ def _unravel(flat: Any, dims: list[Any]) -> list[Any]:
 
 
 def tiles(extent: Any, tile: int) -> Any:
-    """How many tiles of ``tile`` cover a symbolic ``extent``: ⌈extent / tile⌉, written so that TVM
-    can prove it at least 1 (a length is never below 1). As ``ceildiv`` it could not: a register
-    tile's accumulators were then bounded by ``min(tiles, 1) × tile``, a size only known at run
-    time, allocated from the workspace pool once per tile (Q·Kᵀ at 3.6× its fixed-length kernel,
-    Pi 5 estimate)."""
+    """How many tiles of ``tile`` cover a symbolic ``extent``, written so that TVM can prove it at
+    least 1 (a length is never below 1). As a plain ``ceildiv`` it could not: a register tile's
+    accumulators were then bounded by ``min(tiles, 1) × tile``, a size only known at run time,
+    allocated from the workspace pool once per tile (Q·Kᵀ at 3.6× its fixed-length kernel, Pi 5
+    estimate). (Written ``(max(extent, 1) − 1) // tile + 1`` instead, the packages were wrong at
+    some lengths: a 1-layer MiniLM off by 1.5e-3 at 200 and 256 tokens.)"""
     from tvm import tirx
 
-    return (tirx.max(extent, 1) - 1) // tile + 1
+    return tirx.ceildiv(tirx.max(extent, 1), tile)
 
 
 def dims(shape: Any) -> list[Any]:

@@ -11,7 +11,6 @@ from typing import Any
 PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")  # rows to vector-wide partials
 OUTPUTS = ("softmax_norm", "ln_norm")  # the stage that writes the result
 SHIFT = "softmax_shift"  # x − max, inlined into the exp
-EXP = "T_fast_exp"  # TOPI's fast_exp stage: inlined into its consumers where a row's length is symbolic
 
 
 def row_lanes(n: Any, lanes: int) -> int:

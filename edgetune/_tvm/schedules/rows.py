@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.cpu import CpuFacts
-from ..kernels.rows import EXP, OUTPUTS, PARTIALS, SHIFT
+from ..kernels.rows import OUTPUTS, PARTIALS, SHIFT
 from .common import block_index, child_blocks, is_reduction, static_extent
 from .microkernels import Decider
 
@@ -22,15 +22,6 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
     for block in child_blocks(sch):
         if str(sch.get(block).name_hint).startswith(SHIFT):
             sch.compute_inline(block)  # into the exp
-    if static_extent(sch, sch.get_loops(main)[-1]) is None:
-        # A row of symbolic length: its exponentials are computed twice (in the sum and in the
-        # output) rather than kept in a row buffer, whose size, only known at run time, took a
-        # workspace allocation per row — and TVM's vector lanes over the sum vectorize the exp,
-        # which LLVM left scalar on AArch64. Softmax of a speech encoder at 250 frames, Pi 5
-        # estimate: 6.74 → 3.38 M cycles (its fixed-length kernel: 2.34).
-        for block in child_blocks(sch):
-            if str(sch.get(block).name_hint).startswith(EXP):
-                sch.compute_inline(block)
     blocks = child_blocks(sch)
     norm = next(b for b in blocks if str(sch.get(b).name_hint).startswith(OUTPUTS))
     at = block_index(sch, blocks, norm)
