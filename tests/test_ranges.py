@@ -188,7 +188,7 @@ def test_speech_encoders_and_ocr_recognizers_run_at_every_length_of_a_symbolic_p
     """No mask, an output length that is not the input's (frames / 2, width / 4), a recurrent
     layer over a run-time length: every length at its own size, checked against onnxruntime."""
     if kind == "speech":
-        model, name, shape, lengths = _speech_encoder(tmp_path), "input_features", (1, 8, (8, 200)), (8, 9, 63, 200)
+        model, name, shape, lengths = _speech_encoder(tmp_path), "input_features", (1, 8, (8, 200)), (8, 9, 16, 31, 63, 200)
     elif kind == "ocr":
         model, name, shape, lengths = _ocr_recognizer(tmp_path), "image", (1, 1, 32, (32, 320)), (32, 37, 100, 320)
     else:  # depthwise convolutions of symbolic width

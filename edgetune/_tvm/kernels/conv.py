@@ -68,7 +68,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     ones past the end computing the last pixel again, and cropped (as the dense kernel's rows)."""
     from tvm import te, tirx
 
-    from .dense import dims, tiles
+    from .dense import dims
 
     n, h, w, ic = dims(data.shape)
     oco, kh, kw, _ic, oci = (int(x) for x in weights.shape)
@@ -87,7 +87,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc] * weights[o // oci, ry, rx, rc, o % oci],
                       axis=[ry, rx, rc])
 
-    width = row_tile * tiles(ow, row_tile) if symbolic else ow
+    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
     out = te.compute((n, oh, width, oco * oci), value, name="conv2d_nhwc_packed", attrs=attrs)
     if symbolic:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
@@ -159,7 +159,7 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
     tiles of ``row_tile`` pixels, cropped (as :func:`conv2d_nhwc_packed`)."""
     from tvm import te, tirx
 
-    from .dense import dims, tiles
+    from .dense import dims
 
     n, h, w, c = dims(data.shape)
     kh, kw, padded = (int(x) for x in weights.shape)
@@ -177,7 +177,7 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
         x = tirx.min(x, ow - 1) if symbolic else x
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
 
-    width = row_tile * tiles(ow, row_tile) if symbolic else ow
+    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
     out = te.compute((n, oh, width, padded), value, name="depthwise_conv2d_nhwc", attrs=attrs)
     if symbolic:
         out = te.compute((n, oh, ow, c), lambda *idx: out[idx], name="crop")

@@ -25,18 +25,6 @@ def _unravel(flat: Any, dims: list[Any]) -> list[Any]:
     return list(reversed(out))
 
 
-def tiles(extent: Any, tile: int) -> Any:
-    """How many tiles of ``tile`` cover a symbolic ``extent``, written so that TVM can prove it at
-    least 1 (a length is never below 1). As a plain ``ceildiv`` it could not: a register tile's
-    accumulators were then bounded by ``min(tiles, 1) × tile``, a size only known at run time,
-    allocated from the workspace pool once per tile (Q·Kᵀ at 3.6× its fixed-length kernel, Pi 5
-    estimate). (Written ``(max(extent, 1) − 1) // tile + 1`` instead, the packages were wrong at
-    some lengths: a 1-layer MiniLM off by 1.5e-3 at 200 and 256 tokens.)"""
-    from tvm import tirx
-
-    return tirx.ceildiv(tirx.max(extent, 1), tile)
-
-
 def dims(shape: Any) -> list[Any]:
     """A TE shape's dimensions: ints where constant, the symbolic expressions as they are."""
     return [int(x) if hasattr(x, "value") or isinstance(x, int) else x for x in shape]
@@ -59,7 +47,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     attrs: dict[str, Any] = {"edgetune.kernel": "dense_packed"}
     rows = math.prod(lead)
     if not isinstance(rows, int):
-        rows_to = row_tile * tiles(rows, row_tile)
+        rows_to = row_tile * tirx.ceildiv(rows, row_tile)
         attrs["edgetune.row_tile"] = row_tile
     elif rows_to <= rows:
 
@@ -81,7 +69,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
 
     def cropped(*idx: Any) -> Any:
         *at, j = idx
-        return out[sum((a * s for a, s in zip(at, strides)), at[0] * 0), j]  # (a zero of the indices' type)
+        return out[sum((a * s for a, s in zip(at, strides) if not (isinstance(s, int) and s == 0)), at[0] * 0), j]
 
     return te.compute((*lead, features), cropped, name="crop")
 
@@ -101,12 +89,12 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0) -> A
     abatch = [1] * (batch - len(abatch)) + abatch
     bbatch = [1] * (batch - len(bbatch)) + bbatch
     out_batch = [max(x, y) for x, y in zip(abatch, bbatch)]
-    nbo = -(-n // nb) if isinstance(n, int) else tiles(n, nb)
+    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(n, nb)
     lead_a, lead_b = len(a.shape) - 2, len(b.shape) - 2
     attrs: dict[str, Any] = {"edgetune.kernel": "matmul_packed"}
     symbolic_rows = not isinstance(m, int)
     if symbolic_rows:
-        rows_to = row_tile * tiles(m, row_tile)
+        rows_to = row_tile * tirx.ceildiv(m, row_tile)
         attrs["edgetune.row_tile"] = row_tile
 
     def pick(dims_: list[int], idx: list[Any], lead: int) -> list[Any]:
