@@ -732,25 +732,21 @@ def test_a_range_package_deploys_and_each_bucket_is_timed_on_the_board(boards, t
     assert run_edgetune("devices", "setup", "rangepi").returncode == 0
     encoder = zt.bert(tmp_path / "enc.onnx", layers=1, hidden=32, heads=2, seq=8, vocab=50, dynamic=True)
     shapes = {name: (1, (1, 24)) for name in ("input_ids", "attention_mask", "token_type_ids")}
-    pkg = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-range", input_shapes=shapes,
-                                 buckets=(8, 24))).path
-    deploy = run_edgetune("deploy", str(pkg), "--device", "rangepi", "--json")
-    assert deploy.returncode == 0, deploy.stderr
-    check = json.loads(deploy.stdout)["check"]
-    assert check["passed"] and sorted(check["lengths"], key=int) == ["1", "17", "24"], check
-    bench = run_edgetune("bench", str(pkg), "--device", "rangepi", "--runs", "5", "--json")
-    assert bench.returncode == 0, bench.stderr
-    m = json.loads(bench.stdout)
-    assert sorted(m["buckets"], key=int) == ["8", "24"] and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
-    assert m["check"]["passed"]
+
+    def deploy_and_bench(pkg: Path, checked: list[str], timed: list[str]) -> None:
+        deploy = run_edgetune("deploy", str(pkg), "--device", "rangepi", "--json")
+        assert deploy.returncode == 0, deploy.stderr
+        check = json.loads(deploy.stdout)["check"]
+        assert check["passed"] and sorted(check["lengths"], key=int) == checked, check
+        bench = run_edgetune("bench", str(pkg), "--device", "rangepi", "--runs", "5", "--json")
+        assert bench.returncode == 0, bench.stderr
+        m = json.loads(bench.stdout)
+        assert sorted(m["buckets"], key=int) == timed and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
+        assert m["check"]["passed"]
+
+    deploy_and_bench(package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-range", input_shapes=shapes,
+                                            buckets=(8, 24))).path, ["1", "17", "24"], ["8", "24"])
     # the same range as one symbolic-shape library: checked there at its ends and between, timed at several lengths
-    sym = package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-symbolic", input_shapes=shapes)).path
-    deploy = run_edgetune("deploy", str(sym), "--device", "rangepi", "--json")
-    assert deploy.returncode == 0, deploy.stderr
-    check = json.loads(deploy.stdout)["check"]
-    assert check["passed"] and sorted(check["lengths"], key=int) == ["1", "13", "24"], check
-    bench = run_edgetune("bench", str(sym), "--device", "rangepi", "--runs", "5", "--json")
-    assert bench.returncode == 0, bench.stderr
-    m = json.loads(bench.stdout)
-    assert sorted(m["buckets"], key=int) == ["8", "16", "24"] and all(b["latency"]["p50_ms"] > 0 for b in m["buckets"].values())
+    deploy_and_bench(package(PackageOptions(model=encoder, device="pi4", output=tmp_path / "enc-symbolic",
+                                            input_shapes=shapes)).path, ["1", "13", "24"], ["8", "16", "24"])
     _no_orphans(sb)
