@@ -185,13 +185,20 @@ def package_range(opts: Any, progress: Any) -> Any:
     return PackageResult(output, manifest, tarball, {"total_s": manifest["build"]["total_s"]})
 
 
+def _top_manifest(sub: dict[str, Any], *per_package: str) -> dict[str, Any]:
+    """A copy of a sub-package's manifest as the range package's: ``kind: range``, less what
+    belongs to that one package (its library, kernels, tuning, files, build times, ``per_package``)."""
+    top = json.loads(json.dumps(sub))
+    for key in ("library", "kernels", "tuning", "files", "build", *per_package):
+        top.pop(key, None)
+    top["kind"] = "range"
+    return top
+
+
 def _manifest(subs: dict[int, dict[str, Any]], rng: LengthRange, buckets: list[int]) -> dict[str, Any]:
     """The range package's manifest: the largest bucket's, less what is per bucket (library,
     kernels, tuning), with the range, the buckets and which axes follow the length."""
-    top = json.loads(json.dumps(subs[buckets[-1]]))
-    for key in ("library", "kernels", "tuning", "schedules", "files", "build"):
-        top.pop(key, None)
-    top["kind"] = "range"
+    top = _top_manifest(subs[buckets[-1]], "schedules")
     for spec in top["inputs"]:
         if spec["original_name"] in rng.axes:
             spec["range_axis"] = rng.axes[spec["original_name"]]
@@ -218,10 +225,7 @@ SYMBOLIC_DIR = "symbolic"
 def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange) -> dict[str, Any]:
     """A symbolic range package's manifest: its library's, less what is per library, with the
     range; its one package serves every length, timed at the lengths buckets would have."""
-    top = json.loads(json.dumps(sub))
-    for key in ("library", "kernels", "tuning", "files", "build"):
-        top.pop(key, None)
-    top["kind"] = "range"
+    top = _top_manifest(sub)  # (its schedules are the range's: one library)
     top["range"] = {"min": rng.lo, "max": rng.hi, "symbolic": True, "buckets": [rng.hi],
                     "packages": {str(rng.hi): SYMBOLIC_DIR}, "pad": {}, "timed": default_buckets(rng.lo, rng.hi),
                     "per_bucket": {str(rng.hi): {"tuning": 0, "verification": "range check"}}}

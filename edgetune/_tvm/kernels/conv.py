@@ -64,9 +64,9 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
     ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
     dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``.
-    A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels, the
-    ones past the end computing the last pixel again, and cropped (as the dense kernel's rows)."""
-    from tvm import te, tirx
+    A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels and
+    cropped (:func:`_tiled_width`)."""
+    from tvm import te
 
     from .dense import dims
 
@@ -78,20 +78,38 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     src = pad_nhwc(data, padding, fill, str(weights.dtype))
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
     attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature}
-    symbolic = not isinstance(ow, int)
-    if symbolic:
-        attrs["edgetune.row_tile"] = row_tile
+    width, pixel = _tiled_width(ow, row_tile, attrs)
 
     def value(b: Any, y: Any, x: Any, o: Any) -> Any:
-        x = tirx.min(x, ow - 1) if symbolic else x
+        x = pixel(x)
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc] * weights[o // oci, ry, rx, rc, o % oci],
                       axis=[ry, rx, rc])
 
-    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
     out = te.compute((n, oh, width, oco * oci), value, name="conv2d_nhwc_packed", attrs=attrs)
-    if symbolic:
-        out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
-    return _cast(_plus_channels(crop(out, out_channels), bias), out_dtype)
+    return _cast(_plus_channels(crop(_crop_width(out, (n, oh, ow, out_channels)), out_channels), bias), out_dtype)
+
+
+def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any]) -> tuple[Any, Any]:
+    """The width a convolution computes and the output pixel each computed pixel is: a constant
+    width as it is; a symbolic one (a range of lengths) as whole tiles of ``row_tile`` pixels,
+    the ones past the end the last pixel again (as the dense kernel's rows), the tile recorded in
+    ``attrs`` for the schedule."""
+    from tvm import tirx
+
+    if isinstance(ow, int):
+        return ow, lambda x: x
+    attrs["edgetune.row_tile"] = row_tile
+    return row_tile * tirx.ceildiv(ow, row_tile), lambda x: tirx.min(x, ow - 1)
+
+
+def _crop_width(out: Any, shape: tuple[Any, ...]) -> Any:
+    """``out`` cut back to ``shape`` (its width ``ow`` pixels, its channels) where
+    :func:`_tiled_width` tiled it."""
+    from tvm import te
+
+    if isinstance(shape[2], int):
+        return out
+    return te.compute(shape, lambda *idx: out[idx], name="crop")
 
 
 def _cast(out: Any, dtype: str) -> Any:
@@ -157,7 +175,7 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
     outputs cropped), plus ``bias`` per channel; an int8 input read as float32 and padded with
     ``fill``, the sums returned as ``out_dtype`` (as the packed kernel). A symbolic width: whole
     tiles of ``row_tile`` pixels, cropped (as :func:`conv2d_nhwc_packed`)."""
-    from tvm import te, tirx
+    from tvm import te
 
     from .dense import dims
 
@@ -169,16 +187,11 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
     src = pad_nhwc(data, padding, fill, str(weights.dtype), padded)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
     attrs: dict[str, Any] = {"edgetune.kernel": "depthwise_conv2d_nhwc"}
-    symbolic = not isinstance(ow, int)
-    if symbolic:
-        attrs["edgetune.row_tile"] = row_tile
+    width, pixel = _tiled_width(ow, row_tile, attrs)
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
-        x = tirx.min(x, ow - 1) if symbolic else x
+        x = pixel(x)
         return te.sum(src[b, y * sh + ry * dh, x * sw + rx * dw, ch] * weights[ry, rx, ch], axis=[ry, rx])
 
-    width = row_tile * tirx.ceildiv(ow, row_tile) if symbolic else ow
     out = te.compute((n, oh, width, padded), value, name="depthwise_conv2d_nhwc", attrs=attrs)
-    if symbolic:
-        out = te.compute((n, oh, ow, c), lambda *idx: out[idx], name="crop")
-    return _cast(_plus_channels(crop(out, c), bias), out_dtype)
+    return _cast(_plus_channels(crop(_crop_width(out, (n, oh, ow, c)), c), bias), out_dtype)

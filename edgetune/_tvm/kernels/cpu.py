@@ -70,13 +70,18 @@ def max_rows(vectors: int, cpu: CpuFacts) -> int:
     return max(1, min(28, (cpu.registers - vectors - 1) // max(vectors, 1)))
 
 
-def best_rows(vectors: int, cpu: CpuFacts) -> int:
-    """The register-tile height for a dense / matmul of a symbolic row count (a range of lengths):
-    the lowest within 10 % of the best rate, since the last tile is computed whole whatever the
+def symbolic_height(limit: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0) -> int:
+    """The register-tile height (up to ``limit``) for a symbolic extent (a range of lengths): the
+    lowest within 10 % of the best rate, since the last tile is computed whole whatever the
     length (a tall tile would cost a short sequence most)."""
-    heights = range(1, max_rows(vectors, cpu) + 1)
-    best = max(tile_rate(rw, vectors, cpu, STREAMED) for rw in heights)
-    return min(rw for rw in heights if tile_rate(rw, vectors, cpu, STREAMED) >= 0.9 * best)
+    heights = range(1, limit + 1)
+    best = max(tile_rate(rw, vectors, cpu, weight_cost) for rw in heights)
+    return min(rw for rw in heights if tile_rate(rw, vectors, cpu, weight_cost) >= 0.9 * best)
+
+
+def best_rows(vectors: int, cpu: CpuFacts) -> int:
+    """The register-tile height of a dense / matmul over a symbolic row count."""
+    return symbolic_height(max_rows(vectors, cpu), vectors, cpu, STREAMED)
 
 
 def padded_rows(rows: int, vectors: int, cpu: CpuFacts) -> int:
@@ -132,15 +137,8 @@ def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
             continue
         vecs = -(-oci // cpu.lanes)
         max_rw = (cpu.registers - vecs - 1) // vecs
-        if ow is None:
-            heights = range(1, min(max_rw, 28) + 1)
-            top = max(tile_rate(rw, vecs, cpu) for rw in heights)
-            rw = min(h for h in heights if tile_rate(h, vecs, cpu) >= 0.9 * top)
-            score = tile_rate(rw, vecs, cpu) * oci * oc / padded
-            if score > best_score * 1.02 or (score >= best_score * 0.98 and oci > best[0]):
-                best, best_score = (oci, rw), max(score, best_score)
-            continue
-        for rw in divisors(ow):
+        heights = [symbolic_height(min(max_rw, 28), vecs, cpu)] if ow is None else divisors(ow)
+        for rw in heights:
             if rw > max_rw or rw > 28:
                 continue
             score = tile_rate(rw, vecs, cpu) * oci * oc / padded

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .dense import dims
+
 # stage names the schedule (:mod:`..schedules.rows`) finds the stages by
 PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")  # rows to vector-wide partials
 OUTPUTS = ("softmax_norm", "ln_norm")  # the stage that writes the result
@@ -18,11 +20,6 @@ def row_lanes(n: Any, lanes: int) -> int:
     A row of symbolic length (a range of lengths) takes a register: past its vectors, the tail
     loop covers the rest, a whole row when it is shorter."""
     return lanes if not isinstance(n, int) or n >= lanes else 4
-
-
-def _length(n: Any) -> Any:
-    """A row's length: an int where it is constant, else the symbolic expression."""
-    return int(n) if hasattr(n, "value") else n
 
 
 def _row_total(part: Any, tail_of: Any, lanes: int, tail: int, combine: str, name: str) -> Any:
@@ -80,7 +77,7 @@ def softmax_rows(x: Any, lanes: int) -> Any:
     from tvm import te, topi
 
     *rows, n = x.shape
-    n = _length(n)
+    (n,) = dims([n])  # an int where constant, a symbolic length as it is
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
 
@@ -105,7 +102,7 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
     from tvm import te, tirx
 
     *rows, n = x.shape
-    n = _length(n)
+    (n,) = dims([n])  # an int where constant, a symbolic length as it is
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
     part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", PARTIALS[2], kernel="layer_norm_rows")

@@ -31,7 +31,7 @@ from ..kernels.winograd import (
     winograd_tile,
     winograd_weights,
 )
-from .common import const_array, ints, rank, static_shape
+from .common import const_array, ints, last_dim, rank, static_shape
 
 
 def _fast_sigmoid(x: Any) -> Any:
@@ -202,24 +202,21 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     return bb.call_te(matmul_packed, a, b, nb, 0, best_rows(-(-nb // cpu.lanes), cpu), primfunc_name_hint="matmul")
 
 
-def _last_axis(call: Any, axes: list[int], symbolic_rows: bool = False) -> bool:
-    """Whether ``axes`` is the last axis of the call's fp32 input of static shape (rows of 4 or
-    more: TVM's own kernel handles a handful of classes as well). With ``symbolic_rows`` the
-    row count and length may be symbolic (a range of lengths: attention's scores)."""
+def _last_axis(call: Any, axes: list[int]) -> bool:
+    """Whether ``axes`` is the last axis of the call's fp32 input, rows of 4 or more (TVM's own
+    kernel handles a handful of classes as well). The row count and length may be symbolic (a
+    range of lengths: attention's scores)."""
     values = getattr(getattr(call.args[0].ty, "shape", None), "values", None)
     if values is None or len(values) < 2 or str(call.args[0].ty.dtype) != "float32":
         return False
     if [a % len(values) for a in axes] != [len(values) - 1]:
         return False
     last = values[-1]
-    if symbolic_rows:
-        return not hasattr(last, "value") or int(last.value) >= 4
-    shape = static_shape(call.args[0])
-    return shape is not None and shape[-1] >= 4
+    return not hasattr(last, "value") or int(last.value) >= 4
 
 
 def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
-    if not _last_axis(call, [int(call.attrs.axis)], symbolic_rows=True):
+    if not _last_axis(call, [int(call.attrs.axis)]):
         return _default_legalize(bb, call)
     return bb.call_te(softmax_rows, call.args[0], cpu.lanes, primfunc_name_hint="softmax")
 
@@ -227,8 +224,7 @@ def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
 def _legalize_layer_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     a = call.attrs
     x, gamma, beta = call.args
-    if not _last_axis(call, ints(a.axes), symbolic_rows=True) or not hasattr(x.ty.shape.values[-1], "value") \
-            or any(rank(t) != 1 for t in (gamma, beta)):
+    if not _last_axis(call, ints(a.axes)) or last_dim(x) is None or any(rank(t) != 1 for t in (gamma, beta)):
         return _default_legalize(bb, call)
     return bb.call_te(layer_norm_rows, x, gamma if a.scale else None, beta if a.center else None, float(a.epsilon),
                       cpu.lanes, primfunc_name_hint="layer_norm")
