@@ -64,6 +64,9 @@ class PackageOptions:
     layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.targets.lowering_for)
     buckets: tuple[int, ...] = ()  # a range package's compiled lengths (empty: one symbolic-shape library)
     symbolic: bool = False  # (edgetune.ranges) build the range's length as a symbolic extent, one library
+    # without records: each convolution's variant by signature (direct | winograd), as a tuned
+    # build chose them (the network check times kernels of the same variant); None: the target's
+    conv_variants: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -255,13 +258,22 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
     if not opts.use_records or not store.exists():
         yield _Records(None, None)
         return
-    with store.snapshot() as snap:
+    with store.snapshot() as snap, store.snapshot(applied=True) as applied:
         stats = RecordStore(snap, profile.name).stats()
         every = task_rows(model, profile, stats, lowering_key)
+        vetoes = store.standing_vetoes()
+        for r in every:  # a vetoed record is as good as none, also for the choice of a convolution's variant
+            if r["workload"] in vetoes and r["best_ms"] is not None:
+                r["vetoed"] = vetoes[r["workload"]].get("why") or "slower inside the network (tune's network check)"
+                r["best_ms"] = None
         choice = choose_variants(every, _tvm.default_conv_variant(_tvm.make_target(profile.target_spec())))
         rows = _built_rows(every, choice)
         tuned = [r for r in rows if r["best_ms"] is not None]
         notes = []
+        vetoed = [r for r in rows if "vetoed" in r]
+        if vetoed:
+            notes.append(f"{len(vetoed)} kernel(s) keep their default schedule: with their record they ran slower "
+                         "inside the network when `edgetune tune` checked it")
         if lowering_key != LEGACY_LOWERING and LEGACY_LOWERING in store.lowerings():
             old = [r for r in task_rows(model, profile, stats, LEGACY_LOWERING) if r["best_ms"] is not None]
             if old:
@@ -272,10 +284,10 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
             yield _Records(None, None, tuple(notes), choice)
             return
         estimate = sum(r["calls"] * r["best_ms"] for r in tuned)
-        summary = {"records": store.dir.name, "lowering": lowering_key, "tuned_tasks": len(tuned),
+        summary = {"records": store.dir.name, "lowering": lowering_key, "tuned_tasks": len(tuned), "variants": choice,
                    "total_tasks": len(rows), "trials": sum(r["trials"] for r in rows),
                    "estimated_latency_ms": round(estimate, 6) if len(tuned) == len(rows) else None, "tasks": rows}
-        yield _Records(snap, summary, tuple(notes), choice)
+        yield _Records(applied, summary, tuple(notes), choice)
 
 
 def _built_rows(rows: list[dict[str, Any]], choice: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -307,7 +319,8 @@ def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | No
     default schedule's, or ``tuned``), calls and FLOPs per inference call, trials spent on it."""
     trials = {r["workload"]: r["trials"] for r in (tuning or {}).get("tasks", [])}  # joined by workload hash
     return {name: {"kind": k["kind"], "calls": k["calls"], "flops": k["flops"], "tuned": k["kind"] == "tuned",
-                   "trials": trials.get(k.get("workload", ""), 0)} for name, k in kernels.items()}
+                   "trials": trials.get(k.get("workload", ""), 0), "workload": k.get("workload", "")}
+            for name, k in kernels.items()}
 
 
 def lowering_key(profile: Profile, layout: str) -> str:
@@ -352,7 +365,8 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
             progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
                      + (f" with {recs.summary['tuned_tasks']} tuned kernel(s)" if recs.summary else
                         ", untuned (default schedules)"))
-            artifact = compile_model(model, profile, staging, recs.directory, opts.layout, recs.conv_choice or "auto")
+            artifact = compile_model(model, profile, staging, recs.directory, opts.layout,
+                                     recs.conv_choice or dict(opts.conv_variants or {}) or "auto")
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
         manifest = build_manifest(model, artifact, profile)

@@ -210,7 +210,8 @@ def test_tuning_skips_loop_kernels_and_tuned_packages_keep_branches(tmp_path):
 
     vad = rm.streaming_vad(tmp_path / "vad.onnx")
     records = tmp_path / "rec"
-    result = tune(TuneOptions(models=(vad,), device="host", trials=12, records=records, batch=4, population=32))
+    result = tune(TuneOptions(models=(vad,), device="host", trials=12, records=records, batch=4, population=32,
+                              network_check=False))
     assert result.failures == 0 and result.stop_reason == "budget spent" and result.snapshot.spent == 12, result
     assert any(t.kind == "dense" and t.trials for t in result.snapshot.tasks), result.snapshot.tasks  # the recurrent layer's gate products
     pkg = _package(vad, tmp_path / "pkg", records=records)

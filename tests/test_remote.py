@@ -346,7 +346,7 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     try:
         wait_until_spinning(hog.pid)
         result = tune(TuneOptions(models=(model,), device="tunepi", trials=25, batch=4, population=32, records=records,
-                                  skip_tail=0.0), notice=notices.append)
+                                  skip_tail=0.0, network_check=False), notice=notices.append)
     finally:
         os.killpg(hog.pid, signal.SIGKILL)
         hog.wait()
@@ -368,9 +368,19 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25 + 4
     check_against_records(descent.snapshot, records, "pi4", model)  # what it reports is what the board measured
     _no_orphans(sb)
+    # the network check ran on the board: both packages timed there, each tuned kernel judged
+    (check,) = descent.checks
+    assert check.error is None and check.skipped is None, check
+    assert check.default_ms > 0 and check.tuned_ms > 0 and check.kernels, check
+    vetoed = {v.workload for v in check.vetoed}
+    assert vetoed == set(RecordStore(records, "pi4").standing_vetoes()), check
 
     pkg = package(PackageOptions(model=model, device="tunepi", output=tmp_path / "pkg", records=records))
-    assert pkg.manifest["tuning"]["tuned_tasks"] == pkg.manifest["tuning"]["total_tasks"] >= 4
+    # a vetoed kernel keeps its default schedule (the package says so); the others their records
+    notes = pkg.manifest["schedules"]["notes"]
+    assert any("keep their default schedule" in n for n in notes) == bool(vetoed), notes
+    tuned = {k["workload"] for k in pkg.manifest["kernels"].values() if k["tuned"]}
+    assert not tuned & vetoed and len(tuned) + len(vetoed) >= 4
     assert pkg.verification["status"] == "passed" and "qemu" in pkg.verification["executed_on"]
 
 
@@ -397,7 +407,8 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
             box: dict = {}
             worker = threading.Thread(target=lambda: box.setdefault("r", tune(
                 TuneOptions(models=(model,), device="pi4", tracker=addr, key="pi4", trials=20, batch=4,
-                            population=32, records=records, timeout=45, skip_tail=0.0), notice=notices.append)))
+                            population=32, records=records, timeout=45, skip_tail=0.0, network_check=False),
+                notice=notices.append)))
             worker.start()
             _wait_for_records(records, 5)
             sbs[1].kill_user_processes("rpc_serve|popen_worker")  # the second board dies
@@ -426,7 +437,7 @@ def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
     def run() -> None:
         try:
             tune(TuneOptions(models=(model,), device="dying", trials=200, batch=4, population=32, records=records, timeout=30,
-                              skip_tail=0.0))
+                              skip_tail=0.0, network_check=False))
         except BaseException as err:  # noqa: BLE001 — asserted below
             errors.append(err)
 
@@ -609,7 +620,7 @@ def test_bench_beside_a_running_tune_on_one_board(boards, pi4_package, tmp_path)
     def run() -> None:
         try:
             outcome["tune"] = tune(TuneOptions(models=(model,), device="busy", trials=12, batch=4, population=32, skip_tail=0.0,
-                                               records=records, timeout=120))
+                                               records=records, timeout=120, network_check=False))
         except BaseException as err:  # noqa: BLE001 — asserted below
             outcome["error"] = err
 

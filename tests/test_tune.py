@@ -21,7 +21,8 @@ from records_helpers import check_against_records, read_records
 from edgetune.tuning.records import RecordStore
 from edgetune.tuning.session import TuneOptions, tune
 
-FAST = {"batch": 4, "population": 32, "timeout": 60.0, "skip_tail": 0.0}  # budget accounting: every task stays live
+FAST = {"batch": 4, "population": 32, "timeout": 60.0, "skip_tail": 0.0,  # budget accounting: every task stays live
+        "network_check": False}  # tested on its own (test_network_check.py)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_list_tasks_cli_shows_records(tuned_a, nets):
 def test_resume_after_kill_9(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "36",
-            "--batch", "4", "--population", "32", "--skip-tail", "0", "--records", str(records), "--json"]
+            "--batch", "4", "--population", "32", "--skip-tail", "0", "--records", str(records), "--json", "--no-network-check"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -210,7 +211,8 @@ def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path
 @pytest.mark.slow
 def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     records = _copy(tuned_a[0], tmp_path)
-    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--trials", "0")
+    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--trials", "0",
+                       "--no-network-check")
     assert res.returncode == 0, res.stderr
     assert "network a" in res.stdout and "stopped: budget spent" in res.stdout and "edgetune package" in res.stdout
     board = run_edgetune("tune", str(nets["a"]), "--device", "pi4", "--records", str(tmp_path / "r"), "--trials", "8")
@@ -226,17 +228,20 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
 def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
     # the plain-text progress line (stderr not a terminal) compared trials with a trial budget
     # that --time alone leaves unset: the second batch's line crashed the run
+    # (the network check on: part of the budget is kept for it, and its line ends the summary)
     res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(tmp_path / "r"), "--time", "35s",
                        "--batch", "4", "--population", "32")
     assert res.returncode == 0, res.stderr[-2000:]
     assert "stopped: " in res.stdout and "internal error" not in res.stderr, res.stderr[-2000:]
+    assert "s of the 35 s budget for the network check" in res.stderr, res.stderr[-2000:]
+    assert "ms with default schedules, " in res.stdout and "ms with every record" in res.stdout, res.stdout
 
 
 @pytest.mark.slow
 def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     records = tmp_path / "rec"
     args = [sys.executable, "-m", "edgetune", "tune", str(nets["a"]), "--device", "host", "--trials", "60",
-            "--batch", "4", "--population", "32", "--skip-tail", "0%", "--records", str(records)]
+            "--batch", "4", "--population", "32", "--skip-tail", "0%", "--records", str(records), "--no-network-check"]
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -312,7 +317,7 @@ def test_relative_target_is_a_share_of_the_baseline_timed_on_the_device(tuned_a,
 
     records = _copy(tuned_a[0], tmp_path)
     common = ("tune", str(nets["a"]), "--device", "host", "--records", str(records), "--batch", "4", "--population", "32",
-              "--objective", "targets")
+              "--objective", "targets", "--no-network-check")
     text = run_edgetune(*common, "--trials", "4", "--latency", "a=0.8x")
     assert text.returncode == 0, text.stderr
     assert "timing a with its own runtime on host" in text.stderr and "(0.8×)" in text.stderr, text.stderr

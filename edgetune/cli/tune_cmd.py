@@ -50,6 +50,10 @@ def tune(
                                           "(package with --records or --buckets to apply them: records are per length)."),
     buckets: str = typer.Option("", "--buckets", help="A range's lengths, as `edgetune package --buckets` takes them."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    network_check: bool = typer.Option(True, "--network-check/--no-network-check",
+                                       help="At the end, time each network packaged with and without its records and "
+                                            "keep a record only where its kernel runs faster inside the network (a time "
+                                            "budget keeps room for it)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Auto-tune MODELs for a device: MetaSchedule search, candidates cross-compiled here and
@@ -72,7 +76,7 @@ def tune(
         search=search, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
         early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=shapes, buckets=lengths, population=population,
-        bindings=parse_bindings(bind))
+        bindings=parse_bindings(bind), network_check=network_check)
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)
         _render_tasks(taskset.networks, taskset.rows(stats), json_out, peak)
@@ -178,5 +182,22 @@ def _render_result(result: Any) -> None:
         if n.baseline_ms and n.estimate_ms:
             out.print(f"  {n.name}: {n.baseline_runtime} measured {n.baseline_ms:.4g} ms on {s.device}; the tuned estimate is "
                       f"{n.estimate_ms / n.baseline_ms:.2f}× of it (kernels only: `edgetune bench PKG --baseline MODEL` times both whole)")
+    for c in result.checks:
+        out.print(f"  {_check_line(c)}")
     if not result.interrupted:
         out.print("next: edgetune package MODEL --device ... -o OUT  (applies these records)")
+
+
+def _check_line(c: Any) -> str:
+    """One network's check, as a line: what it measured and which records it vetoed."""
+    if c.error:
+        return f"{c.network}: network check failed ({c.error}); records kept as they are"
+    if c.skipped:
+        return f"{c.network}: network check: {c.skipped}"
+    line = (f"{c.network}: measured {c.default_ms:.4g} ms with default schedules, {c.tuned_ms:.4g} ms with every record")
+    vetoed = c.vetoed
+    if vetoed:
+        line += (f"; {len(vetoed)} of {len(c.kernels)} record(s) vetoed (slower inside the network), "
+                 f"{c.kept_ms:.4g} ms with the rest" if len(vetoed) < len(c.kernels) else
+                 "; every record vetoed: the package keeps its default schedules")
+    return line

@@ -118,6 +118,7 @@ class MeasureOptions:
     strict: bool = False  # refuse when the machine is throttled or busy
     max_warmup_s: float = 20.0
     baseline: Path | None = None  # the model file: also time it with its own runtime, alternating
+    check: bool = True  # also run the reference check there (False: timing only, ``check`` left empty)
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ def measure_package(opts: MeasureOptions) -> Measurement:
                 raise RemoteError(f"package is for {manifest.get('arch')}, this machine is {here}",
                                   "package the model with --device host to measure it here")
             extra = ["--baseline", str(model)] if model else []
-            check, result = _local(package, check_args), _local(package, args + extra)
+            check = _local(package, check_args) if opts.check else {}
+            result = _local(package, args + extra)
         else:
             from .inventory import get_board
 
@@ -180,7 +182,8 @@ def measure_package(opts: MeasureOptions) -> Measurement:
                     if model:
                         rb.conn.put(model, f"{remote}/{model.name}", verify=False)
                         extra = ["--baseline", model.name]
-                    check, result = _on_board(rb, remote, check_args), _on_board(rb, remote, args + extra)
+                    check = _on_board(rb, remote, check_args) if opts.check else {}
+                    result = _on_board(rb, remote, args + extra)
     out = Measurement(opts.device, result["latency"], result["system"], result["warnings"], result.get("threads"),
                       check, result.get("profile"), bool(manifest.get("kernels")), result.get("baseline"),
                       result.get("buckets"))

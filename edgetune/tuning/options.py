@@ -55,6 +55,7 @@ class TuneOptions:
     builders: int = 0  # 0: one per host core
     layout: str = "auto"
     enumerate_limit: int = 256  # design spaces this small are measured whole (0: always search)
+    network_check: bool = True  # at the end, veto records that make their network slower (.network_check)
 
     @property
     def trial_budget(self) -> int | None:
@@ -191,6 +192,7 @@ class TuneResult:
     time_breakdown: dict[str, float] = field(default_factory=dict)  # seconds per phase of this run
     conditions: tuple[str, ...] = ()  # the measuring machine was throttled, hot or busy meanwhile
     dropped: int = 0  # candidates built but not run: the time budget's deadline came first
+    checks: tuple[Any, ...] = ()  # .network_check.NetworkCheck per network (empty: not run)
 
     def to_json(self) -> dict[str, Any]:
         s = self.snapshot
@@ -206,6 +208,7 @@ class TuneResult:
                           "target_ms": n.target_ms, "met": n.met, "baseline_ms": n.baseline_ms,
                           "baseline_runtime": n.baseline_runtime} for n in s.networks],
             "tasks": [t.to_json() for t in s.tasks],
+            "network_checks": [c.to_json() for c in self.checks],
         }
 
 

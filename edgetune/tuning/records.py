@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 META = "profile.json"
 DEFAULTS = "defaults.json"  # per workload: the default schedule's measured seconds
 REJECTED = "rejected_records.json"  # record lines set aside (:meth:`RecordStore.quarantine`)
+VETOES = "network_checks.json"  # per workload: a record the network check found slower inside its network
 LEGACY_LOWERING = "nchw"  # what edgetune 0.1 tuned (TVM's own legalization)
 
 
@@ -209,10 +210,37 @@ class RecordStore:
         if measured:
             write_atomic(self.dir / DEFAULTS, json.dumps({**self.defaults(), **measured}, indent=1))
 
+    def vetoes(self) -> dict[str, dict[str, Any]]:
+        """Per workload hash: why its best record is not applied (:mod:`.network_check`)."""
+        try:
+            found = json.loads((self.dir / VETOES).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+    def record_vetoes(self, vetoes: dict[str, dict[str, Any]]) -> None:
+        """Add vetoes by workload hash (under :meth:`lock`); each holds ``best_ms``, the best
+        record's mean time when it was vetoed."""
+        if vetoes:
+            write_atomic(self.dir / VETOES, json.dumps({**self.vetoes(), **vetoes}, indent=1))
+
+    def standing_vetoes(self) -> dict[str, dict[str, Any]]:
+        """The vetoes that still hold: their workload has no record faster than the one vetoed
+        (a faster one is applied until the next tune's network check decides on it)."""
+        stats = self.stats()
+        out = {}
+        for shash, veto in self.vetoes().items():
+            s = stats.get(shash)
+            vetoed = veto.get("best_ms")
+            if s is not None and s.best_ms is not None and isinstance(vetoed, (int, float)) and s.best_ms >= vetoed * (1 - 1e-9):
+                out[shash] = veto
+        return out
+
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator[Path]:
+    def snapshot(self, applied: bool = False) -> Iterator[Path]:
         """A consistent copy of the records (complete lines only) for a reader while a tuning
-        run may be appending: readers never write to the store."""
+        run may be appending: readers never write to the store. With ``applied``, the records
+        of workloads under a standing veto are left out (what a build applies)."""
         import shutil
         import tempfile
 
@@ -226,9 +254,13 @@ class RecordStore:
             if len(kept) < len(lines):
                 log.warning("records in %s: %d record line(s) edgetune could not have written are not used "
                             "(`edgetune tune` on these records sets them aside)", self.dir, len(lines) - len(kept))
+            vetoed = set(self.standing_vetoes()) if applied else set()
+            if vetoed:
+                hashes = [json.loads(w)[0] for w in workloads.splitlines()]
+                kept = [line for line in kept if hashes[json.loads(line)[0]] not in vetoed]
             (Path(tmp) / WORKLOADS).write_bytes(workloads)
             (Path(tmp) / RECORDS).write_bytes(b"".join(kept))
-            for name in (META, DEFAULTS):
+            for name in (META, DEFAULTS, VETOES):
                 if (self.dir / name).is_file():
                     shutil.copy(self.dir / name, Path(tmp) / name)
             yield Path(tmp)

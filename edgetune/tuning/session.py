@@ -3,17 +3,22 @@ the options and results in :mod:`.options`."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import replace
 from typing import Any
 
 from .. import _tvm
 from ..devices import resolve_device
 from ..errors import UsageError
+from .network_check import NetworkChecker
 from .options import Baseline, Notice, Progress, TuneOptions, TuneResult
 from .records import RecordStore, default_dir
 from .tasks import TaskSet, build_task_set
 
 __all__ = ["TuneOptions", "TuneResult", "list_tasks", "tune"]
+
+MAX_RESERVE = 0.25  # of a time budget, at most this share is kept for the network check
 
 
 def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None]:
@@ -47,12 +52,25 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets)
     opts = _time_baselines(opts, profile, tasks, notice)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
-    with store.lock():
+    with store.lock(), contextlib.ExitStack() as stack:
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
+        checker = stack.enter_context(NetworkChecker(opts, tasks, store, notice)) if opts.network_check else None
+        t0 = time.monotonic()
+        after = checker.prepare() if checker else 0.0
+        reserve = 0.0
+        if opts.time_s and checker:  # the search gets at least three quarters of the budget
+            reserve = min(time.monotonic() - t0 + after, MAX_RESERVE * opts.time_s)
+            notice(f"keeping {reserve:.0f} s of the {opts.time_s:.0f} s budget for the network check")
         with open_runner(opts, profile, notice) as runner:
             peak = _tvm.peak_gflops(profile, tasks.target)
-            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak)
-            return loop.run()
+            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak, reserve)
+            result = loop.run()
+        if checker is None:
+            return result
+        if result.interrupted:
+            notice("network check skipped (interrupted): run the same `edgetune tune` again to resume and check")
+            return result
+        return replace(result, checks=tuple(checker.run()))
 
 
 def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Notice) -> TuneOptions:

@@ -1,0 +1,267 @@
+"""Tuning never leaves a package slower: the network check that ends ``edgetune tune``.
+
+Tuning picks each kernel's record by the kernel's own time: run alone, over and over, its inputs
+hot in cache. Inside the network the same kernel runs after its neighbours, on data they left
+wherever they left it, and a schedule that won alone can lose there (a YOLO-style detector went
+0.76× → 0.84× onnxruntime after tuning, ResNet-50 16.7 → 18.3 ms). So for every network tuned,
+the check
+
+1. packages the network with default schedules and with the records (the reference check runs
+   on both: a wrong tuned kernel is caught here, not on the user's board) — and, where the
+   records chose another variant for a convolution (Winograd or direct) than the default build
+   runs, with default schedules and the records' variants, so each kernel has a twin;
+2. times the packages on the tuning device with the per-kernel profile inside the network,
+   alternating (``ROUNDS`` rounds each, the fastest round of each kept);
+3. vetoes each record whose kernel ran slower inside the network than its twin with the default
+   schedule (by more than 2 % and the profile's 2 µs resolution: the same schedule measures
+   within that; joined by kernel name, the manifest carries each kernel's workload hash);
+4. if anything was vetoed, packages and times the network again with the records kept; if that
+   package is still not faster than the default one, every record of the network is vetoed.
+
+Where the device is a tracker farm there is no per-kernel profile (TVM RPC times whole calls),
+so only step 4's rule applies: records are kept for a network only when it is faster with them.
+
+Vetoes are written to the records directory (:meth:`RecordStore.record_vetoes`); ``edgetune
+package`` leaves a vetoed kernel at its default schedule and says so. A veto holds until its
+workload gets a faster record than the one vetoed — the next tune's check then decides again.
+Networks are checked one after another with the vetoes so far applied, so a record shared by
+two networks is kept only where it helps both.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import EdgetuneError
+from .options import TuneOptions
+from .records import RecordStore
+from .tasks import TaskSet, networks_of
+
+ROUNDS = 2  # alternating rounds per package; the fastest round of each side is kept
+RUNS = 30  # calls per round (the loader's bench: median of these)
+# a kernel is slower with its record when it takes more than this share longer, and by more
+# than FLOOR_MS (the per-kernel profile's resolution: what is left after the hook's own cost)
+SLOWER = 1.02
+FLOOR_MS = 0.002
+
+
+@dataclass(frozen=True)
+class KernelVerdict:
+    """One tuned kernel inside one network: its time there with the record and without."""
+
+    kernel: str
+    workload: str
+    default_ms: float | None  # inside the network, default schedule (None: not in the profile)
+    tuned_ms: float | None  # inside the network, with the record
+    kept: bool
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class NetworkCheck:
+    """The check of one network: the package's time without records, with all of them and with
+    the ones kept (p50 ms on the tuning device), and the verdict on each tuned kernel."""
+
+    network: str
+    default_ms: float | None = None
+    tuned_ms: float | None = None
+    kept_ms: float | None = None
+    kernels: tuple[KernelVerdict, ...] = ()
+    error: str | None = None  # the check could not run (then nothing was vetoed for this network)
+    skipped: str | None = None  # nothing to check (no record applies to the network)
+    seconds: float = 0.0
+
+    @property
+    def vetoed(self) -> list[KernelVerdict]:
+        return [k for k in self.kernels if not k.kept]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"network": self.network, "default_ms": self.default_ms, "tuned_ms": self.tuned_ms,
+                "kept_ms": self.kept_ms, "kernels": [k.to_json() for k in self.kernels], "error": self.error,
+                "skipped": self.skipped, "seconds": round(self.seconds, 1)}
+
+
+@dataclass
+class _Timing:
+    """The fastest round of one package: p50 ms of the whole call, and per kernel ms per call."""
+
+    p50_ms: float = float("inf")
+    kernels: dict[str, float] = field(default_factory=dict)
+
+    def add(self, p50_ms: float, kernels: dict[str, float]) -> None:
+        if p50_ms < self.p50_ms:
+            self.p50_ms = p50_ms
+        for name, ms in kernels.items():
+            self.kernels[name] = min(ms, self.kernels.get(name, float("inf")))
+
+
+class NetworkChecker:
+    """Runs the check for the networks of one tuning job (see the module docstring). Used as a
+    context manager: :meth:`prepare` packages every network with default schedules before the
+    search starts (so a time budget can keep room for the rest), :meth:`run` ends the job."""
+
+    # the check after the search: the tuned build, a rebuild with the kept records, and the
+    # timings, against the default build the job started with
+    AFTER_SEARCH = 2.5
+
+    def __init__(self, opts: TuneOptions, tasks: TaskSet, store: RecordStore, notice: Callable[[str], None]):
+        self.opts, self.tasks, self.store, self.notice = opts, tasks, store, notice
+        self.nets = networks_of(opts.models, opts.input_shapes, opts.buckets)
+        self.defaults: dict[str, Any] = {}
+        self.failed: dict[str, str] = {}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> NetworkChecker:
+        self._tmp = tempfile.TemporaryDirectory(prefix="edgetune-check-")
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    @property
+    def work(self) -> Path:
+        assert self._tmp is not None, "use NetworkChecker as a context manager"
+        return Path(self._tmp.name)
+
+    def prepare(self) -> float:
+        """Package every network with default schedules; the seconds the check after the search
+        is expected to take (what a time budget keeps for it)."""
+        t0 = time.monotonic()
+        self.notice(f"packaging {len(self.nets)} network(s) with default schedules, for the network check at the end")
+        for path, name, shapes in self.nets:
+            try:
+                self.defaults[name] = self._package(path, shapes, self.work / name / "default", records=False)
+            except EdgetuneError as err:
+                self.failed[name] = _say(err)
+        return self.AFTER_SEARCH * (time.monotonic() - t0)
+
+    def run(self) -> list[NetworkCheck]:
+        """Check every network (Ctrl-C stops after the vetoes written so far: the networks not
+        checked keep their records as they are)."""
+        out: list[NetworkCheck] = []
+        for path, name, shapes in self.nets:
+            t0 = time.monotonic()
+            try:
+                if name in self.failed:
+                    raise _CheckError(f"its package with default schedules failed: {self.failed[name]}")
+                check = self._check(path, name, shapes)
+            except (EdgetuneError, _CheckError) as err:
+                check = NetworkCheck(name, error=_say(err))
+                self.notice(f"network check of {name} failed, its records left as they are: {check.error}")
+            except KeyboardInterrupt:
+                self.notice(f"network check interrupted at {name}: the networks not checked keep their records")
+                return out
+            out.append(replace(check, seconds=time.monotonic() - t0))
+        return out
+
+    # ---- one network
+
+    def _check(self, path: Path, name: str, shapes: dict[str, Any]) -> NetworkCheck:
+        work = self.work / name
+        default = self.defaults.get(name) or self._package(path, shapes, work / "default", records=False)
+        tuned = self._package(path, shapes, work / "tuned", records=True)
+        if not (tuned.manifest.get("tuning") or {}).get("tuned_tasks"):
+            return NetworkCheck(name, skipped="no record applies to it")
+        # each kernel is judged against its default schedule in a package of the same convolution
+        # variants (a record may have chosen Winograd where the default package runs direct)
+        variants = tuned.manifest["tuning"].get("variants") or {}
+        same = self._package(path, shapes, work / "same", records=False, variants=variants) if variants else default
+        self.notice(f"checking {name}'s records inside the network: timing it with and without them")
+        timed = self._time([default.path, tuned.path] + ([same.path] if same is not default else []))
+        base, with_all, untuned = timed[0], timed[1], timed[-1] if same is not default else timed[0]
+        verdicts = self._verdicts(tuned.manifest, untuned, with_all)
+        vetoed = [v for v in verdicts if not v.kept]
+        kept_ms = with_all.p50_ms
+        if vetoed:
+            self._veto(name, vetoed)
+            kept = self._package(path, shapes, work / "kept", records=True)
+            if (kept.manifest.get("tuning") or {}).get("tuned_tasks"):
+                base, again = self._time([default.path, kept.path])
+                kept_ms = again.p50_ms
+            else:
+                kept_ms = base.p50_ms
+        if kept_ms >= base.p50_ms and any(v.kept for v in verdicts):
+            why = (f"{name} was not faster with its records ({kept_ms:.3f} ms against {base.p50_ms:.3f} ms "
+                   "with default schedules)")
+            rest = [replace(v, kept=False, why=why) for v in verdicts if v.kept]
+            self._veto(name, rest)
+            verdicts = [v for v in verdicts if not v.kept] + rest
+            kept_ms = base.p50_ms
+        return NetworkCheck(name, base.p50_ms, with_all.p50_ms, kept_ms, tuple(verdicts))
+
+    def _package(self, model: Path, shapes: dict[str, Any], out: Path, records: bool,
+                 variants: dict[str, str] | None = None) -> Any:
+        from ..package import PackageOptions, package
+
+        return package(PackageOptions(model=model, device=self.opts.device, output=out, input_shapes=shapes,
+                                      bindings=self.opts.bindings, records=self.store.dir, use_records=records,
+                                      layout=self.opts.layout, seed=self.opts.seed, conv_variants=variants))
+
+    def _time(self, packages: list[Path]) -> list[_Timing]:
+        """Each package's fastest round, the packages alternating."""
+        out = [_Timing() for _ in packages]
+        for _ in range(ROUNDS):
+            for timing, pkg in zip(out, packages):
+                timing.add(*self._once(pkg))
+        return out
+
+    def _once(self, pkg: Path) -> tuple[float, dict[str, float]]:
+        from ..remote.bench import MeasureOptions, bench_on_tracker, measure_package
+
+        if self.opts.tracker:
+            result = bench_on_tracker(pkg, self.opts.tracker, self.opts.key or "", number=5, repeat=RUNS // 5)
+            return result.p50_ms, {}
+        m = measure_package(MeasureOptions(pkg, self.opts.device if self.opts.device in _boards() else "host",
+                                           runs=RUNS, profile=True, max_warmup_s=5.0, check=False))
+        rows = (m.profile or {}).get("kernels", [])
+        return float(m.latency["p50_ms"]), {r["name"]: float(r["ms"]) for r in rows if r.get("kind") != "runtime"}
+
+    def _verdicts(self, manifest: dict[str, Any], base: _Timing, tuned: _Timing) -> list[KernelVerdict]:
+        """Per tuned kernel: kept unless it ran slower inside the network than the default schedule.
+        Without a per-kernel profile (a tracker) every kernel is kept here; the network's time
+        decides for all of them."""
+        out = []
+        for kernel, facts in sorted((manifest.get("kernels") or {}).items()):
+            if not facts.get("tuned"):
+                continue
+            t0, t1 = base.kernels.get(kernel), tuned.kernels.get(kernel)
+            if t0 is None or t1 is None:
+                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, True,
+                                         "" if not base.kernels else "not in both profiles"))
+            elif t1 > t0 * SLOWER and t1 - t0 > FLOOR_MS:
+                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, False,
+                                         f"slower inside the network with its record ({t1:.4f} ms against "
+                                         f"{t0:.4f} ms with the default schedule)"))
+            else:
+                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, True))
+        return out
+
+    def _veto(self, network: str, verdicts: list[KernelVerdict]) -> None:
+        best = {h: s.best_ms for h, s in self.store.stats().items()}
+        self.store.record_vetoes({v.workload: {"network": network, "kernel": v.kernel, "best_ms": best.get(v.workload),
+                                               "default_in_network_ms": v.default_ms, "tuned_in_network_ms": v.tuned_ms,
+                                               "why": v.why, "at": time.time()}
+                                  for v in verdicts if v.workload and best.get(v.workload) is not None})
+
+
+class _CheckError(Exception):
+    """A network the check cannot time."""
+
+
+def _say(err: Exception) -> str:
+    return f"{err.message} ({err.hint})" if isinstance(err, EdgetuneError) else str(err)
+
+
+def _boards() -> set[str]:
+    from ..remote.inventory import load_inventory
+
+    return set(load_inventory())
