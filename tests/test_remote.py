@@ -407,8 +407,7 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
             box: dict = {}
             worker = threading.Thread(target=lambda: box.setdefault("r", tune(
                 TuneOptions(models=(model,), device="pi4", tracker=addr, key="pi4", trials=20, batch=4,
-                            population=32, records=records, timeout=45, skip_tail=0.0, network_check=False),
-                notice=notices.append)))
+                            population=32, records=records, timeout=45, skip_tail=0.0), notice=notices.append)))
             worker.start()
             _wait_for_records(records, 5)
             sbs[1].kill_user_processes("rpc_serve|popen_worker")  # the second board dies
@@ -421,6 +420,12 @@ def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
     assert any("2 board(s)" in n for n in notices)
     assert any("1 board(s) dropped out; continuing on 1" in n for n in notices), notices
     assert result.failures < 20 - 5  # the live board kept measuring
+    # the network check timed both packages on the farm (whole calls over RPC: no per-kernel
+    # profile there, so the network's time decides for all its records)
+    (check,) = result.checks
+    assert check.error is None and check.default_ms > 0 and check.tuned_ms > 0, check
+    assert all(k.default_ms is None and k.tuned_ms is None for k in check.kernels)
+    assert (not check.vetoed) == (check.kept_ms < check.default_ms), check
 
 
 def test_tuning_stops_cleanly_when_its_only_board_dies(boards, tmp_path):
