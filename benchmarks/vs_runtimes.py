@@ -272,12 +272,18 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                    "edgetune_ms": round(ours, 4), "baseline": baseline_kind, "baseline_ms": round(theirs, 4),
                    "baselines_ms": {k: round(v, 4) for k, v in times.items()},
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
-                   "stop_reason": summary.get("stop_reason"), "tasks": summary.get("tasks")}
+                   "stop_reason": summary.get("stop_reason"), "tasks": summary.get("tasks"),
+                   "network_checks": summary.get("network_checks")}  # tune's check: with every record, with those kept
             row["converged"] = bool(minutes) and summary["stop_reason"].startswith("no task left")
             rows.append(row)
             rows.sort(key=lambda r: (r["model"], r["budget_min"]))
             print(f"{name:20s} {minutes:5g} min  trials {row['trials']:5d}  edgetune {ours:9.3f} ms  "
                   f"{baseline_kind} {theirs:9.3f} ms  ratio {ours / theirs:6.2f}", flush=True)
+            for c in row["network_checks"] or []:
+                if c.get("default_ms"):
+                    print(f"{'':20s} network check: default {c['default_ms']:.3f} ms, every record {c['tuned_ms']:.3f} ms, "
+                          f"kept records {c['kept_ms']:.3f} ms ({sum(not k['kept'] for k in c['kernels'])} of "
+                          f"{len(c['kernels'])} vetoed)", flush=True)
             save(rows, args)
             if row["converged"]:  # the job ended before its budget: larger budgets would end the same
                 print(f"{name:15s} tuning ended after {row['tuning_s'] / 60:.1f} min ({summary['stop_reason']}); "

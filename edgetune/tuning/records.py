@@ -224,6 +224,11 @@ class RecordStore:
         if vetoes:
             write_atomic(self.dir / VETOES, json.dumps({**self.vetoes(), **vetoes}, indent=1))
 
+    def drop_vetoes(self, hashes: list[str]) -> None:
+        """Take vetoes back (under :meth:`lock`): the network check found them not to pay."""
+        left = {k: v for k, v in self.vetoes().items() if k not in set(hashes)}
+        write_atomic(self.dir / VETOES, json.dumps(left, indent=1))
+
     def standing_vetoes(self) -> dict[str, dict[str, Any]]:
         """The vetoes that still hold: their workload has no record faster than the one vetoed
         (a faster one is applied until the next tune's network check decides on it)."""
