@@ -229,11 +229,12 @@ def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
     # the plain-text progress line (stderr not a terminal) compared trials with a trial budget
     # that --time alone leaves unset: the second batch's line crashed the run
     # (the network check on: part of the budget is kept for it, and its line ends the summary)
-    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(tmp_path / "r"), "--time", "35s",
+    res = run_edgetune("tune", str(nets["a"]), "--device", "host", "--records", str(tmp_path / "r"), "--time", "60s",
                        "--batch", "4", "--population", "32")
     assert res.returncode == 0, res.stderr[-2000:]
     assert "stopped: " in res.stdout and "internal error" not in res.stderr, res.stderr[-2000:]
-    assert "s of the 35 s budget for the network check" in res.stderr, res.stderr[-2000:]
+    assert ("s of the 60 s budget for the network check" in res.stderr  # per kernel, or the network's time only
+            or "it may run past the budget" in res.stderr), res.stderr[-2000:]
     assert "ms with default schedules, " in res.stdout and "ms with every record" in res.stdout, res.stdout
 
 

@@ -22,6 +22,8 @@ the check
 
 Where the device is a tracker farm there is no per-kernel profile (TVM RPC times whole calls),
 so only step 4's rule applies: records are kept for a network only when it is faster with them.
+So too where a ``--time`` budget is too short for steps 1–3 (:meth:`NetworkChecker.expected_s`):
+then only the default package and the one with every record are built and timed.
 
 Vetoes are written to the records directory (:meth:`RecordStore.record_vetoes`); ``edgetune
 package`` leaves a vetoed kernel at its default schedule and says so. A veto holds until its
@@ -42,7 +44,7 @@ from typing import Any
 from ..errors import EdgetuneError
 from .options import TuneOptions
 from .records import RecordStore
-from .tasks import TaskSet, networks_of
+from .tasks import networks_of
 
 ROUNDS = 2  # alternating rounds per package; the fastest round of each side is kept
 RUNS = 30  # calls per round (the loader's bench: median of these)
@@ -110,16 +112,14 @@ class NetworkChecker:
     context manager: :meth:`prepare` packages every network with default schedules before the
     search starts (so a time budget can keep room for the rest), :meth:`run` ends the job."""
 
-    # the check after the search: the tuned build, a rebuild with the kept records, and the
-    # timings, against the default build the job started with
-    AFTER_SEARCH = 2.5
-
-    def __init__(self, opts: TuneOptions, tasks: TaskSet, store: RecordStore, notice: Callable[[str], None]):
-        self.opts, self.tasks, self.store, self.notice = opts, tasks, store, notice
+    def __init__(self, opts: TuneOptions, store: RecordStore, notice: Callable[[str], None]):
+        self.opts, self.store, self.notice = opts, store, notice
         self.nets = networks_of(opts.models, opts.input_shapes, opts.buckets)
         self.defaults: dict[str, Any] = {}
         self.failed: dict[str, str] = {}
+        self.per_kernel = True  # False: only the network's time decides (a budget too short for more)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._build_s = self._measure_s = 0.0
 
     def __enter__(self) -> NetworkChecker:
         self._tmp = tempfile.TemporaryDirectory(prefix="edgetune-check-")
@@ -134,17 +134,30 @@ class NetworkChecker:
         assert self._tmp is not None, "use NetworkChecker as a context manager"
         return Path(self._tmp.name)
 
-    def prepare(self) -> float:
-        """Package every network with default schedules; the seconds the check after the search
-        is expected to take (what a time budget keeps for it)."""
-        t0 = time.monotonic()
+    def prepare(self, time_it: bool = False) -> None:
+        """Package every network with default schedules (and with ``time_it`` time each once, so
+        :meth:`expected_s` can say what the check after the search will cost)."""
         self.notice(f"packaging {len(self.nets)} network(s) with default schedules, for the network check at the end")
         for path, name, shapes in self.nets:
             try:
+                t0 = time.monotonic()
                 self.defaults[name] = self._package(path, shapes, self.work / name / "default", records=False)
+                t1 = time.monotonic()
+                if time_it:
+                    self._once(self.defaults[name].path, profile=True)
+                self._build_s += t1 - t0
+                self._measure_s += time.monotonic() - t1
             except EdgetuneError as err:
                 self.failed[name] = _say(err)
-        return self.AFTER_SEARCH * (time.monotonic() - t0)
+
+    def expected_s(self, per_kernel: bool) -> float:
+        """Seconds the check after the search is expected to take, from what :meth:`prepare`
+        measured: per network with per-kernel verdicts up to three builds (every record, its
+        convolution variants with default schedules, the records kept) and two timing phases of
+        three packages; without, one build and one phase of two."""
+        if per_kernel:
+            return 3 * self._build_s + 2 * 3 * ROUNDS * self._measure_s
+        return self._build_s + 2 * ROUNDS * self._measure_s
 
     def run(self) -> list[NetworkCheck]:
         """Check every network (Ctrl-C stops after the vetoes written so far: the networks not
@@ -173,11 +186,14 @@ class NetworkChecker:
         tuned = self._package(path, shapes, work / "tuned", records=True)
         if not (tuned.manifest.get("tuning") or {}).get("tuned_tasks"):
             return NetworkCheck(name, skipped="no record applies to it")
+        self.notice(f"checking {name}'s records inside the network: timing it with and without them")
+        if not self.per_kernel:
+            base, with_all = self._time([default.path, tuned.path], profile=False)
+            return self._network_rule(name, base, with_all.p50_ms, self._verdicts(tuned.manifest, base, with_all))
         # each kernel is judged against its default schedule in a package of the same convolution
         # variants (a record may have chosen Winograd where the default package runs direct)
         variants = tuned.manifest["tuning"].get("variants") or {}
         same = self._package(path, shapes, work / "same", records=False, variants=variants) if variants else default
-        self.notice(f"checking {name}'s records inside the network: timing it with and without them")
         timed = self._time([default.path, tuned.path] + ([same.path] if same is not default else []))
         base, with_all, untuned = timed[0], timed[1], timed[-1] if same is not default else timed[0]
         verdicts = self._verdicts(tuned.manifest, untuned, with_all)
@@ -196,6 +212,12 @@ class NetworkChecker:
                        f"ones its kernels' times would veto ({without.p50_ms:.3f} ms)")
                 verdicts = [replace(v, kept=True, why=why) if not v.kept else v for v in verdicts]
                 kept_ms = with_all.p50_ms
+        return replace(self._network_rule(name, base, kept_ms, verdicts), tuned_ms=with_all.p50_ms)
+
+    def _network_rule(self, name: str, base: _Timing, kept_ms: float, verdicts: list[KernelVerdict]) -> NetworkCheck:
+        """Every record of the network vetoed if it is not faster with the ones kept (``kept_ms``)
+        than with default schedules."""
+        tuned_ms = kept_ms
         if kept_ms >= base.p50_ms and any(v.kept for v in verdicts):
             why = (f"{name} was not faster with its records ({kept_ms:.3f} ms against {base.p50_ms:.3f} ms "
                    "with default schedules)")
@@ -203,7 +225,7 @@ class NetworkChecker:
             self._veto(name, rest)
             verdicts = [v for v in verdicts if not v.kept] + rest
             kept_ms = base.p50_ms
-        return NetworkCheck(name, base.p50_ms, with_all.p50_ms, kept_ms, tuple(verdicts))
+        return NetworkCheck(name, base.p50_ms, tuned_ms, kept_ms, tuple(verdicts))
 
     def _package(self, model: Path, shapes: dict[str, Any], out: Path, records: bool,
                  variants: dict[str, str] | None = None) -> Any:
@@ -213,22 +235,22 @@ class NetworkChecker:
                                       bindings=self.opts.bindings, records=self.store.dir, use_records=records,
                                       layout=self.opts.layout, seed=self.opts.seed, conv_variants=variants))
 
-    def _time(self, packages: list[Path]) -> list[_Timing]:
+    def _time(self, packages: list[Path], profile: bool = True) -> list[_Timing]:
         """Each package's fastest round, the packages alternating."""
         out = [_Timing() for _ in packages]
         for _ in range(ROUNDS):
             for timing, pkg in zip(out, packages):
-                timing.add(*self._once(pkg))
+                timing.add(*self._once(pkg, profile))
         return out
 
-    def _once(self, pkg: Path) -> tuple[float, dict[str, float]]:
+    def _once(self, pkg: Path, profile: bool) -> tuple[float, dict[str, float]]:
         from ..remote.bench import MeasureOptions, bench_on_tracker, measure_package
 
         if self.opts.tracker:
             result = bench_on_tracker(pkg, self.opts.tracker, self.opts.key or "", number=5, repeat=RUNS // 5)
             return result.p50_ms, {}
         m = measure_package(MeasureOptions(pkg, self.opts.device if self.opts.device in _boards() else "host",
-                                           runs=RUNS, profile=True, max_warmup_s=5.0, check=False))
+                                           runs=RUNS, profile=profile, max_warmup_s=5.0, check=False))
         rows = (m.profile or {}).get("kernels", [])
         return float(m.latency["p50_ms"]), {r["name"]: float(r["ms"]) for r in rows if r.get("kind") != "runtime"}
 

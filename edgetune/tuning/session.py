@@ -18,7 +18,7 @@ from .tasks import TaskSet, build_task_set
 
 __all__ = ["TuneOptions", "TuneResult", "list_tasks", "tune"]
 
-MAX_RESERVE = 0.25  # of a time budget, at most this share is kept for the network check
+MAX_RESERVE = 0.5  # of a time budget, at most this share is kept for the network check
 
 
 def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None]:
@@ -54,13 +54,8 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock(), contextlib.ExitStack() as stack:
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
-        checker = stack.enter_context(NetworkChecker(opts, tasks, store, notice)) if opts.network_check else None
-        t0 = time.monotonic()
-        after = checker.prepare() if checker else 0.0
-        reserve = 0.0
-        if opts.time_s and checker:  # the search gets at least three quarters of the budget
-            reserve = min(time.monotonic() - t0 + after, MAX_RESERVE * opts.time_s)
-            notice(f"keeping {reserve:.0f} s of the {opts.time_s:.0f} s budget for the network check")
+        checker = stack.enter_context(NetworkChecker(opts, store, notice)) if opts.network_check else None
+        reserve = _reserve(checker, opts, notice) if checker else 0.0
         with open_runner(opts, profile, notice) as runner:
             peak = _tvm.peak_gflops(profile, tasks.target)
             loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak, reserve)
@@ -71,6 +66,31 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
             notice("network check skipped (interrupted): run the same `edgetune tune` again to resume and check")
             return result
         return replace(result, checks=tuple(checker.run()))
+
+
+def _reserve(checker: NetworkChecker, opts: TuneOptions, notice: Notice) -> float:
+    """Build (and with a time budget, time) the default packages the network check compares
+    with; the seconds of a time budget kept for it: what it took so far and what the rest is
+    expected to take — with per-kernel verdicts where that fits in ``MAX_RESERVE`` of the budget,
+    else only the network's time deciding."""
+    t0 = time.monotonic()
+    checker.prepare(time_it=opts.time_s is not None)
+    if opts.time_s is None:
+        return 0.0
+    spent = time.monotonic() - t0
+    full, light = spent + checker.expected_s(True), spent + checker.expected_s(False)
+    cap = MAX_RESERVE * opts.time_s
+    if full <= cap:
+        notice(f"keeping {full:.0f} s of the {opts.time_s:.0f} s budget for the network check")
+        return full
+    checker.per_kernel = False
+    if light <= cap:
+        notice(f"keeping {light:.0f} s of the {opts.time_s:.0f} s budget for the network check: only the networks' "
+               f"times decide (judging each kernel would take ~{full:.0f} s; give --time more for that)")
+        return light
+    notice(f"the network check needs ~{light:.0f} s, over half of the {opts.time_s:.0f} s budget: keeping {cap:.0f} s, "
+           "it may run past the budget (give --time more, or --no-network-check)")
+    return cap
 
 
 def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Notice) -> TuneOptions:
