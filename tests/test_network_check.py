@@ -11,6 +11,7 @@ from pathlib import Path
 
 import models
 import pytest
+from conftest import run_edgetune
 
 from edgetune.package import PackageOptions, package
 from edgetune.tuning.records import RecordStore
@@ -90,6 +91,9 @@ def test_a_record_slower_inside_the_network_is_vetoed_and_packages_keep_the_defa
     assert any("keep their default schedule" in n for n in pkg.manifest["schedules"]["notes"])
     if pkg.manifest["tuning"]:
         assert all("vetoed" in r for r in pkg.manifest["tuning"]["tasks"] if r["workload"] in vetoes)
+
+    shown = run_edgetune("records", "show", "--device", "host", "--records", str(records), "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["summary"]["vetoed"] == len(vetoes), shown.stderr
 
     # a faster record than the one vetoed lifts the veto until the next check decides on it
     best_real = min(mine, key=_mean)

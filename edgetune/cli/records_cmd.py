@@ -62,12 +62,16 @@ def show(device: str = typer.Option(..., "--device", "-d", help="Profile or boar
     if json_out:
         print_json({"summary": store.summary(), "workloads": [s.to_json() for s in stats]})
         return
-    table = Table("workload", "trials", "failed", "best ms")
+    vetoes = store.standing_vetoes()
+    table = Table("workload", "trials", "failed", "best ms", "network check")
     for s in stats:
-        table.add_row(s.shash, str(s.trials), str(s.failures), f"{s.best_ms:.4f}" if s.best_ms is not None else "-")
+        table.add_row(s.shash, str(s.trials), str(s.failures), f"{s.best_ms:.4f}" if s.best_ms is not None else "-",
+                      "vetoed" if s.shash in vetoes else "")
     out.print(table)
     summary = store.summary()
-    out.print(f"{summary['workloads']} workloads, {summary['trials']} trials in {summary['path']}")
+    out.print(f"{summary['workloads']} workloads, {summary['trials']} trials in {summary['path']}"
+              + (f"; {len(vetoes)} best record(s) vetoed by the network check (packages keep their default schedule)"
+                 if vetoes else ""))
 
 
 @app.command("export")

@@ -277,7 +277,7 @@ class RecordStore:
         return {"profile": self.profile, "path": str(self.dir), "workloads": len(self.workloads()),
                 "tuned_workloads": sum(1 for s in stats.values() if s.best_ms is not None),
                 "trials": sum(s.trials for s in stats.values()), "failures": sum(s.failures for s in stats.values()),
-                "bytes": size}
+                "vetoed": len(self.standing_vetoes()), "bytes": size}
 
     # ---- moving records between machines
 
