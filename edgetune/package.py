@@ -258,10 +258,10 @@ def _records(model: ImportedModel, profile: Profile, opts: PackageOptions, lower
     if not opts.use_records or not store.exists():
         yield _Records(None, None)
         return
-    with store.snapshot() as snap, store.snapshot(applied=True) as applied:
+    vetoes = store.standing_vetoes()
+    with store.snapshot() as snap, store.snapshot(leave_out=frozenset(vetoes)) as applied:
         stats = RecordStore(snap, profile.name).stats()
         every = task_rows(model, profile, stats, lowering_key)
-        vetoes = store.standing_vetoes()
         for r in every:  # a vetoed record is as good as none, also for the choice of a convolution's variant
             if r["workload"] in vetoes and r["best_ms"] is not None:
                 r["vetoed"] = vetoes[r["workload"]].get("why") or "slower inside the network (tune's network check)"

@@ -58,11 +58,12 @@ def show(device: str = typer.Option(..., "--device", "-d", help="Profile or boar
          json_out: bool = typer.Option(False, "--json")) -> None:
     """Per workload: trials, failures and the best measured time."""
     store = _existing_store(device, records, "tune a model first: edgetune tune MODEL --device ...")
-    stats = sorted(store.stats().values(), key=lambda s: -(s.best_ms or 0))
+    by_hash = store.stats()
+    stats = sorted(by_hash.values(), key=lambda s: -(s.best_ms or 0))
     if json_out:
         print_json({"summary": store.summary(), "workloads": [s.to_json() for s in stats]})
         return
-    vetoes = store.standing_vetoes()
+    vetoes = store.standing_vetoes(by_hash)
     table = Table("workload", "trials", "failed", "best ms", "network check")
     for s in stats:
         table.add_row(s.shash, str(s.trials), str(s.failures), f"{s.best_ms:.4f}" if s.best_ms is not None else "-",

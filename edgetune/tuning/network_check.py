@@ -118,6 +118,7 @@ class NetworkChecker:
         self.defaults: dict[str, Any] = {}
         self.failed: dict[str, str] = {}
         self.per_kernel = True  # False: only the network's time decides (a budget too short for more)
+        self.where = opts.device if not opts.tracker and opts.device in _boards() else "host"  # where bench times
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._build_s = self._measure_s = 0.0
 
@@ -166,15 +167,15 @@ class NetworkChecker:
         for path, name, shapes in self.nets:
             t0 = time.monotonic()
             try:
-                if name in self.failed:
-                    raise _CheckError(f"its package with default schedules failed: {self.failed[name]}")
-                check = self._check(path, name, shapes)
-            except (EdgetuneError, _CheckError) as err:
+                check = (NetworkCheck(name, error=f"its package with default schedules failed: {self.failed[name]}")
+                         if name in self.failed else self._check(path, name, shapes))
+            except EdgetuneError as err:
                 check = NetworkCheck(name, error=_say(err))
-                self.notice(f"network check of {name} failed, its records left as they are: {check.error}")
             except KeyboardInterrupt:
                 self.notice(f"network check interrupted at {name}: the networks not checked keep their records")
                 return out
+            if check.error:
+                self.notice(f"network check of {name} failed, its records left as they are: {check.error}")
             out.append(replace(check, seconds=time.monotonic() - t0))
         return out
 
@@ -182,7 +183,7 @@ class NetworkChecker:
 
     def _check(self, path: Path, name: str, shapes: dict[str, Any]) -> NetworkCheck:
         work = self.work / name
-        default = self.defaults.get(name) or self._package(path, shapes, work / "default", records=False)
+        default = self.defaults[name]  # (prepare built it)
         tuned = self._package(path, shapes, work / "tuned", records=True)
         if not (tuned.manifest.get("tuning") or {}).get("tuned_tasks"):
             return NetworkCheck(name, skipped="no record applies to it")
@@ -249,8 +250,7 @@ class NetworkChecker:
         if self.opts.tracker:
             result = bench_on_tracker(pkg, self.opts.tracker, self.opts.key or "", number=5, repeat=RUNS // 5)
             return result.p50_ms, {}
-        m = measure_package(MeasureOptions(pkg, self.opts.device if self.opts.device in _boards() else "host",
-                                           runs=RUNS, profile=profile, max_warmup_s=5.0, check=False))
+        m = measure_package(MeasureOptions(pkg, self.where, runs=RUNS, profile=profile, max_warmup_s=5.0, check=False))
         rows = (m.profile or {}).get("kernels", [])
         return float(m.latency["p50_ms"]), {r["name"]: float(r["ms"]) for r in rows if r.get("kind") != "runtime"}
 
@@ -263,15 +263,14 @@ class NetworkChecker:
             if not facts.get("tuned"):
                 continue
             t0, t1 = base.kernels.get(kernel), tuned.kernels.get(kernel)
+            workload = facts.get("workload", "")
             if t0 is None or t1 is None:
-                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, True,
-                                         "" if not base.kernels else "not in both profiles"))
+                out.append(KernelVerdict(kernel, workload, t0, t1, True, "not in both profiles" if base.kernels else ""))
             elif t1 > t0 * SLOWER and t1 - t0 > FLOOR_MS:
-                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, False,
-                                         f"slower inside the network with its record ({t1:.4f} ms against "
-                                         f"{t0:.4f} ms with the default schedule)"))
+                out.append(KernelVerdict(kernel, workload, t0, t1, False, f"slower inside the network with its record "
+                                         f"({t1:.4f} ms against {t0:.4f} ms with the default schedule)"))
             else:
-                out.append(KernelVerdict(kernel, facts.get("workload", ""), t0, t1, True))
+                out.append(KernelVerdict(kernel, workload, t0, t1, True))
         return out
 
     def _veto(self, network: str, verdicts: list[KernelVerdict]) -> None:
@@ -280,10 +279,6 @@ class NetworkChecker:
                                                "default_in_network_ms": v.default_ms, "tuned_in_network_ms": v.tuned_ms,
                                                "why": v.why, "at": time.time()}
                                   for v in verdicts if v.workload and best.get(v.workload) is not None})
-
-
-class _CheckError(Exception):
-    """A network the check cannot time."""
 
 
 def _say(err: Exception) -> str:

@@ -226,13 +226,15 @@ class RecordStore:
 
     def drop_vetoes(self, hashes: list[str]) -> None:
         """Take vetoes back (under :meth:`lock`): the network check found them not to pay."""
-        left = {k: v for k, v in self.vetoes().items() if k not in set(hashes)}
+        dropped = set(hashes)
+        left = {k: v for k, v in self.vetoes().items() if k not in dropped}
         write_atomic(self.dir / VETOES, json.dumps(left, indent=1))
 
-    def standing_vetoes(self) -> dict[str, dict[str, Any]]:
+    def standing_vetoes(self, stats: dict[str, WorkloadStats] | None = None) -> dict[str, dict[str, Any]]:
         """The vetoes that still hold: their workload has no record faster than the one vetoed
-        (a faster one is applied until the next tune's network check decides on it)."""
-        stats = self.stats()
+        (a faster one is applied until the next tune's network check decides on it). ``stats``:
+        :meth:`stats`, where the caller has them."""
+        stats = self.stats() if stats is None else stats
         out = {}
         for shash, veto in self.vetoes().items():
             s = stats.get(shash)
@@ -242,10 +244,10 @@ class RecordStore:
         return out
 
     @contextlib.contextmanager
-    def snapshot(self, applied: bool = False) -> Iterator[Path]:
+    def snapshot(self, leave_out: frozenset[str] = frozenset()) -> Iterator[Path]:
         """A consistent copy of the records (complete lines only) for a reader while a tuning
-        run may be appending: readers never write to the store. With ``applied``, the records
-        of workloads under a standing veto are left out (what a build applies)."""
+        run may be appending: readers never write to the store. The records of the workloads in
+        ``leave_out`` (hashes: those under a standing veto, for a build) are not copied."""
         import shutil
         import tempfile
 
@@ -259,13 +261,12 @@ class RecordStore:
             if len(kept) < len(lines):
                 log.warning("records in %s: %d record line(s) edgetune could not have written are not used "
                             "(`edgetune tune` on these records sets them aside)", self.dir, len(lines) - len(kept))
-            vetoed = set(self.standing_vetoes()) if applied else set()
-            if vetoed:
+            if leave_out:
                 hashes = [json.loads(w)[0] for w in workloads.splitlines()]
-                kept = [line for line in kept if hashes[json.loads(line)[0]] not in vetoed]
+                kept = [line for line in kept if hashes[json.loads(line)[0]] not in leave_out]
             (Path(tmp) / WORKLOADS).write_bytes(workloads)
             (Path(tmp) / RECORDS).write_bytes(b"".join(kept))
-            for name in (META, DEFAULTS, VETOES):
+            for name in (META, DEFAULTS):
                 if (self.dir / name).is_file():
                     shutil.copy(self.dir / name, Path(tmp) / name)
             yield Path(tmp)
@@ -277,7 +278,7 @@ class RecordStore:
         return {"profile": self.profile, "path": str(self.dir), "workloads": len(self.workloads()),
                 "tuned_workloads": sum(1 for s in stats.values() if s.best_ms is not None),
                 "trials": sum(s.trials for s in stats.values()), "failures": sum(s.failures for s in stats.values()),
-                "vetoed": len(self.standing_vetoes()), "bytes": size}
+                "vetoed": len(self.standing_vetoes(stats)), "bytes": size}
 
     # ---- moving records between machines
 
