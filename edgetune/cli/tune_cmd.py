@@ -33,7 +33,10 @@ def tune(
     baseline: bool = typer.Option(False, "--baseline", help="Time every model's own runtime on the device first "
                                   "(shown beside the estimates and in `records report`)."),
     weight: list[str] = typer.Option([], "--weight", help="Network weight NAME=2 (objective sum)."),
-    search: str = typer.Option("evolutionary", "--search", help="evolutionary | droplet | hybrid (explore, then Droplet descent)."),
+    search: str = typer.Option("evolutionary", "--search", help="evolutionary | droplet | hybrid (explore, then Droplet "
+                               "descent) | gensor (Markov-chain walks over the schedule graph)."),
+    rules: str = typer.Option("auto", "--rules", help="auto | generic: MetaSchedule's own schedule rules even where "
+                              "edgetune has a micro-kernel sketch (to compare searches on the big spaces)."),
     explore: float = typer.Option(0.5, "--explore", help="hybrid: share of the budget explored before descent."),
     transfer: bool = typer.Option(False, "--transfer", help="Seed new tasks from same-structure records of other networks."),
     tracker: str = typer.Option(None, "--tracker", help="HOST:PORT of a tracker: measure on every board under --key."),
@@ -73,13 +76,13 @@ def tune(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
         time_s=parse_duration(time_budget) if time_budget else None, layout=layout,
         weights=parse_amounts(weight, names, "weight", unit=False), targets=targets, relative_targets=relative, baseline=baseline,
-        search=search, explore=explore, transfer=transfer, batch=batch,
+        search=search, rules=rules, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
         early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=shapes, buckets=lengths, population=population,
         bindings=parse_bindings(bind), network_check=network_check)
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)
-        _render_tasks(taskset.networks, taskset.rows(stats), json_out, peak)
+        _render_tasks(taskset.networks, taskset.rows(stats, generic=opts.rules == "generic"), json_out, peak)
         return
     with _live(not json_out) as (show, notice):
         result = run_tune(opts, show, notice)

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import RemoteError, UsageError
 from ..profiles import Profile
 from ..util import process_alive, to_ms, write_atomic
-from . import droplet
+from . import droplet, gensor
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
 from .record_check import impossible_time, run_secs_problem
 from .records import RecordStore
@@ -125,7 +125,8 @@ class TuneLoop:
 
     def _job_key(self) -> str:
         ident = sorted(m.sha256 for m in self.taskset.models)
-        return hashlib.sha256(json.dumps([ident, self.opts.search, self.taskset.lowering]).encode()).hexdigest()[:16]
+        key = [ident, self.opts.search, self.taskset.lowering] + ([self.opts.rules] if self.opts.rules != "auto" else [])
+        return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
     def _read_journal(self) -> tuple[int, float]:
         try:
@@ -285,13 +286,19 @@ class TuneLoop:
             if i is None:
                 return ("all latency targets met" if self.scheduler.targets_met()
                         else "no task left that pays (each is measured out or among the smallest)")
-            with self._timed("propose"):
-                kind, cands = self._propose(i)
+            try:
+                with self._timed("propose"):
+                    kind, cands = self._propose(i)
+            except Exception as err:  # noqa: BLE001 — TVM failing on one task's design space is data
+                log.debug("proposing for %s failed", self.scheduler.tasks[i].name, exc_info=True)
+                self.scheduler.tasks[i].stop(f"its design space failed ({_last_line(str(err))[:120]})")
+                continue
             left = self._trials_left()
             cands = cands if left is None else cands[:left]
             if not cands:
-                self.scheduler.tasks[i].stop("all of its design space measured" if kind == "enumerated"
-                                             else "search space exhausted")
+                self.scheduler.tasks[i].stop({"enumerated": "all of its design space measured",
+                                              "gensor": "its chain finds no new absorbing state"}.get(
+                                                 kind, "search space exhausted"))
                 continue
             if not self._run_batch(kind, [(i, c) for c in cands]):
                 return "interrupted"
@@ -394,7 +401,11 @@ class TuneLoop:
             wl = self.taskset.tasks[i].workload
             cfg = self.ms.SearchConfig(population_size=self.opts.population,
                                        init_min_unmeasured=min(50, self.opts.population // 4))
-            self.contexts[i] = self.ms.TaskContext(wl, self.taskset.target, self.opts.seed * 7919 + i, self.threads, cfg)
+            seed = self.opts.seed * 7919 + i
+            strategy = (self.ms.gensor_search(gensor.Chain, droplet.moves, self.cost_model, seed) if self.opts.search == "gensor"
+                        else None)
+            self.contexts[i] = self.ms.TaskContext(wl, self.taskset.target, seed, self.threads, cfg, strategy,
+                                                   generic=self.opts.rules == "generic")
         return self.contexts[i]
 
     def _propose(self, i: int) -> tuple[str, list[Any]]:
@@ -416,7 +427,7 @@ class TuneLoop:
             batch = self._droplet(i, ctx)
             if batch:
                 return "droplet", batch
-        return "evolutionary", self._evolutionary(ctx)
+        return ("gensor" if self.opts.search == "gensor" else "evolutionary"), self._strategy(ctx)
 
     def _enumerate(self, i: int, ctx: Any) -> list[Any] | None:
         """The unmeasured points of task i's design space if it is small enough to measure whole."""
@@ -439,14 +450,15 @@ class TuneLoop:
         self.enumerated[i] = [c for n, c in enumerate(pending) if n not in take]
         return [pending[n] for n in order[: self.opts.batch]]
 
-    def _evolutionary(self, ctx: Any) -> list[Any]:
+    def _strategy(self, ctx: Any) -> list[Any]:
+        """The next batch of the task's MetaSchedule search strategy (evolutionary or Gensor)."""
         if not ctx.started:
             budget = self.opts.trial_budget or 100_000
             ctx.start(self.database, self.cost_model, max_trials=max(budget, 1) * 4, per_iter=self.opts.batch)
         return ctx.propose()
 
     def _use_droplet(self, i: int) -> bool:
-        if self.opts.search == "evolutionary":
+        if self.opts.search in ("evolutionary", "gensor"):
             return False
         if self.opts.search == "hybrid" and not self._explored():
             return False
@@ -574,7 +586,7 @@ class TuneLoop:
         task = self.taskset.tasks[i]
         results = [self._plausible(task.flops, r) for r in results]
         ms.commit(self.database, task.workload.mod, batch, results, self.taskset.target)
-        if kind == "evolutionary":
+        if kind in ("evolutionary", "gensor"):
             ctx.notify(batch, results)
         with self._timed("cost_model"):
             ms.update_cost_model(self.cost_model, ctx, batch, results)

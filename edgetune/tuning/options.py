@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import UsageError
 
-SEARCHES = ("evolutionary", "droplet", "hybrid")
+SEARCHES = ("evolutionary", "droplet", "hybrid", "gensor")
+RULES = ("auto", "generic")
 LAYOUTS = ("auto", "nhwc", "nchw")
 DEFAULT_TRIALS = 1000  # when neither --trials nor --time is given
 
@@ -40,6 +41,7 @@ class TuneOptions:
     baselines: Mapping[str, Baseline] = field(default_factory=dict)  # filled in by tune(): what was timed
     search: str = "evolutionary"
     explore: float = 0.5  # hybrid: share of the budget spent exploring before descent
+    rules: str = "auto"  # generic: MetaSchedule's own rules even where a micro-kernel sketch applies
     transfer: bool = False
     batch: int = 32
     tracker: tuple[str, int] | None = None
@@ -77,6 +79,8 @@ class TuneOptions:
             raise UsageError(f"unknown layout '{self.layout}'", f"choose one of {', '.join(LAYOUTS)}")
         if not 0.0 <= self.skip_tail < 1.0:
             raise UsageError("--skip-tail is a share of latency below 1, e.g. 5% or 0.05 (0 tunes every task)")
+        if self.rules not in RULES:
+            raise UsageError(f"unknown rules '{self.rules}'", f"choose one of {', '.join(RULES)}")
         if not 0.0 <= self.explore <= 1.0:
             raise UsageError("--explore is a fraction of the budget between 0 and 1")
 

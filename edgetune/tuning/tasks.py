@@ -58,12 +58,14 @@ class TaskSet:
                 found.setdefault(t.workload.signature, {}).setdefault(t.workload.variant, []).append(i)
         return {sig: v for sig, v in found.items() if len(v) > 1}
 
-    def rows(self, stats: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """For ``--list-tasks``: name, FLOPs, weight per network, and what the records hold."""
+    def rows(self, stats: Mapping[str, Any] | None = None, generic: bool = False) -> list[dict[str, Any]]:
+        """For ``--list-tasks``: name, FLOPs, weight per network, and what the records hold
+        (``generic``: every task tuned with MetaSchedule's own rules, ``--rules generic``)."""
         out = []
         for t in self.tasks:
             s = (stats or {}).get(t.shash)
-            out.append({"task": t.name, "kind": t.workload.kind, "rules": t.workload.rules, "workload": t.shash,
+            rules = f"MetaSchedule {self.target.kind.name}" if generic else t.workload.rules
+            out.append({"task": t.name, "kind": t.workload.kind, "rules": rules, "workload": t.shash,
                         "flops": t.flops,
                         "signature": t.workload.signature, "variant": t.workload.variant,
                         "weight": dict(zip(self.networks, t.calls)), "calls": sum(t.calls),

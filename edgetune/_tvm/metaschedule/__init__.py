@@ -25,6 +25,7 @@ from .database import (
     replay_problem,
     top_traces,
 )
+from .gensor import gensor_search
 from .pool import shielded_pool
 from .runner import (
     Evaluator,
@@ -56,7 +57,7 @@ __all__ = [
     "FAILED_RUN_SECS", "RECORDS_FILE", "TIMING_FILE", "WORKLOADS_FILE", "Evaluator", "PoolRunner", "PooledBuilder",
     "RpcEndpoint", "SearchConfig", "TaskContext", "Workload", "annotation_keys", "apply_records", "artifact_timing",
     "build_candidate", "builder_input", "collect", "commit", "compile_with_records", "decisions", "design_space_of",
-    "extract_workloads", "fit_decisions", "kernel_workloads", "local_measure", "local_runner", "make_builder", "make_cost_model", "mean_secs",
+    "extract_workloads", "fit_decisions", "gensor_search", "kernel_workloads", "local_measure", "local_runner", "make_builder", "make_cost_model", "mean_secs",
     "measured_keys", "meta_schedule", "open_database", "probe", "remove_artifact", "replay_problem", "rpc_runner", "runner_input",
     "runner_result", "shielded_pool", "similar_workloads", "top_traces", "trace_key", "update_cost_model",
     "with_decision", "workload_hash",

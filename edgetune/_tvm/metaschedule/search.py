@@ -31,17 +31,20 @@ class SearchConfig:
 
 
 class TaskContext:
-    """A MetaSchedule TuneContext for one workload, with its evolutionary search started."""
+    """A MetaSchedule TuneContext for one workload, with its search strategy (evolutionary
+    search unless another ``PySearchStrategy`` is given, e.g. Gensor's)."""
 
-    def __init__(self, workload: Workload, target: Any, seed: int, threads: int, config: SearchConfig):
+    def __init__(self, workload: Workload, target: Any, seed: int, threads: int, config: SearchConfig,
+                 strategy: Any = None, generic: bool = False):
         tensor_intrinsics()  # before TuneContext imports them the slow way
         m = meta_schedule()
-        strategy = m.search_strategy.EvolutionarySearch(
-            population_size=config.population_size, init_measured_ratio=config.init_measured_ratio,
-            init_min_unmeasured=config.init_min_unmeasured, genetic_num_iters=config.genetic_num_iters,
-            genetic_mutate_prob=config.genetic_mutate_prob, eps_greedy=config.eps_greedy)
+        if strategy is None:
+            strategy = m.search_strategy.EvolutionarySearch(
+                population_size=config.population_size, init_measured_ratio=config.init_measured_ratio,
+                init_min_unmeasured=config.init_min_unmeasured, genetic_num_iters=config.genetic_num_iters,
+                genetic_mutate_prob=config.genetic_mutate_prob, eps_greedy=config.eps_greedy)
         self.workload = workload
-        self.ctx = m.TuneContext(mod=workload.mod, target=target, space_generator=design_space_of(workload, target),
+        self.ctx = m.TuneContext(mod=workload.mod, target=target, space_generator=design_space_of(workload, target, generic),
                                  search_strategy=strategy, task_name=workload.name,
                                  rand_state=seed, num_threads=threads,
                                  logger=logging.getLogger("edgetune.tvm.task")).clone()
@@ -51,17 +54,30 @@ class TaskContext:
 
     def start(self, database: Any, cost_model: Any, max_trials: int, per_iter: int) -> None:
         """Generate the design space and prime the evolutionary search (warm-starts from records)."""
-        spaces = self.ctx.generate_design_space()
+        spaces = self.design_space()
         self.ctx.pre_tuning(max_trials=max_trials, num_trials_per_iter=per_iter, design_spaces=spaces,
                             database=database, cost_model=cost_model)
         self.started = True
 
+    def design_space(self, tries: int = 3) -> list[Any]:
+        """The task's sketches. Generating them samples decisions, and for some workloads TVM's
+        generic rules fail on some samples (TVM 0.27: ``ReverseComputeAt`` on a packed
+        convolution, "TensorRegion pattern match failed"): tried ``tries`` times, then the
+        error is raised for the caller to stop the task."""
+        for attempt in range(tries):
+            try:
+                return list(self.ctx.generate_design_space())
+            except Exception:  # noqa: BLE001 — TVM raises ValueError / TVMError subclasses here
+                if attempt == tries - 1:
+                    raise
+        return []
+
     def propose(self) -> list[Any]:
-        """The evolutionary search's next batch (empty when the space is exhausted)."""
+        """The search strategy's next batch (empty when the space is exhausted)."""
         return list(self.ctx.generate_measure_candidates() or [])
 
     def notify(self, candidates: list[Any], results: list[Any]) -> None:
-        """Tell the evolutionary search what its batch measured (also for foreign batches)."""
+        """Tell the search strategy what its batch measured (also for foreign batches)."""
         if self.started and candidates:
             self.ctx.search_strategy.notify_runner_results(candidates, results)
 
@@ -102,7 +118,7 @@ class TaskContext:
         import itertools
 
         points = []
-        for sketch in self.ctx.generate_design_space():
+        for sketch in self.design_space():
             options = []
             for idx, kind, decision, attrs in decisions(sketch.trace):
                 if kind == "SamplePerfectTile":
@@ -135,24 +151,8 @@ class TaskContext:
                              provider: Callable[..., Any] | None = None) -> Any | None:
         """Replay ``trace`` on this task's module and re-apply the postprocessors; None if the
         trace does not fit (another structure) or a postprocessor rejects the schedule."""
-        from tvm.s_tir import schedule as s
-
-        sch = s.Schedule(mod if mod is not None else self.workload.mod, debug_mask=0,
-                         seed=self._rng.randrange(1 << 30))
-        try:
-            if provider is None:
-                trace.apply_to_schedule(sch, remove_postproc=True)
-            else:
-                trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=functools.partial(provider, sch))
-            sch.enter_postproc()  # marks where postprocessing starts, so replays can strip it
-            for post in self.ctx.space_generator.postprocs:
-                if not post.apply(sch):
-                    return None
-            # The database replays stored traces on the original module: keep only those that do.
-            sch.trace.apply_to_schedule(s.Schedule(self.workload.mod, debug_mask=0), remove_postproc=True)
-        except Exception:  # noqa: BLE001 — a trace from elsewhere that does not replay is no candidate
-            return None
-        return meta_schedule().search_strategy.MeasureCandidate(sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return realize(trace, self.workload.mod, self.ctx.space_generator.postprocs, self._rng.randrange(1 << 30),
+                       mod=mod, provider=provider)
 
     def predict(self, cost_model: Any, candidates: list[Any]) -> list[float]:
         """Cost-model scores (higher is faster) for ranking untried candidates."""
@@ -161,12 +161,39 @@ class TaskContext:
         return [float(x) for x in cost_model.predict(self.ctx, candidates)]
 
 
-def design_space_of(workload: Workload, target: Any) -> Any:
+def realize(trace: Any, task_mod: Any, postprocs: Any, seed: int, mod: Any | None = None,
+            provider: Callable[..., Any] | None = None, check_replay: bool = True) -> Any | None:
+    """A measure candidate: ``trace`` replayed on ``mod`` (default: the task's module), its
+    postprocessors applied; None if the trace does not fit or a postprocessor rejects it
+    (``check_replay``: or if the result does not replay on the task's own module, as the
+    records database will replay it)."""
+    from tvm.s_tir import schedule as s
+
+    sch = s.Schedule(mod if mod is not None else task_mod, debug_mask=0, seed=1 + seed % 2147483646)
+    try:
+        if provider is None:
+            trace.apply_to_schedule(sch, remove_postproc=True)
+        else:
+            trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=functools.partial(provider, sch))
+        sch.enter_postproc()  # marks where postprocessing starts, so replays can strip it
+        for post in postprocs:
+            if not post.apply(sch):
+                return None
+        if check_replay:  # the database replays stored traces on the original module
+            sch.trace.apply_to_schedule(s.Schedule(task_mod, debug_mask=0), remove_postproc=True)
+    except Exception:  # noqa: BLE001 — a trace from elsewhere that does not replay is no candidate
+        return None
+    return meta_schedule().search_strategy.MeasureCandidate(
+        sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def design_space_of(workload: Workload, target: Any, generic: bool = False) -> Any:
     """The design space of a task: edgetune's micro-kernel sketches where one applies (tile
-    sizes and loop order sampled), MetaSchedule's post-order-apply rules otherwise."""
+    sizes and loop order sampled), MetaSchedule's post-order-apply rules otherwise (or always,
+    ``generic``)."""
     from ..schedules.dispatch import MICROKERNEL_KINDS, design_space
 
-    if target.kind.name == "llvm" and workload.kind in MICROKERNEL_KINDS:
+    if not generic and target.kind.name == "llvm" and workload.kind in MICROKERNEL_KINDS:
         return meta_schedule().space_generator.ScheduleFn(functools.partial(design_space, target=target))
     return "post-order-apply"
 
