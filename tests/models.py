@@ -123,6 +123,26 @@ def small_cnn_onnx(out: Path, seed: int = 0, width: int = 16, size: int = 32, he
     return out
 
 
+def dense_onnx(out: Path, m: int = 32, k: int = 64, n: int = 64, seed: int = 0) -> Path:
+    """One dense layer (MatMul + bias, then ReLU): a single kernel whose generic design space
+    (``--rules generic``) is large, for search tests."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array((rng.standard_normal((k, n)) * 0.1).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal((n,)) * 0.1).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return out
+
+
 def dynamic_cnn_onnx(out: Path, input_name: str = "x", seed: int = 0) -> Path:
     """conv3x3 → relu → global average pool with a fully dynamic input ``[1, 3, h, w]``."""
     import onnx

@@ -382,6 +382,11 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     tuned = {k["workload"] for k in pkg.manifest["kernels"].values() if k["tuned"]}
     assert not tuned & vetoed and len(tuned) + len(vetoed) >= 4
     assert pkg.verification["status"] == "passed" and "qemu" in pkg.verification["executed_on"]
+    # Gensor's walks are measured through the same builder and runner: on the board too
+    walk = tune(TuneOptions(models=(model,), device="tunepi", trials=4, batch=4, records=records, search="gensor",
+                            enumerate_limit=0, skip_tail=0.0, network_check=False))
+    assert walk.batches.get("gensor", 0) >= 1 and walk.failures == 0, (walk.batches, walk.errors)
+    assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25 + 4 + 4
 
 
 def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):

@@ -23,7 +23,10 @@ the check
 Where the device is a tracker farm there is no per-kernel profile (TVM RPC times whole calls),
 so only step 4's rule applies: records are kept for a network only when it is faster with them.
 So too where a ``--time`` budget is too short for steps 1–3 (:meth:`NetworkChecker.expected_s`):
-then only the default package and the one with every record are built and timed.
+then only the default package and the one with every record are built and timed. The budget's
+end is a deadline for the check as well: each step is taken only where the build and timing
+times measured before the search say it fits (per-kernel verdicts, else the network's time
+alone, else no check: the records are kept as they are and the CLI says so).
 
 Vetoes are written to the records directory (:meth:`RecordStore.record_vetoes`); ``edgetune
 package`` leaves a vetoed kernel at its default schedule and says so. A veto holds until its
@@ -121,6 +124,8 @@ class NetworkChecker:
         self.where = opts.device if not opts.tracker and opts.device in _boards() else "host"  # where bench times
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._build_s = self._measure_s = 0.0
+        self._cost: dict[str, tuple[float, float]] = {}  # network → (one build, one timing) as prepare measured
+        self.deadline: float | None = None  # the end of a time budget (run's argument)
 
     def __enter__(self) -> NetworkChecker:
         self._tmp = tempfile.TemporaryDirectory(prefix="edgetune-check-")
@@ -148,6 +153,7 @@ class NetworkChecker:
                     self._once(self.defaults[name].path, profile=True)
                 self._build_s += t1 - t0
                 self._measure_s += time.monotonic() - t1
+                self._cost[name] = (t1 - t0, time.monotonic() - t1)
             except EdgetuneError as err:
                 self.failed[name] = _say(err)
 
@@ -160,9 +166,12 @@ class NetworkChecker:
             return 3 * self._build_s + 2 * 3 * ROUNDS * self._measure_s
         return self._build_s + 2 * ROUNDS * self._measure_s
 
-    def run(self) -> list[NetworkCheck]:
+    def run(self, deadline: float | None = None) -> list[NetworkCheck]:
         """Check every network (Ctrl-C stops after the vetoes written so far: the networks not
-        checked keep their records as they are)."""
+        checked keep their records as they are). With a ``deadline`` (``time.monotonic``: the
+        end of a time budget) each step is taken only where what :meth:`prepare` measured says
+        it fits: judging each kernel, else only the network's time, else nothing."""
+        self.deadline = deadline
         out: list[NetworkCheck] = []
         for path, name, shapes in self.nets:
             t0 = time.monotonic()
@@ -181,14 +190,25 @@ class NetworkChecker:
 
     # ---- one network
 
+    def _fits(self, name: str, builds: int, timings: int) -> bool:
+        """Whether ``builds`` packages and ``timings`` timed calls of this network fit before the
+        deadline (always, without one)."""
+        if self.deadline is None:
+            return True
+        build_s, once_s = self._cost.get(name, (0.0, 0.0))
+        return time.monotonic() + builds * build_s + timings * once_s <= self.deadline
+
     def _check(self, path: Path, name: str, shapes: dict[str, Any]) -> NetworkCheck:
         work = self.work / name
         default = self.defaults[name]  # (prepare built it)
+        if not self._fits(name, 1, 2 * ROUNDS):
+            return NetworkCheck(name, skipped="no time left in the budget for it: its records are kept as they are "
+                                "(give --time more, and run the same command again to check)")
         tuned = self._package(path, shapes, work / "tuned", records=True)
         if not (tuned.manifest.get("tuning") or {}).get("tuned_tasks"):
             return NetworkCheck(name, skipped="no record applies to it")
         self.notice(f"checking {name}'s records inside the network: timing it with and without them")
-        if not self.per_kernel:
+        if not self.per_kernel or not self._fits(name, 1, 3 * ROUNDS):
             base, with_all = self._time([default.path, tuned.path], profile=False)
             return self._network_rule(name, base, with_all.p50_ms, self._verdicts(tuned.manifest, base, with_all))
         # each kernel is judged against its default schedule in a package of the same convolution
@@ -200,6 +220,11 @@ class NetworkChecker:
         verdicts = self._verdicts(tuned.manifest, untuned, with_all)
         vetoed = [v for v in verdicts if not v.kept]
         kept_ms = with_all.p50_ms
+        if vetoed and not self._fits(name, 1, 3 * ROUNDS):
+            # no time to show the vetoes pay off for the whole network: only its time decides
+            why = "kept: no time left in the budget to check the vetoes against the whole network"
+            verdicts = [replace(v, kept=True, why=why) if not v.kept else v for v in verdicts]
+            vetoed = []
         if vetoed:
             # the kernels' verdicts must pay off for the whole network too: the default package,
             # every record and the records kept are timed again side by side, and the fastest wins

@@ -55,6 +55,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     with store.lock(), contextlib.ExitStack() as stack:
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
         checker = stack.enter_context(NetworkChecker(opts, store, notice)) if opts.network_check else None
+        t0 = time.monotonic()
         reserve = _reserve(checker, opts, notice) if checker else 0.0
         with open_runner(opts, profile, notice) as runner:
             peak = _tvm.peak_gflops(profile, tasks.target)
@@ -65,7 +66,9 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
         if result.interrupted:
             notice("network check skipped (interrupted): run the same `edgetune tune` again to resume and check")
             return result
-        return replace(result, checks=tuple(checker.run()))
+        # the end of this run's share of a time budget (earlier runs of the job spent the rest)
+        deadline = t0 + opts.time_s - loop.seconds_before if opts.time_s is not None else None
+        return replace(result, checks=tuple(checker.run(deadline)))
 
 
 def _reserve(checker: NetworkChecker, opts: TuneOptions, notice: Notice) -> float:
