@@ -57,7 +57,10 @@ def test_rows_are_distributions_over_improving_neighbours(chunk):
             assert INVALID not in [k for k, _p in row]
             by_score = sorted(row, key=lambda kp: _score(kp[0]))
             assert [p for _k, p in by_score] == sorted(p for _k, p in row)  # better neighbours more likely
-    assert INVALID not in chain.nodes[(4, 5)].successors  # dropped from the graph once evaluated
+    # the invalid state is dropped from a state's neighbours once evaluated (lazily: with chunk 1
+    # a state with an improving first neighbour never evaluates the rest)
+    assert all(INVALID not in n.successors[: n.seen] for n in chain.nodes.values() if n.successors)
+    assert chunk == 1 or INVALID not in chain.nodes[(4, 5)].successors
 
 
 def test_walks_end_on_the_hills_and_rounds_stop_when_nothing_new_is_found():

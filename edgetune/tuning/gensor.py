@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -163,15 +164,19 @@ class Chain:
         """Scores change between rounds (the cost model learned, the analytic model recalibrated)."""
         self.round += 1
 
-    def run_round(self, starts: Sequence[Key], want: int, max_walks: int, max_evaluated: int) -> RoundStats:
+    def run_round(self, starts: Sequence[Key], want: int, max_walks: int, max_evaluated: int,
+                  until: float | None = None) -> RoundStats:
         """Walk from ``starts`` (cycled) until ``want`` new absorbing states are found, or the
-        walks or the evaluation budget are spent. The new states come back best first."""
+        walks or the evaluation budget are spent, or ``time.monotonic()`` passes ``until`` (a
+        tuning deadline: the round then ends with what it found). The new states come back
+        best first."""
         stats = RoundStats()
         if not starts:
             return stats
         evaluated0 = self.evaluated
         found: list[Key] = []
-        while stats.walks < max_walks and len(found) < want and self.evaluated - evaluated0 < max_evaluated:
+        while (stats.walks < max_walks and len(found) < want and self.evaluated - evaluated0 < max_evaluated
+               and (until is None or time.monotonic() < until)):
             start = starts[stats.walks % len(starts)]
             end, steps, absorbed = self.walk(start)
             stats.walks += 1
@@ -181,7 +186,8 @@ class Chain:
                 found.append(end)
         stats.evaluated = self.evaluated - evaluated0
         stats.new = len(found)
-        self.stale_rounds = 0 if found else self.stale_rounds + 1
+        if until is None or time.monotonic() < until:  # a round cut by the deadline proves nothing
+            self.stale_rounds = 0 if found else self.stale_rounds + 1
         scores = self._scores(found)
         stats.found = [k for _s, k in sorted(zip(scores, found), key=lambda p: -p[0])]
         self.taken.update(stats.found)

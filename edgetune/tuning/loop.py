@@ -296,6 +296,8 @@ class TuneLoop:
             left = self._trials_left()
             cands = cands if left is None else cands[:left]
             if not cands:
+                if self._past_deadline():
+                    continue  # the search gave up at the deadline: the task is not exhausted
                 self.scheduler.tasks[i].stop({"enumerated": "all of its design space measured",
                                               "gensor": "its chain finds no new absorbing state"}.get(
                                                  kind, "search space exhausted"))
@@ -402,8 +404,10 @@ class TuneLoop:
             cfg = self.ms.SearchConfig(population_size=self.opts.population,
                                        init_min_unmeasured=min(50, self.opts.population // 4))
             seed = self.opts.seed * 7919 + i
-            strategy = (self.ms.gensor_search(gensor.Chain, droplet.moves, self.cost_model, seed) if self.opts.search == "gensor"
-                        else None)
+            strategy = None  # MetaSchedule's evolutionary search
+            if self.opts.search == "gensor":
+                strategy = self.ms.gensor_search(gensor.Chain, droplet.moves, self.cost_model, seed,
+                                                 lambda: self.deadline)
             self.contexts[i] = self.ms.TaskContext(wl, self.taskset.target, seed, self.threads, cfg, strategy,
                                                    generic=self.opts.rules == "generic")
         return self.contexts[i]

@@ -29,6 +29,7 @@ import math
 import os
 import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -224,8 +225,10 @@ def _gensor_class() -> type:
         """Markov-chain walks over the construction graph (see the module docstring)."""
 
         def __init__(self, chain_factory: Callable[..., Any], decision_moves: Callable[..., Any],
-                     cost_model: Any = None, walks: int = 48, evaluations: int = 1500, starts: int = 6, seed: int = 0):
+                     cost_model: Any = None, deadline: Callable[[], float | None] | None = None, walks: int = 48,
+                     evaluations: int = 1500, starts: int = 6, seed: int = 0):
             self.chain_factory, self.decision_moves, self.model = chain_factory, decision_moves, cost_model
+            self.deadline = deadline
             self.walks, self.evaluations, self.starts = walks, evaluations, starts
             self.seed = seed
             self.context: Any = None
@@ -274,8 +277,8 @@ def _gensor_class() -> type:
             self._reset()
 
         def clone(self) -> Any:
-            return GensorSearch(self.chain_factory, self.decision_moves, self.model, self.walks, self.evaluations,
-                                self.starts, self.seed)
+            return GensorSearch(self.chain_factory, self.decision_moves, self.model, self.deadline, self.walks,
+                                self.evaluations, self.starts, self.seed)
 
         # ---- states
 
@@ -447,14 +450,17 @@ def _gensor_class() -> type:
         def generate_measure_candidates(self) -> list[Any] | None:
             if self.chain is None:
                 return None
+            until = self.deadline() if self.deadline is not None else None
             while not self.chain.converged:
+                if until is not None and time.monotonic() >= until:
+                    return []  # the tuning deadline: nothing more this run (the task is not exhausted)
                 self.chain.next_round()
                 self._calibrate()
                 best = sorted(self.measured, key=self.measured.get)[: self.starts // 2]
                 fresh = [k for k in (self._random_state() for _ in range(self.starts)) if k is not None]
                 starts = fresh + best
                 self.rng.shuffle(starts)
-                self.last = self.chain.run_round(starts, self.per_iter, self.walks, self.evaluations)
+                self.last = self.chain.run_round(starts, self.per_iter, self.walks, self.evaluations, until)
                 log.debug("gensor round %d: %d walks, %d steps, %d states scored, %d absorbed, %d new; "
                           "weights analytic %.2f / cost model %.2f; %d measured", self.chain.round, self.last.walks,
                           self.last.steps, self.last.evaluated, self.last.absorbed, self.last.new, *self.weights,
@@ -496,11 +502,11 @@ _CLASS: type | None = None
 
 
 def gensor_search(chain_factory: Callable[..., Any], decision_moves: Callable[..., Any], cost_model: Any = None,
-                  seed: int = 0) -> Any:
+                  seed: int = 0, deadline: Callable[[], float | None] | None = None) -> Any:
     """A new Gensor ``PySearchStrategy``: its chain built by ``chain_factory(expand, score, rng)``,
     tile and categorical moves listed by ``decision_moves`` (both pure Python, from
-    :mod:`edgetune.tuning`)."""
+    :mod:`edgetune.tuning`); ``deadline()`` (``time.monotonic``, or None) cuts a round short."""
     global _CLASS
     if _CLASS is None:
         _CLASS = _gensor_class()
-    return _CLASS(chain_factory, decision_moves, cost_model, seed=seed)
+    return _CLASS(chain_factory, decision_moves, cost_model, deadline, seed=seed)
