@@ -4,9 +4,9 @@ The first round measures every task's *default schedule* (what an untuned packag
 several tasks per batch, so a 60-task network is seen in a couple of batches, not 60 × 32
 trials. From then on the scheduler gives each batch to the task whose next batch should lower
 the objective most (time share × expected gain): trivial kernels keep their defaults. A batch
-is proposed by evolutionary search (warm-started from the records), Droplet descent, or schedule
-transfer; the host builds it for the board in parallel; a runner times it; the batch is appended
-to the records before the next one starts. Interrupting loses at most the batch in flight;
+is proposed by evolutionary search (warm-started from the records), Gensor's walks, Droplet
+descent, or schedule transfer; the host builds it for the board in parallel; a runner times it;
+the batch is appended to the records before the next one starts. Interrupting loses at most the batch in flight;
 running the same command again resumes with the rest of the budget (trials and time).
 """
 
