@@ -82,6 +82,7 @@ class TuneLoop:
         self._probe_failed = False
         self.failures = 0
         self.dropped = 0  # candidates the deadline cut off before they ran
+        self._measured_s, self._measured_n = 0.0, 0  # wall time of the batches built and timed, and their size
         self.transferred = {"exact": 0, "similar": 0}
         self.start = time.monotonic()
         self.batches: dict[str, int] = {}
@@ -558,9 +559,14 @@ class TuneLoop:
 
     def _measure(self, batch: Batch) -> list[Any]:
         """Results of a batch, in order; None for a candidate the deadline dropped."""
-        ms = self.ms
         if self._past_deadline():
             return [None] * len(batch)
+        fit = self._fit_before_deadline(len(batch))  # the rest would be built past the deadline: dropped
+        return (self._build_and_run(batch[:fit]) if fit else []) + [None] * (len(batch) - fit)
+
+    def _build_and_run(self, batch: Batch) -> list[Any]:
+        ms = self.ms
+        t0 = time.monotonic()
         with self._timed("build"):
             built = self.builder.build([ms.builder_input(c, self.taskset.target) for _i, c in batch])
         ok = [n for n, b in enumerate(built) if b.error_msg is None]
@@ -582,7 +588,18 @@ class TuneLoop:
         finally:
             for b in built:
                 ms.remove_artifact(b.artifact_path)
+        self._measured_s += time.monotonic() - t0
+        self._measured_n += len(batch)
         return results
+
+    def _fit_before_deadline(self, n: int) -> int:
+        """How many of ``n`` candidates can be built and timed before the deadline, at the
+        wall time per candidate of the batches so far (all ``n`` before the first batch, or
+        without a time budget): a batch's build is not cut once started."""
+        if self.deadline is None or not self._measured_n:
+            return n
+        per = self._measured_s / self._measured_n
+        return max(0, min(n, int((self.deadline - time.monotonic()) / max(per, 1e-6))))
 
     def _commit(self, i: int, kind: str, batch: list[Any], results: list[Any]) -> None:
         ms = self.ms
