@@ -203,7 +203,8 @@ class NetworkChecker:
         default = self.defaults[name]  # (prepare built it)
         if not self._fits(name, 1, 2 * ROUNDS):
             return NetworkCheck(name, skipped="no time left in the budget for it: its records are kept as they are "
-                                "(give --time more, and run the same command again to check)")
+                                "(run the same command with a larger --time: the job goes on for the difference, "
+                                "then checks)")
         tuned = self._package(path, shapes, work / "tuned", records=True)
         if not (tuned.manifest.get("tuning") or {}).get("tuned_tasks"):
             return NetworkCheck(name, skipped="no record applies to it")
