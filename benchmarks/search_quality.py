@@ -136,7 +136,8 @@ def main() -> None:
     p.add_argument("--networks", action="store_true", help="also tune two networks end to end at equal time")
     p.add_argument("--minutes", type=float, default=10.0, help="--networks: tuning time per network and search")
     p.add_argument("--report", action="store_true", help="only rebuild the tables and plot from the saved JSON")
-    p.add_argument("--add", action="store_true", help="keep the saved runs of other tasks (a run in parts)")
+    p.add_argument("--add", action="store_true", help="keep the saved runs (of other tasks, searches or seeds: "
+                   "a benchmark run in parts)")
     args = p.parse_args()
     out = REPO / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
@@ -150,10 +151,9 @@ def main() -> None:
     limits = {k: int(v) for k, v in (item.split("=") for item in args.trials.split(",") if item)}
     runs: dict[str, dict[str, dict[str, dict]]] = {}
     nets: dict[str, dict[str, dict]] = {}
-    if args.add and path.exists():
+    if args.add and path.exists():  # runs of other tasks, searches or seeds stay; the same ones are run again
         saved = json.loads(path.read_text())
-        runs = {t: r for t, r in saved["runs"].items() if t not in args.tasks.split(",")}
-        nets = saved.get("networks", {})
+        runs, nets = saved["runs"], saved.get("networks", {})
 
     def save() -> None:
         path.write_text(json.dumps({"args": vars(args), "runs": runs, "networks": nets}, indent=1))
@@ -187,6 +187,7 @@ def main() -> None:
 def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path) -> None:
     budgets = [int(b) for b in str(args.budgets).split(",")]
     searches = str(args.searches).split(",")
+    searches += sorted({s for by in runs.values() for s in by} - set(searches))  # earlier parts' searches too
     table = []
     print("\n| task | search | " + " | ".join(f"best ms @{b}" for b in budgets) + " | ms at equal time | "
           "trials to 95 % | seconds to 95 % |")

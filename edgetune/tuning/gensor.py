@@ -31,8 +31,11 @@ only promising final states measured. Where it departs: the paper builds its pro
 bottom-up from an empty schedule (construction); here the walks start from MetaSchedule's
 sketches with random decisions (or from measured schedules) and move through the same decision
 space as the other strategies, so records, builders, runners and boards are shared. The paper's
-analytic model is GPU-only; here it covers CPU caches, vector lanes and cores as well, and it is
-mixed with the XGBoost cost model that the other strategies train.
+analytic model is GPU-only; here it covers CPU caches, vector lanes and cores as well, it is
+mixed with the XGBoost cost model that the other strategies train, and measured states correct
+the scores of the states around them (the analytic model alone led the walks to slow schedules
+on a dense layer). Neighbours are scored a few at a time, so a row of the chain covers the
+neighbours evaluated so far.
 """
 
 from __future__ import annotations
