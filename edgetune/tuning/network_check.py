@@ -123,7 +123,6 @@ class NetworkChecker:
         self.per_kernel = True  # False: only the network's time decides (a budget too short for more)
         self.where = opts.device if not opts.tracker and opts.device in _boards() else "host"  # where bench times
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._build_s = self._measure_s = 0.0
         self._cost: dict[str, tuple[float, float]] = {}  # network → (one build, one timing) as prepare measured
         self.deadline: float | None = None  # the end of a time budget (run's argument)
 
@@ -151,8 +150,6 @@ class NetworkChecker:
                 t1 = time.monotonic()
                 if time_it:
                     self._once(self.defaults[name].path, profile=True)
-                self._build_s += t1 - t0
-                self._measure_s += time.monotonic() - t1
                 self._cost[name] = (t1 - t0, time.monotonic() - t1)
             except EdgetuneError as err:
                 self.failed[name] = _say(err)
@@ -162,9 +159,11 @@ class NetworkChecker:
         measured: per network with per-kernel verdicts up to three builds (every record, its
         convolution variants with default schedules, the records kept) and two timing phases of
         three packages; without, one build and one phase of two."""
+        build_s = sum(b for b, _m in self._cost.values())
+        measure_s = sum(m for _b, m in self._cost.values())
         if per_kernel:
-            return 3 * self._build_s + 2 * 3 * ROUNDS * self._measure_s
-        return self._build_s + 2 * ROUNDS * self._measure_s
+            return 3 * build_s + 2 * 3 * ROUNDS * measure_s
+        return build_s + 2 * ROUNDS * measure_s
 
     def run(self, deadline: float | None = None) -> list[NetworkCheck]:
         """Check every network (Ctrl-C stops after the vetoes written so far: the networks not

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..core import plain
 from .base import meta_schedule
-from .search import realize
+from .search import decisions, realize
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,16 @@ def _unlog(x: float) -> float:
     return max(2.0 ** float(x) - 1.0, 0.0)
 
 
+def _in_use(extent: float, slots: int) -> float:
+    """How many of ``slots`` (cores, vector lanes, SMs) a loop of ``extent`` keeps busy on
+    average: all of them in full waves, the rest idle in the last one (1 without the loop)."""
+    if extent < 1:
+        return 1.0
+    if extent <= slots:
+        return extent
+    return extent / math.ceil(extent / slots)
+
+
 @dataclass(frozen=True)
 class Hardware:
     """What the analytic model knows of the target."""
@@ -75,7 +85,6 @@ class Hardware:
     sms: int = 8
     warp: int = 32
     max_threads: int = 1024
-    line: int = 64
 
     @property
     def register_bytes(self) -> float:
@@ -90,7 +99,7 @@ def hardware_of(target: Any) -> Hardware:
         sms = {"sm_87": 8, "sm_72": 6, "sm_53": 1, "sm_62": 2}.get(arch, 16)
         return Hardware(cores=sms, lanes=1, registers=255, l1=int(attrs.get("max_shared_memory_per_block", 49152)),
                         l2=4 * 1024 * 1024, gpu=True, sms=sms, warp=int(attrs.get("thread_warp_size", 32)),
-                        max_threads=int(attrs.get("max_num_threads", 1024)), line=128)
+                        max_threads=int(attrs.get("max_num_threads", 1024)))
     mcpu = str(attrs.get("mcpu", ""))
     mattr = " ".join(str(a) for a in (attrs.get("mattr") or []))
     triple = str(attrs.get("mtriple", ""))
@@ -120,19 +129,12 @@ def analytic_seconds(rows: Any, hw: Hardware) -> float:
                 return math.inf
             warps = math.ceil(threads / hw.warp)
             lane_use = threads / (warps * hw.warp)  # a partial warp idles lanes
-            waves = math.ceil(blocks / hw.sms)
-            sm_use = blocks / (waves * hw.sms)
+            units = _in_use(blocks, hw.sms)
             # threads of a block run as warps on one SM's 4 schedulers × 32 lanes
-            units = hw.sms * sm_use
             width = min(threads, 4 * hw.warp) * lane_use * units
         else:
-            vec = _unlog(row[_VEC_LEN])
-            lanes = 1.0 if vec < 1 else min(vec, hw.lanes) * (vec / (math.ceil(vec / hw.lanes) * hw.lanes)
-                                                              if vec > hw.lanes else 1.0)
-            par = _unlog(row[_PAR_PROD])
-            units = 1.0 if par < 1 else min(par, hw.cores) * (par / (math.ceil(par / hw.cores) * hw.cores)
-                                                               if par > hw.cores else 1.0)
-            width = lanes * units
+            units = _in_use(_unlog(row[_PAR_PROD]), hw.cores)
+            width = _in_use(_unlog(row[_VEC_LEN]), hw.lanes) * units
         compute = iters / max(width, 1e-9)
         memory = 0.0
         for b in range(_BUFFERS):
@@ -203,18 +205,13 @@ def moves(trace: Any, decision_moves: Callable[[list[Any]], list[tuple[int, Any]
     """The primitive moves out of a state: (instruction index, new decision); tile splits and
     categoricals by ``decision_moves`` (Droplet's notches, over (index, kind, decision, attrs)),
     compute-at locations one loop in or out here."""
-    decs = trace.decisions
     out: list[tuple[int, Any]] = []
     listed = []
-    for i, inst in enumerate(trace.insts):
-        if inst not in decs:
-            continue
-        kind = str(inst.kind.name)
-        decision = plain(decs[inst])
+    for i, kind, decision, attrs in decisions(trace):
         if kind == "SampleComputeLocation":
             out.extend((i, d) for d in (int(decision) - 1, int(decision) + 1) if d >= -2)
         else:
-            listed.append((i, kind, decision, tuple(plain(a) for a in inst.attrs)))
+            listed.append((i, kind, decision, attrs))
     return decision_moves(listed) + out
 
 
