@@ -7,11 +7,13 @@ axis: tokens, frames, an image's width). Two ways to build one:
   time (TVM Relax's symbolic shapes; edgetune's dense, matmul and row kernels tile a symbolic
   extent, the last tile padded). Every length runs at its own size and nothing is padded, so it
   serves models without an attention mask too.
-- **buckets** (``--buckets 64,128,256`` or ``--records DIR``, and TFLite models): a few
-  fixed-length packages; a call is padded to the next bucket (exact only for models that mask
-  padding: a model that padding changes fails the range's reference check when it is built).
-  Tuning records apply here: they are per length (``edgetune tune`` with a range tunes each
-  bucket).
+- **buckets** (``--buckets 64,128,256``, and TFLite models): a few fixed-length packages; a
+  call is padded to the next bucket (exact only for models that mask padding: a model that
+  padding changes fails the range's reference check when it is built).
+
+Tuning records apply to both, as ``edgetune tune`` decides the same way: with a range and no
+``--buckets`` it tunes the symbolic kernels, each timed at the ``--shape-weights`` lengths;
+with ``--buckets`` each bucket's kernels (records are per length).
 """
 
 from __future__ import annotations
@@ -103,6 +105,15 @@ def check_buckets(buckets: list[int], rng: LengthRange) -> list[int]:
     return out
 
 
+def check_shape_weights(weights: dict[int, float], rng: LengthRange) -> dict[int, float]:
+    """``--shape-weights`` (length → weight), checked to lie in the range, by length."""
+    outside = sorted(n for n in weights if not rng.lo <= n <= rng.hi)
+    if outside:
+        raise UsageError(f"--shape-weights length(s) {', '.join(map(str, outside))} outside the range {rng.lo}..{rng.hi}",
+                         f"weigh lengths from {rng.lo} to {rng.hi}")
+    return dict(sorted(weights.items()))
+
+
 def check_lengths(rng: LengthRange, buckets: list[int]) -> list[int]:
     """Lengths the range's reference check runs: its ends and, where the range has one, a
     length between two buckets (padded: the middle pair's midpoint plus one)."""
@@ -121,10 +132,11 @@ def symbolic_lengths(rng: LengthRange) -> list[int]:
 
 def is_symbolic(opts: Any) -> bool:
     """Whether a range package for ``opts`` is built as one symbolic-shape library: ONNX models
-    unless ``--buckets`` or ``--records`` asks for the lengths tuning records are for."""
+    unless ``--buckets`` asks for fixed lengths (``edgetune tune`` decides the same way, so its
+    records are for the kernels the package builds)."""
     from .importer import detect_format
 
-    return not opts.buckets and opts.records is None and detect_format(opts.model) == "onnx"
+    return not opts.buckets and detect_format(opts.model) == "onnx"
 
 
 def package_range(opts: Any, progress: Any) -> Any:
@@ -148,9 +160,9 @@ def package_range(opts: Any, progress: Any) -> Any:
         subs = {}
         if symbolic:
             progress(f"one library for lengths {rng.lo}..{rng.hi} (symbolic shapes)")
-            # checked below at several lengths; tuning records are per length (buckets)
+            # checked below at several lengths; tuning records of its symbolic kernels apply
             sub = dataclasses.replace(opts, output=staging / SYMBOLIC_DIR, tar=False, force=False, verify=False,
-                                      use_records=False, symbolic=True)
+                                      symbolic=True)
             subs[rng.hi] = package(sub, progress).manifest
             manifest = _symbolic_manifest(subs[rng.hi], rng)
         else:
@@ -226,9 +238,11 @@ def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange) -> dict[str, Any]:
     """A symbolic range package's manifest: its library's, less what is per library, with the
     range; its one package serves every length, timed at the lengths buckets would have."""
     top = _top_manifest(sub)  # (its schedules are the range's: one library)
+    top["tuning"], top["kernels"] = sub.get("tuning"), sub.get("kernels")  # (its one library's, the range's)
     top["range"] = {"min": rng.lo, "max": rng.hi, "symbolic": True, "buckets": [rng.hi],
                     "packages": {str(rng.hi): SYMBOLIC_DIR}, "pad": {}, "timed": default_buckets(rng.lo, rng.hi),
-                    "per_bucket": {str(rng.hi): {"tuning": 0, "verification": "range check"}}}
+                    "per_bucket": {str(rng.hi): {"tuning": (sub.get("tuning") or {}).get("tuned_tasks", 0),
+                                                 "verification": "range check"}}}
     return top
 
 

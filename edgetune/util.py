@@ -76,6 +76,23 @@ def parse_lengths(text: str, option: str) -> tuple[int, ...]:
     return lengths
 
 
+def parse_shape_weights(text: str) -> dict[int, float]:
+    """``16=1,64=4,256=1`` (``--shape-weights``: length=weight) → {16: 1.0, 64: 4.0, 256: 1.0};
+    a length alone weighs 1; empty → {}; UsageError for anything else."""
+    out: dict[int, float] = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        length, sep, weight = item.partition("=")
+        try:
+            n, w = int(length), float(weight) if sep else 1.0
+        except ValueError:
+            n, w = 0, 0.0
+        if n <= 0 or not w > 0 or n in out:
+            raise UsageError(f"malformed --shape-weights '{text}'",
+                             "write it as distinct lengths with positive weights: --shape-weights 16=1,64=4,256=1")
+        out[n] = w
+    return out
+
+
 def _dimension(text: str) -> int | tuple[int, int]:
     lo, sep, hi = text.partition("..")
     return (int(lo), int(hi)) if sep else int(text)

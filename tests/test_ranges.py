@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 
 import edgetune_runtime
 from edgetune.errors import UsageError, VerificationError
+from edgetune.importer import import_model
 from edgetune.package import PackageOptions, package
 from edgetune.ranges import LengthRange, check_lengths, default_buckets, split
 from edgetune.util import parse_input_shapes
@@ -225,22 +226,96 @@ def test_a_symbolic_range_package_for_the_pi_checks_under_emulation(encoder, tmp
 
 
 @pytest.mark.slow
-def test_tuning_a_range_tunes_each_bucket_and_its_package_applies_them(encoder, tmp_path):
+def test_tuning_a_range_with_buckets_tunes_each_bucket_and_its_package_applies_them(encoder, tmp_path):
     from conftest import run_edgetune
 
     records = tmp_path / "records"
     shapes = [f"--input-shape={name}=1,1..16" for name in NAMES]
-    res = run_edgetune("tune", str(encoder), "--device", "host", *shapes, "--records", str(records), "--trials", "12",
-                       "--batch", "4", "--population", "16", "--weight", "enc@16=2", "--json",
+    res = run_edgetune("tune", str(encoder), "--device", "host", *shapes, "--buckets", "8,16", "--records", str(records),
+                       "--trials", "12", "--batch", "4", "--population", "16", "--weight", "enc@16=2", "--json",
                        "--no-network-check")
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads(res.stdout)
     assert [n["name"] for n in summary["networks"]] == ["enc@8", "enc@16"] and summary["trials_this_run"] > 0
     result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_ranged(16),
-                                    records=records))
+                                    records=records, buckets=(8, 16)))
     per = result.manifest["range"]["per_bucket"]
     assert per["8"]["tuning"] > 0 and per["16"]["tuning"] > 0, per
     assert result.manifest["verification"]["status"] == "passed"
+
+
+@pytest.mark.slow
+def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_its_package_applies_them(tmp_path):
+    """A speech encoder without a mask (a bucket package would be wrong): its range is tuned as
+    the package builds it, one library of symbolic shape whose kernels are timed at the lengths
+    --shape-weights names; the range package applies the records and stays exact at every length."""
+    from conftest import run_edgetune
+
+    model, records = _speech_encoder(tmp_path), tmp_path / "records"
+    shape = "--input-shape=input_features=1,8,8..200"
+    res = run_edgetune("tune", str(model), "--device", "host", shape, "--shape-weights", "16=1,100=2,200=1",
+                       "--records", str(records), "--trials", "40", "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads(res.stdout)
+    assert [n["name"] for n in summary["networks"]] == ["speech"] and summary["failed_candidates"] == 0, summary
+    rows = {t["name"]: t for t in summary["tasks"]}
+    assert rows["matmul"]["trials"] > 1 and rows["matmul"]["best_ms"] > 0, rows["matmul"]
+    check, = summary["network_checks"]  # (timed at the range's lengths; a kernel's verdict by its mean)
+    assert check["error"] is None and check["default_ms"] > 0 and check["kernels"], check
+    kept = {k["workload"] for k in check["kernels"] if k["kept"]}  # (on a busy host the check may veto them all)
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg",
+                                    input_shapes={"input_features": (1, 8, (8, 200))}, records=records))
+    m = result.manifest
+    assert m["range"]["symbolic"] and m["verification"]["status"] == "passed", m
+    tuned = (m["tuning"] or {}).get("tuned_tasks", 0)
+    assert (tuned >= len(kept) > 0 or tuned == len(kept) == 0) and m["range"]["per_bucket"]["200"]["tuning"] == tuned
+    assert {k["workload"] for k in m["kernels"].values() if k["tuned"]} >= kept
+    loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
+    for length in (8, 33, 200):
+        x = np.random.default_rng(length).standard_normal((1, 8, length)).astype("float32")
+        (got,), want = loaded.run(input_features=x).values(), session.run(None, {"input_features": x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
+def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):
+    from edgetune.tuning.tasks import networks_of
+    from edgetune.util import parse_shape_weights
+
+    assert parse_shape_weights("16=1,64=4.5,256") == {16: 1.0, 64: 4.5, 256: 1.0}
+    for bad in ("16=0", "x=1", "16=1,16=2", "-4=1"):
+        with pytest.raises(UsageError, match="malformed --shape-weights"):
+            parse_shape_weights(bad)
+    model = _speech_encoder(tmp_path)
+    net, = networks_of([model], {"input_features": (1, 8, (8, 200))})
+    assert net.name == "speech" and net.lengths == {16: 1.0, 32: 1.0, 56: 1.0, 104: 1.0, 200: 1.0}
+    net, = networks_of([model], {"input_features": (1, 8, (8, 200))}, shape_weights={100: 2.0, 8: 1.0})
+    assert list(net.lengths.items()) == [(8, 1.0), (100, 2.0)]
+    with pytest.raises(UsageError, match=r"--shape-weights length\(s\) 300 outside the range 8\.\.200"):
+        networks_of([model], {"input_features": (1, 8, (8, 200))}, shape_weights={300: 1.0})
+    buckets = networks_of([model], {"input_features": (1, 8, (8, 200))}, buckets=(100, 200))
+    assert [n.name for n in buckets] == ["speech@100", "speech@200"] and not any(n.symbolic for n in buckets)
+    with pytest.raises(UsageError, match="--shape-weights weights the lengths of a range"):
+        networks_of([model], {"input_features": (1, 8, 100)}, shape_weights={100: 1.0})
+
+
+def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):
+    from edgetune import _tvm
+    from edgetune.devices import resolve_device
+    from edgetune.tuning.tasks import model_workloads
+
+    model = import_model(_speech_encoder(tmp_path), {"input_features": (1, 8, (8, 200))})
+    target = _tvm.make_target(resolve_device("host").target_spec())
+    wls = model_workloads(model, target, _tvm.lowering_for(target, "auto").key, {16: 1.0, 100: 3.0})
+    by_kind = {w.kind: w for w in wls}
+    dense = by_kind["dense"]
+    assert dense.symbolic and [w for w, _a in dense.sizes] == [1.0, 3.0]
+    (_w, at16), (_w2, at100) = dense.sizes
+    tensors16 = [a for a in at16 if a[0] == "tensor"]
+    assert tensors16[0][2][1] == 8 and [a for a in at100 if a[0] == "tensor"][0][2][1] == 50  # frames / 2
+    assert all(w.sizes for w in wls), [w.name for w in wls if not w.sizes]
+    fixed = model_workloads(import_model(_speech_encoder(tmp_path), {"input_features": (1, 8, 100)}), target,
+                            _tvm.lowering_for(target, "auto").key)
+    assert not any(w.symbolic or w.sizes for w in fixed)
 
 
 def test_inspect_reports_a_range_at_its_longest_and_how_it_is_built(encoder):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ModelError
@@ -53,7 +54,7 @@ def _bounds(func: Any) -> dict[str, int]:
 def tensor_info(sinfo: Any, upper: dict[str, int] | None = None) -> tuple[tuple[int, ...], str]:
     """(shape, dtype) of a tensor type; symbolic dimensions at ``upper`` (their bounds)."""
     try:
-        shape = tuple(int(d) if hasattr(d, "value") else _at(d, upper or {}) for d in sinfo.shape.values)
+        shape = tuple(int(d) if hasattr(d, "value") else value_at(d, upper or {}) for d in sinfo.shape.values)
     except (AttributeError, TypeError) as err:
         raise ModelError(
             f"model has a non-static tensor shape {sinfo}",
@@ -62,7 +63,7 @@ def tensor_info(sinfo: Any, upper: dict[str, int] | None = None) -> tuple[tuple[
     return shape, str(sinfo.dtype)
 
 
-def _at(expr: Any, values: dict[str, int]) -> int:
+def value_at(expr: Any, values: Mapping[str, int]) -> int:
     """A symbolic extent's value with its variables at ``values`` (TypeError: one has none)."""
     from tvm import sym, tirx
 

@@ -18,8 +18,8 @@ def package(
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a "
                                           "range, LO..HI (input_ids=1,1..256): one package for every length in it."),
     buckets: str = typer.Option("", "--buckets", help="Build a range package as fixed lengths, e.g. 32,64,128,256 "
-                                "(a call is padded to the next; tuning records apply). Default for ONNX: one "
-                                "library with symbolic shapes."),
+                                "(a call is padded to the next; records of `edgetune tune --buckets` apply). Default "
+                                "for ONNX: one library with symbolic shapes (records of `edgetune tune` with the range apply)."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
@@ -75,10 +75,10 @@ def package(
                   + ", ".join(f"{k}={v}" for k, v in m["bound_inputs"].items()))
     t = m.get("tuning")
     sched = m.get("schedules") or {}
-    if m.get("kind") == "range" and m["range"].get("symbolic"):
-        out.print("  untuned (default schedules; tuning records are per length: a range you tuned is packaged with "
-                  "the lengths it tuned, --buckets)")
-    elif m.get("kind") == "range":
+    if m.get("kind") == "range" and m["range"].get("symbolic") and not t:
+        out.print("  untuned (default schedules): `edgetune tune` with the same range can make it faster, its kernels "
+                  "timed at the lengths you weigh (--shape-weights)")
+    elif m.get("kind") == "range" and not m["range"].get("symbolic"):
         tuned = {b: x["tuning"] for b, x in m["range"]["per_bucket"].items() if x["tuning"]}
         out.print(f"  tuned kernels per bucket: {tuned}" if tuned else
                   "  untuned (default schedules): `edgetune tune` at the buckets' lengths can make it faster")

@@ -49,9 +49,14 @@ def tune(
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a range, "
-                                          "LO..HI: each length a bucket range package compiles is tuned, as network NET@LENGTH "
-                                          "(package with --records or --buckets to apply them: records are per length)."),
-    buckets: str = typer.Option("", "--buckets", help="A range's lengths, as `edgetune package --buckets` takes them."),
+                                          "LO..HI: an ONNX model's kernels are tuned as the range package builds them, with "
+                                          "symbolic shapes, timed at the --shape-weights lengths; with --buckets (and for TFLite) "
+                                          "each bucket is tuned as network NET@LENGTH."),
+    buckets: str = typer.Option("", "--buckets", help="A range's lengths, as `edgetune package --buckets` takes them: "
+                                "tune the buckets (package with the same --buckets to apply the records)."),
+    shape_weights: str = typer.Option("", "--shape-weights", help="A symbolic range's lengths and how much each counts, "
+                                      "LENGTH=WEIGHT,... (e.g. 16=1,64=4,256=1): each kernel's time is the weighted mean of "
+                                      "its times at these lengths (default: the range's end and halvings, weighted equally)."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     network_check: bool = typer.Option(True, "--network-check/--no-network-check",
                                        help="At the end, time each network packaged with and without its records and "
@@ -67,10 +72,11 @@ def tune(
     from ..tuning.session import list_tasks as list_task_table
     from ..tuning.session import tune as run_tune
     from ..tuning.tasks import networks_of
-    from ..util import parse_bindings, parse_input_shapes, parse_lengths
+    from ..util import parse_bindings, parse_input_shapes, parse_lengths, parse_shape_weights
 
     shapes, lengths = parse_input_shapes(input_shape, ranges=True), parse_lengths(buckets, "--buckets")
-    names = tuple(name for _p, name, _s in networks_of(models, shapes, lengths))
+    by_length = parse_shape_weights(shape_weights)
+    names = tuple(n.name for n in networks_of(models, shapes, lengths, by_length))
     targets, relative = parse_targets(latency, names)
     opts = TuneOptions(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
@@ -78,7 +84,8 @@ def tune(
         weights=parse_amounts(weight, names, "weight", unit=False), targets=targets, relative_targets=relative, baseline=baseline,
         search=search, rules=rules, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,
-        early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=shapes, buckets=lengths, population=population,
+        early_stop=early_stop, skip_tail=parse_share(skip_tail), input_shapes=shapes, buckets=lengths,
+        shape_weights=by_length, population=population,
         bindings=parse_bindings(bind), network_check=network_check)
     if list_tasks:
         taskset, stats, peak = list_task_table(opts)

@@ -290,6 +290,9 @@ class TuneLoop:
             try:
                 with self._timed("propose"):
                     kind, cands = self._propose(i)
+            except _NotSearchableError as why:
+                self.scheduler.tasks[i].stop(str(why))
+                continue
             except Exception as err:  # noqa: BLE001 — TVM failing on one task's design space is data
                 log.debug("proposing for %s failed", self.scheduler.tasks[i].name, exc_info=True)
                 self.scheduler.tasks[i].stop(f"its design space failed ({_last_line(str(err))[:120]})")
@@ -428,6 +431,9 @@ class TuneLoop:
             self.enumerated[i] = self._enumerate(i, ctx)
         if self.enumerated[i] is not None:
             return "enumerated", self._next_enumerated(i, ctx)
+        if self.taskset.tasks[i].workload.symbolic:
+            raise _NotSearchableError("a kernel of symbolic shape is tuned only where its design space is small enough to "
+                                 "measure whole (edgetune's micro-kernel sketches)")
         if self._use_droplet(i):
             batch = self._droplet(i, ctx)
             if batch:
@@ -551,7 +557,8 @@ class TuneLoop:
         if base is None:
             return self.opts.timeout
         calls = 2 + 3 * 2  # warm-up and probe, then up to number × repeat runs (x2: min_repeat_ms)
-        return min(self.opts.timeout, self.runner.load_s + self.SLOWEST * base * calls)
+        lengths = max(1, len(self.taskset.tasks[i].workload.sizes))  # a symbolic kernel: that many times over
+        return min(self.opts.timeout, self.runner.load_s + self.SLOWEST * base * calls * lengths)
 
     def _cutoff(self, i: int) -> float | None:
         best = self.scheduler.tasks[i].best
@@ -582,7 +589,8 @@ class TuneLoop:
                 with self._timed("run"):
                     inputs = [ms.runner_input(built[n].artifact_path, self.runner.device_type, batch[n][1]) for n in ok]
                     timeout = max(self.candidate_timeout(batch[n][0]) for n in ok)
-                    futures = self.runner.impl.submit(inputs, timeout, [self._cutoff(batch[n][0]) for n in ok])
+                    sizes = [self.taskset.tasks[batch[n][0]].workload.sizes for n in ok]
+                    futures = self.runner.impl.submit(inputs, timeout, [self._cutoff(batch[n][0]) for n in ok], sizes)
                     for n, res in zip(ok, ms.collect(futures, self.deadline)):
                         results[n] = res
         finally:
@@ -682,6 +690,10 @@ class TuneLoop:
         if self.opts.time_s is not None:
             estimates.append(max(self.opts.time_s - self.seconds, 0.0))
         return min(estimates) if estimates else None
+
+
+class _NotSearchableError(Exception):
+    """A task no search of this job can tune (why: the message); it stops with that reason."""
 
 
 def _remove_stale_runs() -> None:

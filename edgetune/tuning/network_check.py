@@ -117,7 +117,7 @@ class NetworkChecker:
 
     def __init__(self, opts: TuneOptions, store: RecordStore, notice: Callable[[str], None]):
         self.opts, self.store, self.notice = opts, store, notice
-        self.nets = networks_of(opts.models, opts.input_shapes, opts.buckets)
+        self.nets = networks_of(opts.models, opts.input_shapes, opts.buckets, opts.shape_weights)
         self.defaults: dict[str, Any] = {}
         self.failed: dict[str, str] = {}
         self.per_kernel = True  # False: only the network's time decides (a budget too short for more)
@@ -143,7 +143,8 @@ class NetworkChecker:
         """Package every network with default schedules (and with ``time_it`` time each once, so
         :meth:`expected_s` can say what the check after the search will cost)."""
         self.notice(f"packaging {len(self.nets)} network(s) with default schedules, for the network check at the end")
-        for path, name, shapes in self.nets:
+        for net in self.nets:
+            path, name, shapes = net.path, net.name, net.shapes
             try:
                 t0 = time.monotonic()
                 self.defaults[name] = self._package(path, shapes, self.work / name / "default", records=False)
@@ -172,7 +173,8 @@ class NetworkChecker:
         it fits: judging each kernel, else only the network's time, else nothing."""
         self.deadline = deadline
         out: list[NetworkCheck] = []
-        for path, name, shapes in self.nets:
+        for net in self.nets:
+            path, name, shapes = net.path, net.name, net.shapes
             t0 = time.monotonic()
             try:
                 check = (NetworkCheck(name, error=f"its package with default schedules failed: {self.failed[name]}")
@@ -276,8 +278,15 @@ class NetworkChecker:
             result = bench_on_tracker(pkg, self.opts.tracker, self.opts.key or "", number=5, repeat=RUNS // 5)
             return result.p50_ms, {}
         m = measure_package(MeasureOptions(pkg, self.where, runs=RUNS, profile=profile, max_warmup_s=5.0, check=False))
-        rows = (m.profile or {}).get("kernels", [])
-        return float(m.latency["p50_ms"]), {r["name"]: float(r["ms"]) for r in rows if r.get("kind") != "runtime"}
+        timed = list((m.buckets or {}).values()) or [{"latency": m.latency, "profile": m.profile}]
+        # a symbolic range package is timed at several lengths (the range's end and halvings): their mean
+        p50 = sum(float(t["latency"]["p50_ms"]) for t in timed) / len(timed)
+        kernels: dict[str, float] = {}
+        for t in timed:
+            for r in (t.get("profile") or {}).get("kernels", []):
+                if r.get("kind") != "runtime":
+                    kernels[r["name"]] = kernels.get(r["name"], 0.0) + float(r["ms"]) / len(timed)
+        return p50, kernels
 
     def _verdicts(self, manifest: dict[str, Any], base: _Timing, tuned: _Timing) -> list[KernelVerdict]:
         """Per tuned kernel: kept unless it ran slower inside the network than the default schedule.

@@ -51,7 +51,8 @@ class TuneOptions:
     early_stop: int | None = None
     skip_tail: float = 0.05  # smallest tasks, together at most this share of latency, stay at their default
     input_shapes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # a dimension may be a range (lo, hi)
-    buckets: tuple[int, ...] = ()  # a range's lengths (empty: edgetune.ranges.default_buckets)
+    buckets: tuple[int, ...] = ()  # a range's bucket lengths (empty: one symbolic-shape library, ONNX)
+    shape_weights: Mapping[int, float] = field(default_factory=dict)  # a symbolic range: length → weight
     bindings: Mapping[str, str] = field(default_factory=dict)  # --bind NAME=VALUE (NET:NAME scoped)
     population: int = 512
     builders: int = 0  # 0: one per host core

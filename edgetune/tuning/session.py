@@ -26,7 +26,8 @@ def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None
     profile's fp32 peak in GFLOP/s (None if unknown)."""
     opts.check()
     profile = resolve_device(opts.device)
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets)
+    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
+                           opts.shape_weights)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     if not store.exists():
         return tasks, {}, _tvm.peak_gflops(profile, tasks.target)
@@ -49,7 +50,8 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     profile = resolve_device(opts.device)
     cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets)
+    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
+                           opts.shape_weights)
     opts = _time_baselines(opts, profile, tasks, notice)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock(), contextlib.ExitStack() as stack:
@@ -106,6 +108,12 @@ def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Not
     from ..remote.bench import measure_baseline
     from ..remote.inventory import load_inventory
 
+    ranged = [n for j, n in enumerate(tasks.networks) if n in wanted and tasks.models[j].length_range]
+    if ranged:
+        raise UsageError(f"{ranged[0]} is tuned for a range of lengths: relative latency targets and --baseline time "
+                         "the model's own runtime at one shape",
+                         f"give it an absolute target (--latency {ranged[0]}=25ms: the mean over the --shape-weights "
+                         "lengths), or tune one length")
     where = opts.device if opts.device in load_inventory() else "host" if profile.is_native else None
     if opts.tracker or where is None:
         raise UsageError("relative latency targets and --baseline time the model's own runtime with a shell on the device",

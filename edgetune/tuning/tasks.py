@@ -4,7 +4,7 @@ counted in every network that calls it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,57 +83,88 @@ def network_names(paths: Sequence[Path]) -> tuple[str, ...]:
     return names
 
 
+@dataclass(frozen=True)
+class TunedNetwork:
+    """One network a job tunes: its model, name and input shapes; for a symbolic range network
+    (one library for a range of lengths) the lengths its kernels are timed at, with weights."""
+
+    path: Path
+    name: str
+    shapes: dict[str, Any]
+    lengths: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def symbolic(self) -> bool:
+        return bool(self.lengths)
+
+
 def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...]] | None = None,
-                buckets: Sequence[int] = ()) -> list[tuple[Path, str, dict[str, tuple[int, ...]]]]:
-    """The networks a job tunes, each (model, name, its input shapes): a model, named by its file
-    stem — or, for a model with a length range (``--input-shape ids=1,1..256``), one network per
-    bucket a range package compiles (``NET@LENGTH``: ``--buckets`` or the default ones), so the
-    buckets' kernels are tuned with the objective's weights (``--weight enc@128=2``)."""
-    from ..ranges import check_buckets, default_buckets, split
+                buckets: Sequence[int] = (), shape_weights: Mapping[int, float] | None = None) -> list[TunedNetwork]:
+    """The networks a job tunes: a model, named by its file stem. A model with a length range
+    (``--input-shape ids=1,1..256``) is tuned as the range package is built: an ONNX model
+    without ``--buckets`` as one network of symbolic shape whose kernels are timed at the
+    ``shape_weights`` lengths (default: the lengths :func:`~edgetune.ranges.default_buckets`
+    gives, weighted equally), else one network per bucket (``NET@LENGTH``), so the buckets'
+    kernels are tuned with the objective's weights (``--weight enc@128=2``)."""
+    from ..importer import detect_format
+    from ..ranges import check_buckets, check_shape_weights, default_buckets, split
 
     names = network_names(paths)
     out = []
+    weighted = False
     for path, name, shapes in zip(paths, names, shapes_per_model(list(paths), list(names), input_shapes or {})):
         fixed, rng = split(shapes)
         if rng is None:
-            out.append((path, name, shapes))
-            continue
-        lengths = check_buckets(list(buckets), rng) if buckets else default_buckets(rng.lo, rng.hi)
-        out += [(path, f"{name}@{b}", rng.shapes_at(b, fixed)) for b in lengths]
+            out.append(TunedNetwork(path, name, shapes))
+        elif not buckets and detect_format(path) == "onnx":
+            weights = check_shape_weights(dict(shape_weights or {}), rng) if shape_weights else \
+                {n: 1.0 for n in default_buckets(rng.lo, rng.hi)}
+            weighted = True
+            out.append(TunedNetwork(path, name, shapes, weights))
+        else:
+            lengths = check_buckets(list(buckets), rng) if buckets else default_buckets(rng.lo, rng.hi)
+            out += [TunedNetwork(path, f"{name}@{b}", rng.shapes_at(b, fixed)) for b in lengths]
+    if shape_weights and not weighted:
+        raise UsageError("--shape-weights weights the lengths of a range tuned as one symbolic-shape library, and no "
+                         "model here is one", "give an ONNX model a range (--input-shape NAME=1,1..256) without --buckets")
     return out
 
 
 def build_task_set(paths: Sequence[Path], profile: Profile,
                    input_shapes: Mapping[str, tuple[Any, ...]] | None = None, layout: str = "auto",
-                   bindings: Mapping[str, str] | None = None, buckets: Sequence[int] = ()) -> TaskSet:
+                   bindings: Mapping[str, str] | None = None, buckets: Sequence[int] = (),
+                   shape_weights: Mapping[int, float] | None = None) -> TaskSet:
     """Import every network (:func:`networks_of`) and extract its kernels for ``profile``'s
     target, lowered as the build lowers them for ``layout``."""
     target = _tvm.make_target(profile.target_spec())
     key = _tvm.lowering_for(target, layout).key
-    nets = networks_of(paths, input_shapes, buckets)
+    nets = networks_of(paths, input_shapes, buckets, shape_weights)
     stems = network_names(paths)
     binds = dict(zip(paths, bindings_per_model(list(paths), list(stems), bindings or {})))
-    names = tuple(name for _p, name, _s in nets)
-    models = tuple(import_model(p, s, binds[p]) for p, _n, s in nets)
+    names = tuple(n.name for n in nets)
+    models = tuple(import_model(n.path, n.shapes, binds[n.path]) for n in nets)
     merged: dict[str, dict[str, Any]] = {}
-    for j, model in enumerate(models):
-        for wl in model_workloads(model, target, key):
+    for j, (model, net) in enumerate(zip(models, nets)):
+        for wl in model_workloads(model, target, key, net.lengths):
             entry = merged.setdefault(wl.shash, {"wl": wl, "calls": [0] * len(models)})
             entry["calls"][j] += wl.weight
     tasks = tuple(Task(e["wl"].name, h, e["wl"].flops, tuple(e["calls"]), e["wl"]) for h, e in merged.items())
     return TaskSet(names, models, _unique(tasks), target, key, _tvm.default_conv_variant(target))
 
 
-def model_workloads(model: ImportedModel, target: Any, lowering_key: str) -> list[Any]:
+def model_workloads(model: ImportedModel, target: Any, lowering_key: str,
+                    lengths: Mapping[int, float] | None = None) -> list[Any]:
     """A model's kernels, with both the direct and the Winograd variant of every convolution
-    that has one (tuning measures both and keeps the faster)."""
+    that has one (tuning measures both and keeps the faster); a symbolic model's timed at
+    ``lengths`` (length → weight)."""
     from .._tvm import metaschedule as ms
+    from ..importer.onnx_import import LENGTH
 
-    direct = ms.extract_workloads(model.mod, target, lowering_key, "direct")
+    direct = ms.extract_workloads(model.mod, target, lowering_key, "direct", lengths, LENGTH)
     if lowering_key == "nchw" or not any(wl.signature for wl in direct):
         return direct
     known = {wl.shash for wl in direct}
-    winograd = [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd")
+    winograd = [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd", lengths, LENGTH)
                 if wl.variant == "winograd" and wl.shash not in known]
     return direct + winograd
 

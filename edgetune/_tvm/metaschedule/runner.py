@@ -90,11 +90,56 @@ def _timed(rt_mod: Any, device: Any, evaluator: Any, args: list[Any], cutoff_s: 
     return [float(x) for x in run(rt_mod, device, evaluator, args)]
 
 
+def sized_arguments(device: Any, spec: Sequence[Any]) -> list[Any]:
+    """A symbolic kernel's arguments at one length (``spec``: :func:`~.tasks.sized_args`),
+    random tensors made here and copied to ``device``."""
+    runtime = tvm().runtime
+    out: list[Any] = []
+    for kind, dtype, value in spec:
+        if kind == "int":
+            out.append(int(value))
+            continue
+        arg = runtime.empty(tuple(int(v) for v in value), dtype, device)
+        host_random_fill(arg)
+        out.append(arg)
+    return out
+
+
+def _weighted(rt_mod: Any, device: Any, evaluator: Any, sizes: Sequence[Any], cutoff_s: float | None,
+              run: Callable[..., list[float]]) -> list[float]:
+    """A symbolic kernel's time (a range package's): the weighted mean of its mean times at each
+    length (``sizes``: (weight, arguments spec)); with ``cutoff_s`` one probe run per length
+    first, and only the probes' mean when that is already slower."""
+    total = sum(float(w) for w, _spec in sizes) or 1.0
+    args = [(float(w), sized_arguments(device, spec)) for w, spec in sizes]
+    if cutoff_s is not None:
+        probe = rt_mod.time_evaluator(rt_mod.entry_name, device, number=1, repeat=1)
+        device.sync()
+        first = sum(w * float(probe(*a).mean) for w, a in args) / total
+        if first > cutoff_s:
+            return [first]
+    mean = 0.0
+    for w, a in args:
+        secs = [float(x) for x in run(rt_mod, device, evaluator, [a])]
+        mean += w * sum(secs) / len(secs) / total
+    return [mean]
+
+
+def _time_candidate(rt_mod: Any, device: Any, evaluator: Any, args_info: Any, cutoff_s: float | None,
+                    run: Callable[..., list[float]], alloc: Callable[[Any], list[Any]]) -> list[float]:
+    """One candidate's times: MetaSchedule's arguments (``alloc(args_info)``), or a symbolic
+    kernel's at its lengths (``args_info`` ``{"sizes": ...}``)."""
+    if isinstance(args_info, dict):
+        return _weighted(rt_mod, device, evaluator, args_info["sizes"], cutoff_s, run)
+    return _timed(rt_mod, device, evaluator, alloc(args_info), cutoff_s, run)
+
+
 def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_type: str,
-                args_info: tuple[Any, ...], cutoff_s: float | None = None, *, timeout: float) -> list[float]:
+                args_info: Any, cutoff_s: float | None = None, *, timeout: float) -> list[float]:
     """Upload, load and time one candidate on a board (runs in a runner worker, which the pool
     kills after its timeout; ``timeout`` bounds the connection); one run only when that is
-    slower than ``cutoff_s``."""
+    slower than ``cutoff_s``. ``args_info``: MetaSchedule's, or a symbolic kernel's lengths
+    (:func:`_time_candidate`)."""
     from tvm.s_tir.meta_schedule.runner import rpc_runner as r
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
@@ -104,9 +149,9 @@ def rpc_measure(endpoint: RpcEndpoint, evaluator: Any, artifact: str, device_typ
         device = session.device(device_type, 0)
         remote_path = os.path.basename(artifact)
         rt_mod = r.default_upload_module(session, artifact, remote_path)
-        args = alloc_argument_common(host_random_fill, device, args_info, 1)
-        return _timed(rt_mod, device, evaluator, args, cutoff_s,
-                      functools.partial(r.default_run_evaluator, session))
+        return _time_candidate(rt_mod, device, evaluator, args_info, cutoff_s,
+                               functools.partial(r.default_run_evaluator, session),
+                               lambda info: alloc_argument_common(host_random_fill, device, info, 1))
     finally:
         with contextlib.suppress(Exception):
             session.get_function("tvm.rpc.server.remove")(remote_path)
@@ -130,18 +175,19 @@ def ping(endpoint: RpcEndpoint, timeout: float) -> None:
     connect(endpoint, timeout).cpu(0)
 
 
-def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: tuple[Any, ...],
+def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: Any,
                   cutoff_s: float | None = None) -> list[float]:
     """Load and time one candidate on this machine (runs in a runner worker), as MetaSchedule's
     LocalRunner does: its argument allocation (random fill) and time evaluator; one run only
-    when that is slower than ``cutoff_s``."""
+    when that is slower than ``cutoff_s``. ``args_info``: MetaSchedule's, or a symbolic
+    kernel's lengths (:func:`_time_candidate`)."""
     from tvm.s_tir.meta_schedule.runner import local_runner as lr
 
     runtime = tvm().runtime
     rt_mod = runtime.load_module(artifact)
     device = runtime.device(device_type, 0)
-    args = lr.default_alloc_argument(device, args_info, 1)
-    return _timed(rt_mod, device, evaluator, args, cutoff_s, lr.default_run_evaluator)
+    return _time_candidate(rt_mod, device, evaluator, args_info, cutoff_s, lr.default_run_evaluator,
+                           lambda info: lr.default_alloc_argument(device, info, 1))
 
 
 @derived_object
@@ -202,17 +248,20 @@ class PoolRunner(classes().runner.PyRunner):
         return self.submit(runner_inputs)
 
     def submit(self, runner_inputs: Sequence[Any], timeout: float | None = None,
-               cutoffs: Sequence[float | None] | None = None) -> list[PoolFuture]:
+               cutoffs: Sequence[float | None] | None = None,
+               sizes: Sequence[Any] | None = None) -> list[PoolFuture]:
         """Submit every candidate; each is killed after ``timeout`` (default, and at most: the
-        runner's), and timed once only when slower than its ``cutoffs`` entry. One batch at a
-        time: the pool reads its timeout as each job starts. Returns the Python futures
+        runner's), and timed once only when slower than its ``cutoffs`` entry; a symbolic
+        kernel at the lengths of its ``sizes`` entry (:attr:`~.tasks.Workload.sizes`). One batch
+        at a time: the pool reads its timeout as each job starts. Returns the Python futures
         (:func:`collect` drops those a deadline leaves unstarted)."""
         timeout = self.timeout if timeout is None else min(timeout, self.timeout)
         self.pool._timeout = timeout  # TVM's PopenPoolExecutor has no per-job timeout; it reads this one
         cutoffs = cutoffs or [None] * len(runner_inputs)
+        sizes = sizes or [None] * len(runner_inputs)
         futures = [self.pool.submit(self.measure, str(i.artifact_path), str(i.device_type),
-                                    tuple(a.as_json() for a in i.args_info), cutoff)
-                   for i, cutoff in zip(runner_inputs, cutoffs)]
+                                    {"sizes": size} if size else tuple(a.as_json() for a in i.args_info), cutoff)
+                   for i, cutoff, size in zip(runner_inputs, cutoffs, sizes)]
         return [PoolFuture(f, timeout, self.where) for f in futures]
 
     def close(self) -> None:

@@ -100,7 +100,7 @@ class TaskContext:
         if sch is None:
             sch = s.Schedule(self.workload.mod)
         self._default = trace_key(sch.trace)
-        return meta_schedule().search_strategy.MeasureCandidate(sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return measure_candidate(sch)
 
     def is_default(self, candidate: Any) -> bool:
         return self._default is not None and trace_key(candidate.sch.trace) == self._default
@@ -155,9 +155,10 @@ class TaskContext:
                        mod=mod, provider=provider)
 
     def predict(self, cost_model: Any, candidates: list[Any]) -> list[float]:
-        """Cost-model scores (higher is faster) for ranking untried candidates."""
-        if not candidates:
-            return []
+        """Cost-model scores (higher is faster) for ranking untried candidates; all equal for a
+        kernel of symbolic shape (see :func:`update_cost_model`)."""
+        if not candidates or self.workload.symbolic:
+            return [0.0] * len(candidates)
         return [float(x) for x in cost_model.predict(self.ctx, candidates)]
 
 
@@ -183,19 +184,36 @@ def realize(trace: Any, task_mod: Any, postprocs: Any, seed: int, mod: Any | Non
             sch.trace.apply_to_schedule(s.Schedule(task_mod, debug_mask=0), remove_postproc=True)
     except Exception:  # noqa: BLE001 — a trace from elsewhere that does not replay is no candidate
         return None
-    return meta_schedule().search_strategy.MeasureCandidate(
-        sch, meta_schedule().arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+    return measure_candidate(sch)
+
+
+def measure_candidate(sch: Any) -> Any:
+    """A schedule as MetaSchedule's measure candidate. A kernel of symbolic shape (a range
+    package's) has no argument info MetaSchedule can hold (its shapes are not constants): its
+    arguments are made per length from the workload's ``sizes`` when it is timed."""
+    from .tasks import is_symbolic
+
+    m = meta_schedule()
+    args = [] if is_symbolic(sch.mod) else m.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+    return m.search_strategy.MeasureCandidate(sch, args)
 
 
 def design_space_of(workload: Workload, target: Any, generic: bool = False) -> Any:
     """The design space of a task: edgetune's micro-kernel sketches where one applies (tile
     sizes and loop order sampled), MetaSchedule's post-order-apply rules otherwise (or always,
-    ``generic``)."""
+    ``generic``). A kernel of symbolic shape keeps its loops of run-time extent: MetaSchedule's
+    ``DisallowDynamicLoop`` postprocessor is left out (it exists because MetaSchedule's own
+    runners cannot make such a kernel's arguments; edgetune's make them per length)."""
     from ..schedules.dispatch import MICROKERNEL_KINDS, design_space
 
+    m = meta_schedule()
+    postprocs: Any = "from-target"
+    if workload.symbolic:
+        postprocs = [p for p in m.postproc.Postproc.create(target.kind.name)
+                     if not isinstance(p, m.postproc.DisallowDynamicLoop)]
     if not generic and target.kind.name == "llvm" and workload.kind in MICROKERNEL_KINDS:
-        return meta_schedule().space_generator.ScheduleFn(functools.partial(design_space, target=target))
-    return "post-order-apply"
+        return m.space_generator.ScheduleFn(functools.partial(design_space, target=target), postprocs=postprocs)
+    return m.space_generator.PostOrderApply(postprocs=postprocs) if workload.symbolic else "post-order-apply"
 
 
 def trace_key(trace: Any) -> str:
@@ -294,5 +312,8 @@ def make_cost_model(threads: int) -> Any:
 
 
 def update_cost_model(cost_model: Any, task: TaskContext, candidates: list[Any], results: list[Any]) -> None:
-    if candidates:
+    """Train the cost model on a measured batch. Not on kernels of symbolic shape: their
+    features count loops of unknown extent (TVM 0.27 writes inf there, and XGBoost refuses the
+    whole training set); their spaces are small (the micro-kernel sketches) and measured whole."""
+    if candidates and not task.workload.symbolic:
         cost_model.update(task.ctx, candidates, results)

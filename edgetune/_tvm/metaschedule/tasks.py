@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,13 @@ class Workload:
     signature: str = ""  # a convolution's shape, shared by its direct and Winograd variants
     variant: str = ""  # "direct" | "winograd" for convolutions that have both
     rules: str = ""  # the schedule rules that tune it (for --list-tasks)
+    # a kernel of symbolic shape (a range package's): the lengths it is timed at, each as
+    # (weight, its arguments at that length: see :func:`sized_args`); its time is the weighted mean
+    sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
+
+    @property
+    def symbolic(self) -> bool:
+        return is_symbolic(self.mod)
 
 
 def workload_hash(mod: Any) -> str:
@@ -45,10 +53,12 @@ def workload_hash(mod: Any) -> str:
     return str(tvm_ffi.structural_hash(mod))
 
 
-def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any = "auto") -> list[Workload]:
+def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any = "auto",
+                      lengths: Mapping[int, float] | None = None, length_var: str = "length") -> list[Workload]:
     """Lower and fuse ``mod`` exactly as the build will (``conv_choice``: direct or Winograd
-    kernels for 3×3 stride-1 convolutions) and list its kernels."""
-    from tvm.s_tir.analysis import estimate_tir_flops
+    kernels for 3×3 stride-1 convolutions) and list its kernels. A module of symbolic shape (a
+    range package's) has kernels of symbolic shape: each is timed at ``lengths`` (length →
+    weight; the variable ``length_var`` at that value), and its FLOPs are their weighted mean."""
 
     from ..passes import pipeline
     from ..schedules import dispatch
@@ -61,14 +71,71 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         func = tir["main"]
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             continue  # written scheduled (a recurrent loop kernel): nothing to tune
-        try:
-            flops = float(estimate_tir_flops(tir))
-        except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
-            flops = 0.0
+        sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
+        if is_symbolic(tir) and lengths:
+            at = {n: sized_args(tir, {length_var: n}) for n in lengths}
+            sizes = tuple((float(w), tuple(at[n])) for n, w in lengths.items() if at[n] is not None)
+            flops = _mean_flops(tir, lengths, length_var) if len(sizes) == len(lengths) else 0.0
+            sizes = sizes if len(sizes) == len(lengths) else ()  # a variable not the length's: not timed
+        else:
+            flops = _flops(tir)
         kind = dispatch.classify(tir) if cpu else "gpu"
         sig, variant = dispatch.conv_variant(tir) if cpu else ("", "")
         out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
-                            rule_family(tir, kind, target)))
+                            rule_family(tir, kind, target), sizes))
+    return out
+
+
+def _flops(tir: Any) -> float:
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(tir))
+    except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
+        return 0.0
+
+
+def is_symbolic(tir: Any) -> bool:
+    """Whether a kernel's arguments have a symbolic shape (it takes the length at run time)."""
+    from tvm import ir
+
+    func = tir["main"]
+    return any(isinstance(p.ty, ir.PrimType) or not all(hasattr(d, "value") for d in p.shape) for p in func.params)
+
+
+def sized_args(tir: Any, values: Mapping[str, int]) -> list[Any] | None:
+    """A symbolic kernel's arguments with its variables at ``values`` (by name), in order: a
+    tensor as ``["tensor", dtype, shape]``, a scalar parameter (the length itself) as ``["int",
+    dtype, value]`` (what :func:`~.runner.sized_arguments` allocates). None when a shape depends
+    on a variable ``values`` has no value for (it cannot be timed here)."""
+    from tvm import ir
+
+    from ..facts import value_at
+
+    out: list[Any] = []
+    for p in tir["main"].params:
+        try:
+            if isinstance(p.ty, ir.PrimType):
+                out.append(["int", str(p.ty), value_at(p, values)])
+            else:
+                out.append(["tensor", str(p.dtype), [int(d) if hasattr(d, "value") else value_at(d, values)
+                                                      for d in p.shape]])
+        except TypeError:
+            return None
+    return out
+
+
+def _mean_flops(tir: Any, lengths: Mapping[int, float], length_var: str) -> float:
+    """A symbolic kernel's FLOPs, the weighted mean over ``lengths`` (``length_var`` at each)."""
+    from tvm import ir
+
+    func = tir["main"]
+    total = sum(lengths.values()) or 1.0
+    out = 0.0
+    for n, w in lengths.items():
+        scalars = {p: n for p in func.params if isinstance(p.ty, ir.PrimType) and p.name == length_var}
+        fixed = func.specialize(scalars) if scalars else func
+        out += w * _flops(tvm().IRModule({"main": fixed})) / total
     return out
 
 
