@@ -2,6 +2,7 @@
 each length, on this host.
 
     .venv/bin/python benchmarks/ranges.py [--model minilm|speech|ocr|ocr-mobile] [--lengths ...] [--runs 30] [--rounds 3]
+                                          [--tune 10m]
 
 Models (built by the tests' generators with their length axis dynamic, as exporters write it):
 
@@ -19,6 +20,11 @@ library), the bucket one (``--buckets``, the range's default buckets; only where
 exact: ``minilm``) and, per length, a fixed-length package. Per length, all are timed through the
 loader's ``run`` (what a caller pays: the bucket package's padding and cutting back included),
 alternating for ``--rounds`` rounds of ``--runs`` calls, the best round's median kept.
+
+``--tune TIME`` also tunes the range as ``edgetune tune`` does (one network of symbolic shape,
+its kernels timed at the benchmark's lengths, weighted equally: ``--shape-weights``) for that
+long on this host, and times the symbolic package built with those records beside the others
+("tuned"): what tuning a range package buys at each length.
 
 Prints a table; writes ``benchmarks/results/ranges[-MODEL].json``. Never run it beside the tests
 or another benchmark.
@@ -155,6 +161,23 @@ def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
     print(f"wrote {out}")
 
 
+def _tuned(model: Path, ranged: dict[str, tuple[Any, ...]], lengths: list[int], budget: str, work: Path) -> Any:
+    """The symbolic range package with records of ``edgetune tune`` for ``budget`` on this host,
+    its kernels timed at ``lengths`` (equal weights; the network check as the CLI runs it)."""
+    from edgetune.package import PackageOptions, package
+    from edgetune.tuning.options import parse_duration
+    from edgetune.tuning.session import TuneOptions, tune
+
+    records = work / "records"
+    result = tune(TuneOptions(models=(model,), device="host", time_s=parse_duration(budget), records=records,
+                              input_shapes=ranged, shape_weights={n: 1.0 for n in lengths}),
+                  notice=lambda m: print(f"  tune: {m}", flush=True))
+    net = result.snapshot.networks[0]
+    print(f"  tuned {result.snapshot.spent_now} trials: estimate {net.before_ms:.3f} → {net.estimate_ms:.3f} ms "
+          f"(mean over lengths {', '.join(map(str, lengths))})", flush=True)
+    return package(PackageOptions(model=model, device="host", output=work / "tuned", input_shapes=ranged, records=records))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=sorted(MODELS), default="minilm")
@@ -162,6 +185,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--estimate", choices=("pi4", "pi5"), default="", help="a Raspberry Pi by estimate, not this host")
+    p.add_argument("--tune", default="", metavar="TIME", help="also tune the symbolic range for this long (e.g. 10m)")
     args = p.parse_args()
     make, (lo, hi), default_lengths, exact_padding = MODELS[args.model]
     lengths = [int(x) for x in (args.lengths or default_lengths).split(",")]
@@ -183,6 +207,11 @@ def main() -> None:
                                           use_records=False))
         symbolic_build_s = time.perf_counter() - start
         packages = {"symbolic": edgetune_runtime.load(symbolic.path)}
+        tune_s = None
+        if args.tune:
+            start = time.perf_counter()
+            packages["tuned"] = edgetune_runtime.load(_tuned(model, ranged, lengths, args.tune, work).path)
+            tune_s = time.perf_counter() - start
         buckets, buckets_build_s = default_buckets(lo, hi), None
         if exact_padding:
             start = time.perf_counter()
@@ -211,10 +240,13 @@ def main() -> None:
             if "buckets" in best:
                 row.update(bucket=next(b for b in buckets if b >= length), buckets_ms=best["buckets"],
                            buckets_ratio=best["buckets"] / best["fixed"])
+            if "tuned" in best:
+                row.update(tuned_ms=best["tuned"], tuned_ratio=best["tuned"] / best["fixed"])
             rows.append(row)
             print(f"length {length:4d}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
                   f"({row['symbolic_ratio']:.2f})" + (f", bucket {row['bucket']} {row['buckets_ms']:.3f} ms "
-                                                       f"({row['buckets_ratio']:.2f})" if "bucket" in row else ""),
+                                                       f"({row['buckets_ratio']:.2f})" if "bucket" in row else "")
+                  + (f", tuned symbolic {row['tuned_ms']:.3f} ms ({row['tuned_ratio']:.2f})" if "tuned" in row else ""),
                   flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = OUT if args.model == "minilm" else OUT.with_name(f"ranges-{args.model}.json")
@@ -222,12 +254,17 @@ def main() -> None:
                                "range": [lo, hi], "buckets": buckets if exact_padding else None,
                                "symbolic_build_s": round(symbolic_build_s, 1),
                                "buckets_build_s": round(buckets_build_s, 1) if buckets_build_s else None,
+                               "tune": args.tune or None, "tune_s": round(tune_s, 1) if tune_s else None,
                                "runs": args.runs, "rounds": args.rounds, "rows": rows}, indent=2))
     print(f"\n{'length':>6} {'fixed ms':>9} {'symbolic':>9} {'ratio':>6}" + (f" {'bucket':>6} {'padded':>9} {'ratio':>6}"
-                                                                             if exact_padding else ""))
+                                                                             if exact_padding else "")
+          + (f" {'tuned':>9} {'ratio':>6}" if args.tune else ""))
     for r in rows:
         print(f"{r['length']:>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f}"
-              + (f" {r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}" if "bucket" in r else ""))
+              + (f" {r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}" if "bucket" in r else "")
+              + (f" {r['tuned_ms']:>9.3f} {r['tuned_ratio']:>6.2f}" if "tuned_ms" in r else ""))
+    if tune_s:
+        print(f"tuned for {args.tune} ({tune_s:.0f} s with its package)")
     print(f"wrote {out}")
 
 

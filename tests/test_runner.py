@@ -75,3 +75,53 @@ def test_past_the_deadline_what_has_not_started_is_dropped(tmp_path):
     assert results[-1] is None and 1 <= len(measured) < 4, results
     assert all(r.run_secs and r.error_msg is None for r in measured)
     assert all(r is not None and r.run_secs for r in again)  # no deadline: every candidate
+
+
+def _symbolic_kernel(tmp_path: Path) -> tuple[str, object]:
+    """``y = x * 2 + 1`` over ``n × 256`` floats, ``n`` symbolic (a range package's kernel): its
+    library and TIR module."""
+    from tvm import te, tirx
+
+    n = tirx.Var("length", "int64")
+    x = te.placeholder((n, 256), name="x")
+    y = te.compute((n, 256), lambda i, j: x[i, j] * 2.0 + 1.0, name="y")
+    func = te.create_prim_func([x, y, n]).with_attr("global_symbol", "main")
+    mod = tvm.IRModule({"main": func})
+    lib = tvm.compile(mod, target="llvm")
+    path = tmp_path / "symbolic.so"
+    lib.export_library(str(path))
+    return str(path), mod
+
+
+def test_a_symbolic_kernel_is_timed_at_each_length_and_weighed(tmp_path):
+    """Locally and over TVM RPC (a real server on 127.0.0.1): the arguments are made at each
+    length (tensors and the length itself), the result is one weighted mean."""
+    import socket
+
+    from tvm import rpc
+
+    from edgetune._tvm.metaschedule.tasks import is_symbolic, sized_args
+
+    artifact, mod = _symbolic_kernel(tmp_path)
+    assert is_symbolic(mod)
+    small, big = sized_args(mod, {"length": 4}), sized_args(mod, {"length": 2048})
+    assert small == [["tensor", "float32", [4, 256]], ["tensor", "float32", [4, 256]], ["int", "int64", 4]]
+    assert sized_args(mod, {"other": 4}) is None
+    sizes = {"sizes": [(1.0, small), (3.0, big)]}
+    evaluator = ms.Evaluator(number=1, repeat=3, min_repeat_ms=0).config()
+    (mean,) = ms.local_measure(evaluator, artifact, "cpu", sizes)
+    (alone,) = ms.local_measure(evaluator, artifact, "cpu", {"sizes": [(1.0, small)]})
+    assert mean > alone > 0  # 3/4 of the weight on 512× the data
+    (probe,) = ms.local_measure(evaluator, artifact, "cpu", sizes, cutoff_s=1e-12)  # hopeless: one run per length
+    assert probe > 0
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = rpc.Server("127.0.0.1", port, port + 1, silent=True)
+    try:
+        endpoint = ms.RpcEndpoint("127.0.0.1", server.port)
+        (remote,) = ms.runner.rpc_measure(endpoint, evaluator, artifact, "cpu", sizes, timeout=60)
+        assert remote > 0
+    finally:
+        server.terminate()
