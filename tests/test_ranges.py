@@ -275,6 +275,10 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
         x = np.random.default_rng(length).standard_normal((1, 8, length)).astype("float32")
         (got,), want = loaded.run(input_features=x).values(), session.run(None, {"input_features": x})[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+    # records timed at other lengths do not compare: another weighting into the same records is refused
+    again = run_edgetune("tune", str(model), "--device", "host", shape, "--shape-weights", "16=1,100=3",
+                         "--records", str(records), "--trials", "4")
+    assert again.returncode != 0 and "already have records timed at --shape-weights 16=1,100=2,200=1" in again.stderr
 
 
 def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):

@@ -35,6 +35,7 @@ META = "profile.json"
 DEFAULTS = "defaults.json"  # per workload: the default schedule's measured seconds
 REJECTED = "rejected_records.json"  # record lines set aside (:meth:`RecordStore.quarantine`)
 VETOES = "network_checks.json"  # per workload: a record the network check found slower inside its network
+LENGTHS = "shape_weights.json"  # per workload of symbolic shape: the lengths (and weights) its records were timed at
 LEGACY_LOWERING = "nchw"  # what edgetune 0.1 tuned (TVM's own legalization)
 
 
@@ -209,6 +210,20 @@ class RecordStore:
         """Remember default-schedule times (seconds) by workload hash (under :meth:`lock`)."""
         if measured:
             write_atomic(self.dir / DEFAULTS, json.dumps({**self.defaults(), **measured}, indent=1))
+
+    def shape_weights(self) -> dict[str, dict[str, float]]:
+        """Per workload hash of a kernel of symbolic shape: the lengths its records were timed
+        at, ``{"LENGTH": weight}`` (a record's time is the weighted mean over them)."""
+        try:
+            found = json.loads((self.dir / LENGTHS).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+    def record_shape_weights(self, weights: dict[str, dict[str, float]]) -> None:
+        """Remember the lengths symbolic kernels are timed at (under :meth:`lock`)."""
+        if weights:
+            write_atomic(self.dir / LENGTHS, json.dumps({**self.shape_weights(), **weights}, indent=1))
 
     def vetoes(self) -> dict[str, dict[str, Any]]:
         """Per workload hash: why its best record is not applied (:mod:`.network_check`)."""

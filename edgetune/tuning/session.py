@@ -56,6 +56,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock(), contextlib.ExitStack() as stack:
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
+        _check_shape_weights(store, tasks)
         checker = stack.enter_context(NetworkChecker(opts, store, notice)) if opts.network_check else None
         t0 = time.monotonic()
         reserve = _reserve(checker, opts, notice) if checker else 0.0
@@ -71,6 +72,22 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
         # the end of this run's share of a time budget (earlier runs of the job spent the rest)
         deadline = t0 + opts.time_s - loop.seconds_before if opts.time_s is not None else None
         return replace(result, checks=tuple(checker.run(deadline)))
+
+
+def _check_shape_weights(store: RecordStore, tasks: TaskSet) -> None:
+    """Kernels of symbolic shape are timed at a range's weighted lengths: their records compare
+    only at the same ones. Refuses tuning them at other lengths into records timed at others;
+    else remembers the lengths (under the store's lock)."""
+    known, stats = store.shape_weights(), store.stats()
+    wanted = {t.shash: {str(n): w for n, w in t.workload.lengths} for t in tasks.tasks if t.workload.lengths}
+    clash = [t for t in tasks.tasks if t.shash in wanted and t.shash in stats and known.get(t.shash) != wanted[t.shash]]
+    if clash:
+        had = known.get(clash[0].shash)
+        said = ",".join(f"{n}={w:g}" for n, w in had.items()) if had else "one length (a fixed-shape build)"
+        raise UsageError(f"{clash[0].name} and {len(clash) - 1} other kernel(s) already have records timed at "
+                         f"--shape-weights {said}: times at other lengths do not compare with them",
+                         "tune with the same --shape-weights, or into another --records directory")
+    store.record_shape_weights({h: w for h, w in wanted.items() if known.get(h) != w})
 
 
 def _reserve(checker: NetworkChecker, opts: TuneOptions, notice: Notice) -> float:

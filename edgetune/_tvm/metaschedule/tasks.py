@@ -40,6 +40,7 @@ class Workload:
     # a kernel of symbolic shape (a range package's): the lengths it is timed at, each as
     # (weight, its arguments at that length: see :func:`sized_args`); its time is the weighted mean
     sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
+    lengths: tuple[tuple[int, float], ...] = ()  # (length, weight) of each of ``sizes``
 
     @property
     def symbolic(self) -> bool:
@@ -72,17 +73,19 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             continue  # written scheduled (a recurrent loop kernel): nothing to tune
         sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
+        timed: tuple[tuple[int, float], ...] = ()
         if is_symbolic(tir) and lengths:
             at = {n: sized_args(tir, {length_var: n}) for n in lengths}
-            sizes = tuple((float(w), tuple(at[n])) for n, w in lengths.items() if at[n] is not None)
-            flops = _mean_flops(tir, lengths, length_var) if len(sizes) == len(lengths) else 0.0
-            sizes = sizes if len(sizes) == len(lengths) else ()  # a variable not the length's: not timed
+            if all(a is not None for a in at.values()):  # (else a variable not the length's: not timed)
+                sizes = tuple((float(w), tuple(at[n])) for n, w in lengths.items())  # type: ignore[arg-type]
+                timed = tuple((int(n), float(w)) for n, w in lengths.items())
+            flops = _mean_flops(tir, lengths, length_var) if sizes else 0.0
         else:
             flops = _flops(tir)
         kind = dispatch.classify(tir) if cpu else "gpu"
         sig, variant = dispatch.conv_variant(tir) if cpu else ("", "")
         out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
-                            rule_family(tir, kind, target), sizes))
+                            rule_family(tir, kind, target), sizes, timed))
     return out
 
 
