@@ -279,6 +279,16 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
     again = run_edgetune("tune", str(model), "--device", "host", shape, "--shape-weights", "16=1,100=3",
                          "--records", str(records), "--trials", "4")
     assert again.returncode != 0 and "already have records timed at --shape-weights 16=1,100=2,200=1" in again.stderr
+    # the lengths travel with exported records, and an import never mixes two weightings
+    from edgetune.tuning.records import LENGTHS, RecordStore
+
+    archive = RecordStore(records, "host").export(tmp_path / "records.tar.gz")
+    fresh = RecordStore(tmp_path / "fresh", "host")
+    assert fresh.import_(archive)[1] > 0 and fresh.shape_weights() == RecordStore(records, "host").shape_weights()
+    other = json.loads((fresh.dir / LENGTHS).read_text())
+    (fresh.dir / LENGTHS).write_text(json.dumps({h: {"64": 1.0} for h in other}))
+    with pytest.raises(UsageError, match="at other lengths than the records here"):
+        fresh.import_(archive)
 
 
 def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):

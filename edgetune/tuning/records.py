@@ -300,7 +300,7 @@ class RecordStore:
     def export(self, archive: Path) -> Path:
         """Write the records (and the profile they are for) into a ``.tar.gz``."""
         with self.snapshot() as snap, tarfile.open(archive, "w:gz") as tar:
-            for name in (META, DEFAULTS, WORKLOADS, RECORDS):
+            for name in (META, DEFAULTS, WORKLOADS, RECORDS, LENGTHS):
                 if (snap / name).is_file():
                     tar.add(snap / name, arcname=name)
         return archive
@@ -319,6 +319,7 @@ class RecordStore:
             raise UsageError(f"{archive} holds records for profile '{meta.get('profile')}', not '{self.profile}'",
                              f"import it with --device {meta.get('profile')}")
         _replay(archive, theirs, rows, self.profile)  # every schedule re-derived before anything is written
+        lengths = self._their_lengths(archive, files, {h for h, _ir in theirs})
         existing = self.dir / META
         target = json.loads(existing.read_text()).get("target", {}) if existing.is_file() else meta.get("target", {})
         if meta.get("target") not in (None, target):
@@ -342,7 +343,29 @@ class RecordStore:
         _append(self.dir / WORKLOADS, new_workloads)
         _append(self.dir / RECORDS, new_records)
         self.record_defaults({k: v for k, v in theirs_defaults.items() if k not in self.defaults()})
+        self.record_shape_weights(lengths)
         return len(new_workloads), len(new_records)
+
+    def _their_lengths(self, archive: Path, files: dict[str, bytes], theirs: set[str]) -> dict[str, dict[str, float]]:
+        """The archive's lengths of symbolic kernels (:meth:`shape_weights`), checked: UsageError
+        where a kernel has records here timed at other lengths (their times would not compare)."""
+        try:
+            found = json.loads(files.get(LENGTHS, b"{}") or b"{}")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            found = None
+        if not (isinstance(found, dict) and all(
+                k in theirs and isinstance(v, dict) and v and all(
+                    n.isdigit() and isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for n, w in v.items())
+                for k, v in found.items())):
+            raise UsageError(f"records archive {archive.name} is refused: its {LENGTHS} is not lengths and weights of "
+                             "its workloads", "import only archives written by `edgetune records export`")
+        ours, stats = self.shape_weights(), self.stats()
+        clash = sorted(h for h, v in found.items() if h in stats and ours.get(h) != v)
+        if clash:
+            raise UsageError(f"records archive {archive.name} times {len(clash)} kernel(s) of symbolic shape at other "
+                             "lengths than the records here: their times do not compare",
+                             "import it into another records directory (--records)")
+        return {str(k): {str(n): float(w) for n, w in v.items()} for k, v in found.items()}
 
 
 def _record_key(idx: int, rec: Any) -> str:
@@ -362,7 +385,7 @@ def _read_archive(archive: Path) -> dict[str, bytes]:
         with tarfile.open(archive, "r:*") as tar:
             out = {}
             for member in tar.getmembers():
-                if member.isfile() and member.name in (META, DEFAULTS, WORKLOADS, RECORDS):
+                if member.isfile() and member.name in (META, DEFAULTS, WORKLOADS, RECORDS, LENGTHS):
                     out[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
             return out
     except (OSError, tarfile.TarError) as err:
