@@ -281,7 +281,7 @@ class RecordStore:
                 kept = [line for line in kept if hashes[json.loads(line)[0]] not in leave_out]
             (Path(tmp) / WORKLOADS).write_bytes(workloads)
             (Path(tmp) / RECORDS).write_bytes(b"".join(kept))
-            for name in (META, DEFAULTS):
+            for name in (META, DEFAULTS, LENGTHS):
                 if (self.dir / name).is_file():
                     shutil.copy(self.dir / name, Path(tmp) / name)
             yield Path(tmp)
