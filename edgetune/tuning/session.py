@@ -52,6 +52,10 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
     tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
                            opts.shape_weights)
+    if tasks.target.kind.name != "llvm" and any(t.workload.symbolic for t in tasks.tasks):
+        raise UsageError(f"tuning a range of lengths as one symbolic-shape library is built for CPUs, not for "
+                         f"{profile.name}'s GPU (MetaSchedule's GPU search needs constant shapes)",
+                         "tune the range's buckets: add --buckets 64,128,256 (and package with the same --buckets)")
     opts = _time_baselines(opts, profile, tasks, notice)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     with store.lock(), contextlib.ExitStack() as stack:
