@@ -224,7 +224,8 @@ class TuneLoop:
     def _warm_cost_model(self, per_task: int = 64) -> None:
         """On a resumed or shared database, train the cost model on the records first, so the
         search does not start blind."""
-        with_records = [i for i, t in enumerate(self.scheduler.tasks) if t.best is not None and t.trials > 1]
+        with_records = [i for i, t in enumerate(self.scheduler.tasks) if t.best is not None and t.trials > 1
+                        and not self.taskset.tasks[i].workload.symbolic]  # (no cost model there: update_cost_model)
         if not with_records:
             return
         self.notice(f"training the cost model on the records of {len(with_records)} task(s)")
@@ -432,8 +433,8 @@ class TuneLoop:
         if self.enumerated[i] is not None:
             return "enumerated", self._next_enumerated(i, ctx)
         if self.taskset.tasks[i].workload.symbolic:
-            raise _NotSearchableError("a kernel of symbolic shape is tuned only where its design space is small enough to "
-                                 "measure whole (edgetune's micro-kernel sketches)")
+            raise _NotSearchableError("a kernel of symbolic shape is tuned only where its design space is small "
+                                      "enough to measure whole (edgetune's micro-kernel sketches)")
         if self._use_droplet(i):
             batch = self._droplet(i, ctx)
             if batch:
