@@ -333,8 +333,9 @@ class TuneLoop:
                             "until that clears")
 
     def _choose_variants(self) -> None:
-        """Convolutions with a direct and a Winograd variant: keep tuning the faster (by what was
-        measured so far; Winograd until both are); the other stops drawing trials and leaves the
+        """Kernels with variants (a convolution's direct and Winograd kernels, a symbolic
+        kernel's register-tile heights): keep tuning the fastest (by what was measured so far;
+        the untuned build's until all are); the others stop drawing trials and leave the
         networks' latency estimates."""
         from .tasks import choose_variants
 
@@ -342,7 +343,8 @@ class TuneLoop:
         if not alternatives:
             return
         rows = [t.to_json() | {"signature": task.workload.signature, "variant": task.workload.variant,
-                               "calls": sum(task.calls)} for t, task in zip(self.snapshot().tasks, self.taskset.tasks)]
+                               "default_variant": task.workload.default_variant, "calls": sum(task.calls)}
+                for t, task in zip(self.snapshot().tasks, self.taskset.tasks)]
         self.choice = choose_variants(rows, self.taskset.default_variant)
         objective = self.scheduler.objective
         objective.networks = [Network(n.name, self.taskset.network_tasks(j, self.choice), n.weight, n.target_s)
@@ -352,10 +354,10 @@ class TuneLoop:
             for variant, indices in variants.items():
                 for i in indices:
                     state = self.scheduler.tasks[i]
+                    if state.stopped.startswith("its ") and state.stopped.endswith(" variant is faster"):
+                        state.stopped = ""  # (the choice may have changed since)
                     if variant != chosen:
                         state.stop(f"its {chosen} variant is faster")
-                    elif state.stopped.startswith("its "):
-                        state.stopped = ""
 
     def _default_batches(self) -> Iterator[Batch]:
         """The first round: every task without records measured at its default schedule,

@@ -3,6 +3,7 @@ counted in every network that calls it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,20 +39,21 @@ class TaskSet:
     default_variant: str = "winograd"  # what an untuned build uses for an unmeasured 3×3 convolution
 
     def network_tasks(self, j: int, choice: Mapping[str, str] | None = None) -> dict[int, int]:
-        """Task index → calls per inference, for network j, with each convolution that has a
-        direct and a Winograd variant counted as ``choice`` says (else the target's default)."""
+        """Task index → calls per inference, for network j, with each kernel that has variants (a
+        convolution's direct and Winograd kernels, a symbolic kernel's register-tile heights)
+        counted as ``choice`` says (else the untuned build's)."""
         alternatives = self.alternatives()
         out = {}
         for i, t in enumerate(self.tasks):
             sig, variant = t.workload.signature, t.workload.variant
-            if sig in alternatives and variant != (choice or {}).get(sig, self.default_variant):
+            if sig in alternatives and variant != (choice or {}).get(sig, t.workload.default_variant or self.default_variant):
                 continue
             if t.calls[j]:
                 out[i] = t.calls[j]
         return out
 
     def alternatives(self) -> dict[str, dict[str, list[int]]]:
-        """Convolution signature → variant → task indices, for convolutions with both variants."""
+        """Signature → variant → task indices, for kernels with several variants."""
         found: dict[str, dict[str, list[int]]] = {}
         for i, t in enumerate(self.tasks):
             if t.workload.signature:
@@ -68,6 +70,7 @@ class TaskSet:
             out.append({"task": t.name, "kind": t.workload.kind, "rules": rules, "workload": t.shash,
                         "flops": t.flops,
                         "signature": t.workload.signature, "variant": t.workload.variant,
+                        "default_variant": t.workload.default_variant,
                         "weight": dict(zip(self.networks, t.calls)), "calls": sum(t.calls),
                         "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
                         "best_ms": s.best_ms if s else None})
@@ -164,19 +167,31 @@ def model_workloads(model: ImportedModel, target: Any, lowering_key: str,
     if lowering_key == "nchw" or not any(wl.signature for wl in direct):
         return direct
     known = {wl.shash for wl in direct}
-    winograd = [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd", lengths, LENGTH)
+    out = direct
+    if any(wl.variant in ("direct", "winograd") for wl in direct):
+        out += [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd", lengths, LENGTH)
                 if wl.variant == "winograd" and wl.shash not in known]
-    return direct + winograd
+    if any(wl.variant.startswith("rows") for wl in direct):  # a symbolic model: each register-tile height
+        for height in ms.ROW_HEIGHTS:
+            found = ms.extract_workloads(model.mod, target, lowering_key, {ms.ROWS: str(height)}, lengths, LENGTH)
+            new = [dataclasses.replace(wl, name=f"{wl.name}@{wl.variant}") for wl in found
+                   if wl.variant.startswith("rows") and wl.shash not in known]
+            known |= {wl.shash for wl in new}
+            out += new
+    return out
 
 
 def choose_variants(rows: Sequence[Mapping[str, Any]], default: str) -> dict[str, str]:
-    """Per convolution signature with both variants, the faster by what was measured: Σ calls ×
-    best time (the default schedule's time where no search ran); ``default`` (the target's, see
-    :attr:`TaskSet.default_variant`) where a variant is unmeasured."""
+    """Per signature with several variants, the fastest by what was measured: Σ calls × best
+    time (the default schedule's time where no search ran); where a variant is unmeasured, the
+    untuned build's (a row's ``default_variant``, else ``default``: the target's convolution
+    variant, see :attr:`TaskSet.default_variant`)."""
     totals: dict[str, dict[str, float | None]] = {}
+    untuned: dict[str, str] = {}
     for r in rows:
         if not r.get("signature"):
             continue
+        untuned[r["signature"]] = r.get("default_variant") or default
         ms = r["best_ms"] if r.get("best_ms") is not None else r.get("default_ms")
         per = totals.setdefault(r["signature"], {})
         current = per.get(r["variant"], 0.0)
@@ -186,7 +201,7 @@ def choose_variants(rows: Sequence[Mapping[str, Any]], default: str) -> dict[str
         if len(per) > 1 and all(v is not None for v in per.values()):
             choice[sig] = min(per, key=lambda v: per[v])  # type: ignore[arg-type,return-value]
         elif len(per) > 1:
-            choice[sig] = default
+            choice[sig] = untuned[sig]
     return choice
 
 
@@ -208,7 +223,7 @@ def task_rows(model: ImportedModel, profile: Profile, stats: Mapping[str, Any], 
     for wl in model_workloads(model, target, lowering_key):
         s = stats.get(wl.shash)
         rows.append({"task": wl.name, "kind": wl.kind, "workload": wl.shash, "calls": wl.weight, "flops": wl.flops,
-                     "signature": wl.signature, "variant": wl.variant,
+                     "signature": wl.signature, "variant": wl.variant, "default_variant": wl.default_variant,
                      "trials": s.trials if s else 0, "default_ms": s.default_ms if s else None,
                      "best_ms": s.best_ms if s else None})
     return rows

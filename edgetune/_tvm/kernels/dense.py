@@ -30,7 +30,8 @@ def dims(shape: Any) -> list[Any]:
     return [int(x) if hasattr(x, "value") or isinstance(x, int) else x for x in shape]
 
 
-def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_tile: int = 0) -> Any:
+def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_tile: int = 0,
+                 rows: tuple[str, int] = ("", 0)) -> Any:
     """``data[..., K] @ W[K, N]`` with W packed as [Np/NB, K, NB] (N padded to a multiple of NB).
 
     With ``rows_to`` (> the rows of ``data``) the rows are flattened and computed as ``rows_to``
@@ -38,18 +39,18 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     register tile: 197 tokens as 198 measured 4× faster than 197 rows one at a time); the
     crop drops them. Rows of a symbolic count (a package for a range of lengths) are computed
     the same way, rounded up to a multiple of ``row_tile`` (recorded on the kernel for its
-    schedule)."""
+    schedule, with ``rows``: the kernel's signature and default height, :func:`row_variant`)."""
     from tvm import te, tirx
 
     nbo, k, nb = (int(x) for x in weights.shape)
     lead = dims(data.shape[:-1])
     rk = te.reduce_axis((0, k), "rk")
     attrs: dict[str, Any] = {"edgetune.kernel": "dense_packed"}
-    rows = math.prod(lead)
-    if not isinstance(rows, int):
-        rows_to = row_tile * tirx.ceildiv(rows, row_tile)
-        attrs["edgetune.row_tile"] = row_tile
-    elif rows_to <= rows:
+    count = math.prod(lead)
+    if not isinstance(count, int):
+        rows_to = row_tile * tirx.ceildiv(count, row_tile)
+        attrs.update(row_variant(row_tile, rows))
+    elif rows_to <= count:
 
         def value(*idx: Any) -> Any:
             *at, j = idx
@@ -59,7 +60,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
         return crop(out, features)
 
     def padded(i: Any, j: Any) -> Any:
-        at = _unravel(tirx.min(i, rows - 1), lead)
+        at = _unravel(tirx.min(i, count - 1), lead)
         return te.sum(data[(*at, rk)] * weights[j // nb, rk, j % nb], axis=[rk])
 
     out = te.compute((rows_to, nbo * nb), padded, name="dense_packed", attrs=attrs)
@@ -74,13 +75,25 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     return te.compute((*lead, features), cropped, name="crop")
 
 
-def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0) -> Any:
+def row_variant(row_tile: int, rows: tuple[str, int]) -> dict[str, Any]:
+    """The annotations of a kernel over a symbolic row count: its register-tile height and, for
+    tuning, which kernel it is (``rows[0]``: a signature shared by its variants of other
+    heights) and the height an untuned build gives it (``rows[1]``). The height is part of the
+    kernel (its rows are padded to whole tiles), so tuning measures each as a variant of the
+    signature, as a convolution's direct and Winograd kernels."""
+    out: dict[str, Any] = {"edgetune.row_tile": row_tile}
+    if rows[0]:
+        out.update({"edgetune.rows": rows[0], "edgetune.rows_default": rows[1]})
+    return out
+
+
+def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0, rows: tuple[str, int] = ("", 0)) -> Any:
     """``a[..., M, K] @ b[..., K, N]`` of two computed tensors (attention's Q·Kᵀ and P·V), batch
     axes broadcast as ONNX MatMul does: ``b`` packed in the kernel as [..., Np/NB, K, NB] (the
     columns past N repeat the last one; a pass of its own), then the dense micro-kernel over
     ``rows_to`` ≥ M rows (past M: the last row again), cropped to [..., M, N]. M, K and N may be
     symbolic (a range of lengths): then the rows are whole tiles of ``row_tile`` (recorded on
-    the kernel for its schedule)."""
+    the kernel for its schedule, with ``rows``: :func:`row_variant`)."""
     from tvm import te, tirx
 
     *abatch, m, k = dims(a.shape)
@@ -95,7 +108,7 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0) -> A
     symbolic_rows = not isinstance(m, int)
     if symbolic_rows:
         rows_to = row_tile * tirx.ceildiv(m, row_tile)
-        attrs["edgetune.row_tile"] = row_tile
+        attrs.update(row_variant(row_tile, rows))
 
     def pick(dims_: list[int], idx: list[Any], lead: int) -> list[Any]:
         picked = [0 if d == 1 else i for d, i in zip(dims_, idx)]

@@ -4,6 +4,7 @@ builder and runners that compile and time candidates (:mod:`.builder`, :mod:`.ru
 worker pools of :mod:`.pool`). ``edgetune.tuning`` reads this package as ``ms``."""
 
 from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE
+from ..passes.legalize import ROW_HEIGHTS, ROWS
 from .base import meta_schedule
 from .builder import (
     TIMING_FILE,
@@ -54,7 +55,7 @@ from .search import (
 from .tasks import Workload, extract_workloads, kernel_workloads, workload_hash
 
 __all__ = [
-    "FAILED_RUN_SECS", "RECORDS_FILE", "TIMING_FILE", "WORKLOADS_FILE", "Evaluator", "PoolRunner", "PooledBuilder",
+    "FAILED_RUN_SECS", "RECORDS_FILE", "ROWS", "ROW_HEIGHTS", "TIMING_FILE", "WORKLOADS_FILE", "Evaluator", "PoolRunner", "PooledBuilder",
     "RpcEndpoint", "SearchConfig", "TaskContext", "Workload", "annotation_keys", "apply_records", "artifact_timing",
     "build_candidate", "builder_input", "collect", "commit", "compile_with_records", "decisions", "design_space_of",
     "extract_workloads", "fit_decisions", "gensor_search", "kernel_workloads", "local_measure", "local_runner", "make_builder", "make_cost_model", "mean_secs",

@@ -35,12 +35,13 @@ class Workload:
     mod: Any  # the TIR IRModule MetaSchedule tunes
     kind: str = "naive"  # what the default schedule treats it as (conv2d, depthwise, dense, …)
     signature: str = ""  # a convolution's shape, shared by its direct and Winograd variants
-    variant: str = ""  # "direct" | "winograd" for convolutions that have both
+    variant: str = ""  # "direct" | "winograd" for convolutions; "rows6" for symbolic rows (:func:`..dispatch.conv_variant`)
     rules: str = ""  # the schedule rules that tune it (for --list-tasks)
     # a kernel of symbolic shape (a range package's): the lengths it is timed at, each as
     # (weight, its arguments at that length: see :func:`sized_args`); its time is the weighted mean
     sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
     lengths: tuple[tuple[int, float], ...] = ()  # (length, weight) of each of ``sizes``
+    default_variant: str = ""  # the variant an untuned build uses ("": the target's convolution default)
 
     @property
     def symbolic(self) -> bool:
@@ -83,9 +84,9 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         else:
             flops = _flops(tir)
         kind = dispatch.classify(tir) if cpu else "gpu"
-        sig, variant = dispatch.conv_variant(tir) if cpu else ("", "")
+        sig, variant, default = dispatch.conv_variant(tir) if cpu else ("", "", "")
         out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
-                            rule_family(tir, kind, target), sizes, timed))
+                            rule_family(tir, kind, target), sizes, timed, default))
     return out
 
 

@@ -87,7 +87,7 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     default, min_channels = default_conv_variant(target), default_min_channels(target)
     custom: dict[str, Callable[[Any, Any], Any]] = {op: _legalize_fast(fn) for op, fn in _FAST_MATH.items()}
     custom["relax.nn.conv2d"] = lambda bb, call: _legalize_conv2d(bb, call, cpu, choice, default, min_channels)
-    custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu)
+    custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu, choice)
     custom["relax.nn.softmax"] = lambda bb, call: _legalize_softmax(bb, call, cpu)
     custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
     return custom
@@ -159,14 +159,33 @@ def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu
     return _default_legalize(bb, call)
 
 
-def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+ROWS = "rows"  # a key of a ConvChoice mapping: one register-tile height for every kernel over symbolic rows
+ROW_HEIGHTS = (2, 4, 6, 8)  # the heights tuning measures beside the default (those a kernel's registers hold)
+
+
+def row_height(sig: str, vectors: int, cpu: CpuFacts, choice: ConvChoice) -> tuple[int, tuple[str, int]]:
+    """The register-tile height of a dense / matmul kernel over a symbolic row count (a range of
+    lengths) and its ``rows`` annotation (:func:`..kernels.dense.row_variant`): the default,
+    :func:`best_rows`, unless ``choice`` names one for the kernel's signature (``"rows6"``: what
+    tuning measured fastest at the lengths it weighed) or for every kernel (``ROWS``: how
+    tuning's extraction makes the variants); a height the registers cannot hold is the default."""
+    default = best_rows(vectors, cpu)
+    wanted = (choice.get(sig) or choice.get(ROWS)) if isinstance(choice, Mapping) else None
+    height = default
+    if wanted is not None and str(wanted).removeprefix("rows").isdigit():
+        height = int(str(wanted).removeprefix("rows"))
+        height = height if 1 <= height <= max_rows(vectors, cpu) else default
+    return height, (sig, default)
+
+
+def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice = "auto") -> Any:
     from tvm import relax
 
     weights = const_array(call.args[1])
     x = call.args[0]
     floats = all(str(t.ty.dtype) == "float32" for t in (x, call.args[1], call))
     if weights is None:
-        return _legalize_matmul_computed(bb, call, cpu) if floats else _default_legalize(bb, call)
+        return _legalize_matmul_computed(bb, call, cpu, choice) if floats else _default_legalize(bb, call)
     if weights.ndim != 2 or rank(x) < 2 or not floats:
         return _default_legalize(bb, call)
     k, n = weights.shape
@@ -174,16 +193,16 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts) -> Any:
     packed = pad_axis(weights, 1, nb).reshape(k, -1, nb).transpose(1, 0, 2).copy()
     shape = static_shape(x)
     vectors = -(-nb // cpu.lanes)
-    if shape is None:  # symbolic rows (a range of lengths): tiles of the best height, the last one padded
-        return bb.call_te(dense_packed, x, relax.const(packed), n, 0, best_rows(vectors, cpu),
-                          primfunc_name_hint="dense")
+    if shape is None:  # symbolic rows (a range of lengths): whole tiles, the last one padded
+        height, rows = row_height(f"rows dense {k}x{n}", vectors, cpu, choice)
+        return bb.call_te(dense_packed, x, relax.const(packed), n, 0, height, rows, primfunc_name_hint="dense")
     rows = int(np.prod(shape[:-1]))
     rows_to = padded_rows(rows, vectors, cpu)
     return bb.call_te(dense_packed, x, relax.const(packed), n, rows_to if rows_to > rows else 0,
                       primfunc_name_hint="dense")
 
 
-def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice = "auto") -> Any:
     """A matmul of two computed tensors (attention's Q·Kᵀ and P·V) on the dense micro-kernel,
     its right operand packed in the kernel."""
     a, b = call.args
@@ -199,7 +218,12 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts) -> Any:
         return _default_legalize(bb, call)
     n = values[1][-1]
     nb = dense_block(int(n.value), cpu) if hasattr(n, "value") else 2 * cpu.lanes  # short rows waste less
-    return bb.call_te(matmul_packed, a, b, nb, 0, best_rows(-(-nb // cpu.lanes), cpu), primfunc_name_hint="matmul")
+    def text(d: Any) -> str:
+        return str(int(d.value)) if hasattr(d, "value") else str(d)
+
+    sig = f"rows matmul {'x'.join(text(d) for d in values[0][:-2])} {text(values[0][-1])}x{text(n)}"
+    height, rows = row_height(sig, -(-nb // cpu.lanes), cpu, choice)
+    return bb.call_te(matmul_packed, a, b, nb, 0, height, rows, primfunc_name_hint="matmul")
 
 
 def _last_axis(call: Any, axes: list[int]) -> bool:

@@ -45,16 +45,23 @@ def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
     return None
 
 
-def conv_variant(func: Any) -> tuple[str, str]:
-    """(convolution signature, "direct" | "winograd") of a conv kernel; ("", "") otherwise."""
+def conv_variant(func: Any) -> tuple[str, str, str]:
+    """A kernel that has variants (tuning measures each, the build takes the faster): (its
+    signature, this variant, the variant an untuned build uses — "" for the target's default).
+    A convolution's are "direct" and "winograd"; a dense / matmul kernel over a symbolic row
+    count (a range of lengths) has one per register-tile height, "rows6" (its default height in
+    its annotations). ("", "", "") for any other kernel."""
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
     for block in child_blocks(sch):
         ann = sch.get(block).annotations
         if "edgetune.conv" in ann and str(ann["edgetune.conv"]):
-            return str(ann["edgetune.conv"]), "winograd" if kernel_of(sch, block) == "winograd_gemm" else "direct"
-    return "", ""
+            return str(ann["edgetune.conv"]), "winograd" if kernel_of(sch, block) == "winograd_gemm" else "direct", ""
+        if "edgetune.rows" in ann:
+            return (str(ann["edgetune.rows"]), f"rows{int(ann['edgetune.row_tile'])}",
+                    f"rows{int(ann['edgetune.rows_default'])}")
+    return "", "", ""
 
 
 def dot_family_of(func: Any) -> str | None:
