@@ -45,6 +45,12 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
             sch.vectorize(lane)  # (before the init is split off: TVM vectorizes reductions, not their updates)
             init = sch.decompose_reduction(block, o)
             sch.vectorize(sch.get_loops(init)[-1])
+        elif is_reduction(sch, block) and len(loops) > 1:
+            # A row total over the tail past the last whole vector (symbolic rows): its identity
+            # set before the loop. Left in the loop, TVM sets it on the first iteration only, and
+            # a row whose length is a multiple of the lanes (an empty tail) read the total
+            # uninitialized: NaN or garbage in the softmax of 16 / 32 tokens on AVX-512.
+            sch.decompose_reduction(block, loops[1])
         elif not is_reduction(sch, block) and len(loops) > 1:
             _vectorize_row(sch, loops[-1], cpu)
 
