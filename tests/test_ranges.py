@@ -260,6 +260,10 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
     assert [n["name"] for n in summary["networks"]] == ["speech"] and summary["failed_candidates"] == 0, summary
     rows = {t["name"]: t for t in summary["tasks"]}
     assert rows["matmul"]["trials"] > 1 and rows["matmul"]["best_ms"] > 0, rows["matmul"]
+    # each symbolic dense / matmul kernel at several register-tile heights; all but the fastest stop
+    heights = [t for name, t in rows.items() if "@rows" in name]
+    assert heights and all(t["trials"] >= 1 for t in heights), heights
+    assert any(t["status"].endswith(" variant is faster") for t in rows.values())
     check, = summary["network_checks"]  # (timed at the range's lengths; a kernel's verdict by its mean)
     assert check["error"] is None and check["default_ms"] > 0 and check["kernels"], check
     kept = {k["workload"] for k in check["kernels"] if k["kept"]}  # (on a busy host the check may veto them all)
@@ -269,6 +273,9 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
     assert m["range"]["symbolic"] and m["verification"]["status"] == "passed", m
     tuned = (m["tuning"] or {}).get("tuned_tasks", 0)
     assert (tuned >= len(kept) > 0 or tuned == len(kept) == 0) and m["range"]["per_bucket"]["200"]["tuning"] == tuned
+    if tuned:  # the heights the records chose, by signature, are what the library was built with
+        variants = m["tuning"]["variants"]
+        assert variants and all(k.startswith("rows ") and v.startswith("rows") for k, v in variants.items()), variants
     assert {k["workload"] for k in m["kernels"].values() if k["tuned"]} >= kept
     loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
     for length in (8, 33, 200):
@@ -312,6 +319,21 @@ def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):
         networks_of([model], {"input_features": (1, 8, 100)}, shape_weights={100: 1.0})
 
 
+def test_a_symbolic_kernels_register_tile_height_is_the_default_unless_a_choice_names_one():
+    from edgetune import _tvm
+    from edgetune._tvm.kernels.cpu import CpuFacts, best_rows, max_rows
+    from edgetune._tvm.passes.legalize import ROWS, row_height
+    from edgetune.devices import resolve_device
+
+    cpu = CpuFacts.of(_tvm.make_target(resolve_device("pi5").target_spec()))
+    default, limit = best_rows(2, cpu), max_rows(2, cpu)
+    assert row_height("rows dense 32x32", 2, cpu, "auto") == (default, ("rows dense 32x32", default))
+    assert row_height("rows dense 32x32", 2, cpu, {"rows dense 32x32": "rows4"})[0] == 4
+    assert row_height("rows dense 32x32", 2, cpu, {"rows dense 64x64": "rows4"})[0] == default
+    assert row_height("rows dense 32x32", 2, cpu, {ROWS: "2"})[0] == 2  # (tuning's extraction: every kernel)
+    assert row_height("rows dense 32x32", 2, cpu, {ROWS: str(limit + 1)})[0] == default  # more than registers hold
+
+
 def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):
     from edgetune import _tvm
     from edgetune.devices import resolve_device
@@ -320,9 +342,12 @@ def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):
     model = import_model(_speech_encoder(tmp_path), {"input_features": (1, 8, (8, 200))})
     target = _tvm.make_target(resolve_device("host").target_spec())
     wls = model_workloads(model, target, _tvm.lowering_for(target, "auto").key, {16: 1.0, 100: 3.0})
-    by_kind = {w.kind: w for w in wls}
+    by_kind = {w.kind: w for w in wls if "@rows" not in w.name}  # (the default heights)
     dense = by_kind["dense"]
-    assert dense.symbolic and [w for w, _a in dense.sizes] == [1.0, 3.0]
+    assert dense.symbolic and [w for w, _a in dense.sizes] == [1.0, 3.0] and dense.lengths == ((16, 1.0), (100, 3.0))
+    assert dense.variant == dense.default_variant and dense.signature.startswith("rows dense ")
+    others = [w for w in wls if w.signature == dense.signature and w.variant != dense.variant]
+    assert others and all(w.name.endswith(f"@{w.variant}") and w.default_variant == dense.variant for w in others)
     (_w, at16), (_w2, at100) = dense.sizes
     tensors16 = [a for a in at16 if a[0] == "tensor"]
     assert tensors16[0][2][1] == 8 and [a for a in at100 if a[0] == "tensor"][0][2][1] == 50  # frames / 2
@@ -330,6 +355,26 @@ def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):
     fixed = model_workloads(import_model(_speech_encoder(tmp_path), {"input_features": (1, 8, 100)}), target,
                             _tvm.lowering_for(target, "auto").key)
     assert not any(w.symbolic or w.sizes for w in fixed)
+
+
+def test_a_symbolic_softmax_sets_its_row_totals_before_their_loops(tmp_path):
+    """A row whose length is a multiple of the vector lanes has an empty tail: the tail's total
+    must be its identity, not whatever the scratch held (NaN in a speech encoder's attention at
+    31 and 63 frames — 16 and 32 scores a row — on AVX-512, one run in three)."""
+    from edgetune import _tvm
+    from edgetune._tvm.schedules.dispatch import default_schedule
+    from edgetune.devices import resolve_device
+    from edgetune.tuning.tasks import model_workloads
+
+    for device in ("host", "pi5"):
+        target = _tvm.make_target(resolve_device(device).target_spec())
+        model = import_model(_speech_encoder(tmp_path), {"input_features": (1, 8, (8, 200))})
+        softmax, = [w for w in model_workloads(model, target, _tvm.lowering_for(target, "auto").key)
+                    if w.kind == "softmax"]
+        sch = default_schedule(softmax.mod, target).sch
+        script = sch.mod.script()
+        for total in ("softmax_max_tail", "softmax_sum_tail"):
+            assert f'T.sblock("{total}_init")' in script, (device, total)
 
 
 def test_inspect_reports_a_range_at_its_longest_and_how_it_is_built(encoder):

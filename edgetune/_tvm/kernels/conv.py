@@ -59,13 +59,13 @@ def crop(out: Any, channels: int) -> Any:
 
 def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
-                       out_dtype: str = "float32", row_tile: int = 0) -> Any:
+                       out_dtype: str = "float32", row_tile: int = 0, rows: tuple[str, int] = ("", 0)) -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
     output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
     ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
     dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``.
     A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels and
-    cropped (:func:`_tiled_width`)."""
+    cropped (:func:`_tiled_width`; ``rows``: :func:`.dense.row_variant`)."""
     from tvm import te
 
     from .dense import dims
@@ -78,7 +78,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     src = pad_nhwc(data, padding, fill, str(weights.dtype))
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
     attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature}
-    width, pixel = _tiled_width(ow, row_tile, attrs)
+    width, pixel = _tiled_width(ow, row_tile, attrs, rows)
 
     def value(b: Any, y: Any, x: Any, o: Any) -> Any:
         x = pixel(x)
@@ -89,16 +89,18 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     return _cast(_plus_channels(crop(_crop_width(out, (n, oh, ow, out_channels)), out_channels), bias), out_dtype)
 
 
-def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any]) -> tuple[Any, Any]:
+def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any], rows: tuple[str, int] = ("", 0)) -> tuple[Any, Any]:
     """The width a convolution computes and the output pixel each computed pixel is: a constant
     width as it is; a symbolic one (a range of lengths) as whole tiles of ``row_tile`` pixels,
     the ones past the end the last pixel again (as the dense kernel's rows), the tile recorded in
-    ``attrs`` for the schedule."""
+    ``attrs`` for the schedule (with ``rows``, for tuning: :func:`.dense.row_variant`)."""
     from tvm import tirx
+
+    from .dense import row_variant
 
     if isinstance(ow, int):
         return ow, lambda x: x
-    attrs["edgetune.row_tile"] = row_tile
+    attrs.update(row_variant(row_tile, rows))
     return row_tile * tirx.ceildiv(ow, row_tile), lambda x: tirx.min(x, ow - 1)
 
 
@@ -169,7 +171,8 @@ def _plus_channels(out: Any, per_channel: Any) -> Any:
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32", row_tile: int = 0) -> Any:
+                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32", row_tile: int = 0,
+                          rows: tuple[str, int] = ("", 0)) -> Any:
     """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C'] (C' ≥ C: zero weights
     appended, :func:`depthwise_weights`; the input's channels zero-extended to match, the extra
     outputs cropped), plus ``bias`` per channel; an int8 input read as float32 and padded with
@@ -187,7 +190,7 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
     src = pad_nhwc(data, padding, fill, str(weights.dtype), padded)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
     attrs: dict[str, Any] = {"edgetune.kernel": "depthwise_conv2d_nhwc"}
-    width, pixel = _tiled_width(ow, row_tile, attrs)
+    width, pixel = _tiled_width(ow, row_tile, attrs, rows)
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
         x = pixel(x)

@@ -109,7 +109,7 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     if not plain:
         return _default_legalize(bb, call)
     if static_shape(call.args[0]) is None:
-        return _legalize_conv2d_symbolic(bb, call, weights, layout, cpu)
+        return _legalize_conv2d_symbolic(bb, call, weights, layout, cpu, choice)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
     oc, kh, kw, ic_g = weights.shape
     ic = int(call.args[0].ty.shape.values[3])
@@ -134,10 +134,12 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     return _default_legalize(bb, call)
 
 
-def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu: CpuFacts) -> Any:
+def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu: CpuFacts,
+                              choice: ConvChoice = "auto") -> Any:
     """A convolution whose width is symbolic (a range of lengths: an OCR line, a speech
     encoder's frames as a height-1 image) on the packed kernel, its pixel rows in whole register
-    tiles (:func:`.kernels.conv.conv2d_nhwc_packed`); anything else symbolic on TVM's kernel."""
+    tiles (:func:`.kernels.conv.conv2d_nhwc_packed`; their height a variant tuning measures:
+    :func:`row_height`); anything else symbolic on TVM's kernel."""
     from tvm import relax
 
     a = call.attrs
@@ -145,17 +147,23 @@ def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu
     if not all(hasattr(values[i], "value") for i in (0, 1, 3)):
         return _default_legalize(bb, call)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])
-    oc, _kh, _kw, ic_g = weights.shape
+    oc, kh, kw, ic_g = weights.shape
     geometry = dict(strides=ints(a.strides), padding=ints(a.padding), dilation=ints(a.dilation))
+    shape = f"{kh}x{kw} {int(values[1].value)}x?x{int(values[3].value)}->{oc} " + \
+        " ".join(f"{k}{v}" for k, v in geometry.items())
     if int(a.groups) == 1:
         oci, rw = register_tile(oc, None, cpu)
+        vecs = -(-oci // cpu.lanes)
+        height, rows = row_height(f"rows conv2d {shape}", rw, min((cpu.registers - vecs - 1) // vecs, 28), choice)
         return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), **geometry,
-                          out_channels=oc, row_tile=rw, primfunc_name_hint="conv2d_nhwc")
+                          out_channels=oc, row_tile=height, rows=rows, primfunc_name_hint="conv2d_nhwc")
     if int(a.groups) == int(values[3].value) == oc and ic_g == 1:
         packed = depthwise_weights(weights, cpu)
         vectors = -(-min(packed.shape[-1], 4 * cpu.lanes) // cpu.lanes)  # (the schedule's channel block, at most)
+        limit = max_rows(vectors, cpu)
+        height, rows = row_height(f"rows depthwise {shape}", min(8, limit), limit, choice)
         return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
-                          row_tile=min(8, max_rows(vectors, cpu)), primfunc_name_hint="depthwise_conv2d_nhwc")
+                          row_tile=height, rows=rows, primfunc_name_hint="depthwise_conv2d_nhwc")
     return _default_legalize(bb, call)
 
 
@@ -163,18 +171,18 @@ ROWS = "rows"  # a key of a ConvChoice mapping: one register-tile height for eve
 ROW_HEIGHTS = (2, 4, 6, 8)  # the heights tuning measures beside the default (those a kernel's registers hold)
 
 
-def row_height(sig: str, vectors: int, cpu: CpuFacts, choice: ConvChoice) -> tuple[int, tuple[str, int]]:
-    """The register-tile height of a dense / matmul kernel over a symbolic row count (a range of
-    lengths) and its ``rows`` annotation (:func:`..kernels.dense.row_variant`): the default,
-    :func:`best_rows`, unless ``choice`` names one for the kernel's signature (``"rows6"``: what
-    tuning measured fastest at the lengths it weighed) or for every kernel (``ROWS``: how
-    tuning's extraction makes the variants); a height the registers cannot hold is the default."""
-    default = best_rows(vectors, cpu)
+def row_height(sig: str, default: int, limit: int, choice: ConvChoice) -> tuple[int, tuple[str, int]]:
+    """The register-tile height of a kernel over a symbolic row count or width (a range of
+    lengths: dense, matmul, convolution, depthwise) and its ``rows`` annotation
+    (:func:`..kernels.dense.row_variant`): ``default`` unless ``choice`` names one for the
+    kernel's signature (``"rows6"``: what tuning measured fastest at the lengths it weighed) or
+    for every kernel (``ROWS``: how tuning's extraction makes the variants); a height over
+    ``limit`` (what the registers hold) is the default."""
     wanted = (choice.get(sig) or choice.get(ROWS)) if isinstance(choice, Mapping) else None
     height = default
     if wanted is not None and str(wanted).removeprefix("rows").isdigit():
         height = int(str(wanted).removeprefix("rows"))
-        height = height if 1 <= height <= max_rows(vectors, cpu) else default
+        height = height if 1 <= height <= limit else default
     return height, (sig, default)
 
 
@@ -194,7 +202,7 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice = "au
     shape = static_shape(x)
     vectors = -(-nb // cpu.lanes)
     if shape is None:  # symbolic rows (a range of lengths): whole tiles, the last one padded
-        height, rows = row_height(f"rows dense {k}x{n}", vectors, cpu, choice)
+        height, rows = row_height(f"rows dense {k}x{n}", best_rows(vectors, cpu), max_rows(vectors, cpu), choice)
         return bb.call_te(dense_packed, x, relax.const(packed), n, 0, height, rows, primfunc_name_hint="dense")
     rows = int(np.prod(shape[:-1]))
     rows_to = padded_rows(rows, vectors, cpu)
@@ -222,7 +230,8 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts, choice: ConvCho
         return str(int(d.value)) if hasattr(d, "value") else str(d)
 
     sig = f"rows matmul {'x'.join(text(d) for d in values[0][:-2])} {text(values[0][-1])}x{text(n)}"
-    height, rows = row_height(sig, -(-nb // cpu.lanes), cpu, choice)
+    vectors = -(-nb // cpu.lanes)
+    height, rows = row_height(sig, best_rows(vectors, cpu), max_rows(vectors, cpu), choice)
     return bb.call_te(matmul_packed, a, b, nb, 0, height, rows, primfunc_name_hint="matmul")
 
 
