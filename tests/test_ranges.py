@@ -320,18 +320,15 @@ def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):
 
 
 def test_a_symbolic_kernels_register_tile_height_is_the_default_unless_a_choice_names_one():
-    from edgetune import _tvm
-    from edgetune._tvm.kernels.cpu import CpuFacts, best_rows, max_rows
     from edgetune._tvm.passes.legalize import ROWS, row_height
-    from edgetune.devices import resolve_device
 
-    cpu = CpuFacts.of(_tvm.make_target(resolve_device("pi5").target_spec()))
-    default, limit = best_rows(2, cpu), max_rows(2, cpu)
-    assert row_height("rows dense 32x32", 2, cpu, "auto") == (default, ("rows dense 32x32", default))
-    assert row_height("rows dense 32x32", 2, cpu, {"rows dense 32x32": "rows4"})[0] == 4
-    assert row_height("rows dense 32x32", 2, cpu, {"rows dense 64x64": "rows4"})[0] == default
-    assert row_height("rows dense 32x32", 2, cpu, {ROWS: "2"})[0] == 2  # (tuning's extraction: every kernel)
-    assert row_height("rows dense 32x32", 2, cpu, {ROWS: str(limit + 1)})[0] == default  # more than registers hold
+    sig = "rows dense 32x32"
+    assert row_height(sig, 5, 12, "auto") == (5, (sig, 5))
+    assert row_height(sig, 5, 12, {sig: "rows4"}) == (4, (sig, 5))
+    assert row_height(sig, 5, 12, {"rows dense 64x64": "rows4"})[0] == 5
+    assert row_height(sig, 5, 12, {ROWS: "2"})[0] == 2  # (tuning's extraction: every kernel at one height)
+    assert row_height(sig, 5, 12, {ROWS: "13"})[0] == 5  # more rows than the registers hold: the default
+    assert row_height(sig, 5, 12, {sig: "direct"})[0] == 5  # (not a height)
 
 
 def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):

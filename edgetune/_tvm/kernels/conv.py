@@ -101,7 +101,7 @@ def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any], rows: tuple[str,
     if isinstance(ow, int):
         return ow, lambda x: x
     attrs.update(row_variant(row_tile, rows))
-    return row_tile * tirx.ceildiv(ow, row_tile), lambda x: tirx.min(x, ow - 1)
+    return row_tile * tirx.ceildiv(tirx.max(ow, 1), row_tile), lambda x: tirx.min(x, ow - 1)
 
 
 def _crop_width(out: Any, shape: tuple[Any, ...]) -> Any:

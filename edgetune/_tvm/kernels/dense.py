@@ -48,7 +48,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     attrs: dict[str, Any] = {"edgetune.kernel": "dense_packed"}
     count = math.prod(lead)
     if not isinstance(count, int):
-        rows_to = row_tile * tirx.ceildiv(count, row_tile)
+        rows_to = row_tile * tirx.ceildiv(tirx.max(count, 1), row_tile)  # (≥ 1 tile: see whole_tiles)
         attrs.update(row_variant(row_tile, rows))
     elif rows_to <= count:
 
@@ -102,12 +102,12 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0, rows
     abatch = [1] * (batch - len(abatch)) + abatch
     bbatch = [1] * (batch - len(bbatch)) + bbatch
     out_batch = [max(x, y) for x, y in zip(abatch, bbatch)]
-    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(n, nb)
+    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(tirx.max(n, 1), nb)
     lead_a, lead_b = len(a.shape) - 2, len(b.shape) - 2
     attrs: dict[str, Any] = {"edgetune.kernel": "matmul_packed"}
     symbolic_rows = not isinstance(m, int)
     if symbolic_rows:
-        rows_to = row_tile * tirx.ceildiv(m, row_tile)
+        rows_to = row_tile * tirx.ceildiv(tirx.max(m, 1), row_tile)
         attrs.update(row_variant(row_tile, rows))
 
     def pick(dims_: list[int], idx: list[Any], lead: int) -> list[Any]:
