@@ -13,6 +13,7 @@ from .dense import dims
 PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")  # rows to vector-wide partials
 OUTPUTS = ("softmax_norm", "ln_norm")  # the stage that writes the result
 SHIFT = "softmax_shift"  # x − max, inlined into the exp
+EXP = "T_fast_exp"  # the exponentials (TOPI's name): a row buffer, inlined where the row is symbolic
 
 
 def row_lanes(n: Any, lanes: int) -> int:

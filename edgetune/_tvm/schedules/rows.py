@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.cpu import CpuFacts
-from ..kernels.rows import OUTPUTS, PARTIALS, SHIFT
+from ..kernels.rows import EXP, OUTPUTS, PARTIALS, SHIFT
 from .common import block_index, child_blocks, is_reduction, static_extent
 from .microkernels import Decider
 
@@ -22,6 +22,12 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
     for block in child_blocks(sch):
         if str(sch.get(block).name_hint).startswith(SHIFT):
             sch.compute_inline(block)  # into the exp
+    for block in child_blocks(sch):
+        if str(sch.get(block).name_hint).startswith(EXP) and static_extent(sch, sch.get_loops(block)[-1]) is None:
+            # a row of symbolic length: its exponentials computed twice (for the sum, then for
+            # the result) rather than kept in a row buffer of run-time size, a workspace
+            # allocation per row (TVM 0.27)
+            sch.compute_inline(block)
     blocks = child_blocks(sch)
     norm = next(b for b in blocks if str(sch.get(b).name_hint).startswith(OUTPUTS))
     at = block_index(sch, blocks, norm)
