@@ -83,7 +83,9 @@ def package(
         out.print(f"  tuned kernels per bucket: {tuned}" if tuned else
                   "  untuned (default schedules): `edgetune tune` at the buckets' lengths can make it faster")
     elif t:
-        est = f", estimated {t['estimated_latency_ms']:.3f} ms on the board" if t.get("estimated_latency_ms") else ""
+        mean = " (the mean over the lengths tuned)" if m.get("kind") == "range" else ""
+        est = (f", estimated {t['estimated_latency_ms']:.3f} ms on the board{mean}"
+               if t.get("estimated_latency_ms") else "")
         out.print(f"  tuned kernels: {t['tuned_tasks']} of {t['total_tasks']} ({t['trials']} trials{est}); "
                   "the rest use default schedules")
     else:
