@@ -254,12 +254,13 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
     model, records = _speech_encoder(tmp_path), tmp_path / "records"
     shape = "--input-shape=input_features=1,8,8..200"
     res = run_edgetune("tune", str(model), "--device", "host", shape, "--shape-weights", "16=1,100=2,200=1",
-                       "--records", str(records), "--trials", "40", "--json")
+                       "--records", str(records), "--trials", "100", "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads(res.stdout)
     assert [n["name"] for n in summary["networks"]] == ["speech"] and summary["failed_candidates"] == 0, summary
     rows = {t["name"]: t for t in summary["tasks"]}
-    assert rows["matmul"]["trials"] > 1 and rows["matmul"]["best_ms"] > 0, rows["matmul"]
+    assert rows["matmul"]["best_ms"] > 0, rows["matmul"]  # timed at its lengths (the weighted mean)
+    assert any(t["trials"] > 1 and t["status"] == "all of its design space measured" for t in rows.values()), rows
     # each symbolic dense / matmul kernel at several register-tile heights; all but the fastest stop
     heights = [t for name, t in rows.items() if "@rows" in name]
     assert heights and all(t["trials"] >= 1 for t in heights), heights

@@ -597,11 +597,25 @@ def test_interrupted_or_wrong_deploys_keep_the_package_on_the_board(boards, pi4_
     assert deploy_package(pi4_package, board).check["passed"]
     heavy = _copy_package(pi4_package, tmp_path / "v2" / "net-pi4")
     (heavy / "padding.bin").write_bytes(b"\0" * (200 << 20))  # long enough to be cut mid-upload
-    killer = threading.Timer(0.5, sb.kill_user_processes, args=("sftp|sshd",))
+    # the board's sessions killed every 0.3 s from 0.5 s on, until the deploy gives up: one kill
+    # could land before the upload, and the deploy's reconnection then finished it
+    done = threading.Event()
+
+    def keep_killing() -> None:
+        if not done.wait(0.5):
+            while True:
+                sb.kill_user_processes("sftp|sshd")
+                if done.wait(0.3):
+                    return
+
+    killer = threading.Thread(target=keep_killing)
     killer.start()
-    with pytest.raises(RemoteError):
-        deploy_package(heavy, board)
-    killer.join()
+    try:
+        with pytest.raises(RemoteError):
+            deploy_package(heavy, board)
+    finally:
+        done.set()
+        killer.join()
     with pytest.raises(RemoteError, match="package is for x86_64"):
         deploy_package(_copy_package(host_package, tmp_path / "x86" / "net-pi4"), board)
     with RemoteBoard(board) as rb:
