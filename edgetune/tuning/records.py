@@ -214,11 +214,7 @@ class RecordStore:
     def shape_weights(self) -> dict[str, dict[str, float]]:
         """Per workload hash of a kernel of symbolic shape: the lengths its records were timed
         at, ``{"LENGTH": weight}`` (a record's time is the weighted mean over them)."""
-        try:
-            found = json.loads((self.dir / LENGTHS).read_text())
-        except (OSError, ValueError):
-            return {}
-        return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+        return self._objects(LENGTHS)
 
     def record_shape_weights(self, weights: dict[str, dict[str, float]]) -> None:
         """Remember the lengths symbolic kernels are timed at (under :meth:`lock`)."""
@@ -227,8 +223,12 @@ class RecordStore:
 
     def vetoes(self) -> dict[str, dict[str, Any]]:
         """Per workload hash: why its best record is not applied (:mod:`.network_check`)."""
+        return self._objects(VETOES)
+
+    def _objects(self, name: str) -> dict[str, Any]:
+        """A JSON file of the store that maps workload hashes to objects ({} when missing or damaged)."""
         try:
-            found = json.loads((self.dir / VETOES).read_text())
+            found = json.loads((self.dir / name).read_text())
         except (OSError, ValueError):
             return {}
         return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
