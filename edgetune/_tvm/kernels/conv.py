@@ -96,12 +96,12 @@ def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any], rows: tuple[str,
     ``attrs`` for the schedule (with ``rows``, for tuning: :func:`.dense.row_variant`)."""
     from tvm import tirx
 
-    from .dense import row_variant
+    from .dense import row_variant, whole_tiles
 
     if isinstance(ow, int):
         return ow, lambda x: x
     attrs.update(row_variant(row_tile, rows))
-    return row_tile * tirx.ceildiv(tirx.max(ow, 1), row_tile), lambda x: tirx.min(x, ow - 1)
+    return whole_tiles(ow, row_tile), lambda x: tirx.min(x, ow - 1)
 
 
 def _crop_width(out: Any, shape: tuple[Any, ...]) -> Any:

@@ -48,7 +48,7 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     attrs: dict[str, Any] = {"edgetune.kernel": "dense_packed"}
     count = math.prod(lead)
     if not isinstance(count, int):
-        rows_to = row_tile * tirx.ceildiv(tirx.max(count, 1), row_tile)  # (≥ 1 tile: see whole_tiles)
+        rows_to = whole_tiles(count, row_tile)
         attrs.update(row_variant(row_tile, rows))
     elif rows_to <= count:
 
@@ -73,6 +73,16 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
         return out[sum((a * s for a, s in zip(at, strides) if not (isinstance(s, int) and s == 0)), at[0] * 0), j]
 
     return te.compute((*lead, features), cropped, name="crop")
+
+
+def whole_tiles(extent: Any, tile: int) -> Any:
+    """A symbolic ``extent`` (a range of lengths) rounded up to whole tiles of ``tile``, counted
+    as ``ceildiv(max(extent, 1), tile)``: TVM can then prove a tile exists and sizes the register
+    tile's accumulators as a constant (with a plain ``ceildiv`` they were a run-time size, a
+    workspace allocation per tile)."""
+    from tvm import tirx
+
+    return tile * tirx.ceildiv(tirx.max(extent, 1), tile)
 
 
 def row_variant(row_tile: int, rows: tuple[str, int]) -> dict[str, Any]:
@@ -102,12 +112,12 @@ def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0, rows
     abatch = [1] * (batch - len(abatch)) + abatch
     bbatch = [1] * (batch - len(bbatch)) + bbatch
     out_batch = [max(x, y) for x, y in zip(abatch, bbatch)]
-    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(tirx.max(n, 1), nb)
+    nbo = -(-n // nb) if isinstance(n, int) else tirx.ceildiv(tirx.max(n, 1), nb)  # (as whole_tiles)
     lead_a, lead_b = len(a.shape) - 2, len(b.shape) - 2
     attrs: dict[str, Any] = {"edgetune.kernel": "matmul_packed"}
     symbolic_rows = not isinstance(m, int)
     if symbolic_rows:
-        rows_to = row_tile * tirx.ceildiv(tirx.max(m, 1), row_tile)
+        rows_to = whole_tiles(m, row_tile)
         attrs.update(row_variant(row_tile, rows))
 
     def pick(dims_: list[int], idx: list[Any], lead: int) -> list[Any]:

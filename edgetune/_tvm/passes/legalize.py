@@ -153,8 +153,7 @@ def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu
         " ".join(f"{k}{v}" for k, v in geometry.items())
     if int(a.groups) == 1:
         oci, rw = register_tile(oc, None, cpu)
-        vecs = -(-oci // cpu.lanes)
-        height, rows = row_height(f"rows conv2d {shape}", rw, min((cpu.registers - vecs - 1) // vecs, 28), choice)
+        height, rows = row_height(f"rows conv2d {shape}", rw, max_rows(-(-oci // cpu.lanes), cpu), choice)
         return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), **geometry,
                           out_channels=oc, row_tile=height, rows=rows, primfunc_name_hint="conv2d_nhwc")
     if int(a.groups) == int(values[3].value) == oc and ic_g == 1:

@@ -48,9 +48,9 @@ def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
 def conv_variant(func: Any) -> tuple[str, str, str]:
     """A kernel that has variants (tuning measures each, the build takes the faster): (its
     signature, this variant, the variant an untuned build uses — "" for the target's default).
-    A convolution's are "direct" and "winograd"; a dense / matmul kernel over a symbolic row
-    count (a range of lengths) has one per register-tile height, "rows6" (its default height in
-    its annotations). ("", "", "") for any other kernel."""
+    A convolution's are "direct" and "winograd"; a dense, matmul, convolution or depthwise
+    kernel over a symbolic row count or width (a range of lengths) has one per register-tile
+    height, "rows6" (its default height in its annotations). ("", "", "") for any other kernel."""
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
