@@ -27,6 +27,9 @@ class TensorSpec:
     # a model imported for a range of lengths (symbolic): the axis whose extent follows the
     # length (``shape`` holds the longest); an input's extent is the length itself
     range_axis: int | None = None
+    # every axis that follows a range, and what it follows: the range's variable (``length``;
+    # several ranges: ``length0``, ``length1``, …), for an output also an expression of them
+    range_axes: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON form used in manifests."""
@@ -36,6 +39,10 @@ class TensorSpec:
         data["value_range"] = list(self.value_range) if self.value_range else None
         if self.range_axis is None:
             del data["range_axis"]
+        if self.range_axes:
+            data["range_axes"] = {str(axis): var for axis, var in self.range_axes}
+        else:
+            del data["range_axes"]
         return data
 
     @classmethod
@@ -47,6 +54,7 @@ class TensorSpec:
             (float(quant[0]), int(quant[1])) if quant else None,
             (int(span[0]), int(span[1])) if span else None,
             data.get("range_axis"),
+            tuple((int(axis), str(var)) for axis, var in (data.get("range_axes") or {}).items()),
         )
 
 
@@ -88,6 +96,8 @@ class ImportedModel:
     state: tuple[StateSpec, ...] = field(default=(), compare=False)
     # imported for a range of lengths (symbolic shapes): (min, max) of the length
     length_range: tuple[int, int] | None = None
+    # every range's variable and its (min, max): {"length": (1, 256)}; several ranges, several
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
 
 
 def save_state(path: Path, state: tuple[StateSpec, ...]) -> None:

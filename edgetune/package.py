@@ -115,6 +115,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "outputs": [t.to_json() for t in model.outputs],
         "state": [s.to_json() for s in model.state],
         **({"length_range": list(model.length_range)} if model.length_range else {}),
+        **({"ranges": {v: list(span) for v, span in model.ranges.items()}} if model.ranges else {}),
         "files": {},
         "verification": {"status": "pending"},
         "tuning": None,

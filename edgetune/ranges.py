@@ -1,7 +1,9 @@
 """Range packages: ``--input-shape input_ids=1,1..256`` builds one package for every length in
 the range, verified at several lengths against the model's runtime. How the loader serves a
 length: :mod:`edgetune_runtime.ranges`. One length is shared by every ranged input (a sequence
-axis: tokens, frames, an image's width). Two ways to build one:
+axis: tokens, frames, an image's width); several dimensions may have ranges of their own (batch
+× length, height × width: ``--input-shape x=1,3,32..640,32..641``), built symbolic only — see
+:func:`~edgetune.util.range_variables` for which axes share one. Two ways to build one:
 
 - **symbolic** (ONNX models, the default): one library whose kernels take the length at run
   time (TVM Relax's symbolic shapes; edgetune's dense, matmul and row kernels tile a symbolic
@@ -31,57 +33,117 @@ from typing import Any
 
 import numpy as np
 
-from edgetune_runtime.ranges import RANGE_REFERENCE
+from edgetune_runtime.ranges import RANGE_REFERENCE, label, point_values
 
 from . import reference
 from .bundle import copy_loader
 from .errors import PackageError, UsageError, VerificationError
 from .importer import import_model
+from .util import range_variables
 
 Dims = tuple[int | tuple[int, int], ...]
 MAX_BUCKETS = 5
 MIN_BUCKET = 8
 
 
+Point = Any  # a value per range variable: an int for a range of one variable, else a tuple in its order
+
+
 @dataclass(frozen=True)
 class LengthRange:
-    """The length every ranged input shares: ``lo``..``hi`` on ``axes[name]`` of each."""
+    """The ranges of a range package: each variable's span (``lo``..``hi``), and per ranged
+    input the axes that follow each (:func:`~edgetune.util.range_variables`). Most ranges
+    are one variable (a sequence axis every ranged input shares: a *length*); a point is then
+    an int, with several variables (batch × length, height × width) a tuple in their order."""
 
-    lo: int
-    hi: int
-    axes: dict[str, int]
+    spans: dict[str, tuple[int, int]]
+    axes: dict[str, dict[int, str]]
     dims: dict[str, Dims]
 
-    def shapes_at(self, length: int, fixed: Mapping[str, Dims]) -> dict[str, tuple[int, ...]]:
-        """Every ``--input-shape`` with the range replaced by ``length``."""
+    @property
+    def multi(self) -> bool:
+        return len(self.spans) > 1
+
+    @property
+    def lo(self) -> int:
+        return self._one()[0]
+
+    @property
+    def hi(self) -> int:
+        return self._one()[1]
+
+    def _one(self) -> tuple[int, int]:
+        if self.multi:
+            raise UsageError(f"{self.describe()}: several ranges, where one length is needed",
+                             "give one dimension a range (buckets and TFLite models take one)")
+        return next(iter(self.spans.values()))
+
+    def axis(self, name: str) -> int:
+        """The one ranged axis of input ``name`` (a range of one variable)."""
+        return next(iter(self.axes[name]))
+
+    def values(self, point: Point) -> dict[str, int]:
+        return dict(zip(self.spans, point_values(point)))
+
+    def point(self, values: Mapping[str, int]) -> Point:
+        out = tuple(int(values[v]) for v in self.spans)
+        return out if self.multi else out[0]
+
+    @property
+    def end(self) -> Point:
+        """Every variable at its largest."""
+        return self.point({v: hi for v, (_lo, hi) in self.spans.items()})
+
+    def describe(self) -> str:
+        """``1..256``; with several variables ``length0 1..8 × length1 1..256``."""
+        if not self.multi:
+            return f"{self.lo}..{self.hi}"
+        return " × ".join(f"{v} {lo}..{hi}" for v, (lo, hi) in self.spans.items())
+
+    def shapes_at(self, point: Point, fixed: Mapping[str, Dims]) -> dict[str, tuple[int, ...]]:
+        """Every ``--input-shape`` with the ranges at ``point``."""
+        at = self.values(point)
         shapes = {name: tuple(int(d) for d in dims) for name, dims in fixed.items()}  # type: ignore[arg-type]
         for name, dims in self.dims.items():
-            shapes[name] = tuple(length if i == self.axes[name] else int(d) for i, d in enumerate(dims))  # type: ignore[arg-type]
+            axes = self.axes[name]
+            shapes[name] = tuple(at[axes[i]] if i in axes else int(d) for i, d in enumerate(dims))  # type: ignore[arg-type]
         return shapes
+
+    def timed_points(self) -> list[Point]:
+        """The points a symbolic package is tuned and timed at by default: every variable at its
+        end, then halving together (:func:`default_buckets` for one variable)."""
+        if not self.multi:
+            return list(default_buckets(self.lo, self.hi))
+        out: list[Point] = []
+        for k in range(MAX_BUCKETS):
+            p = self.point({v: max(lo, -(-hi // (1 << k))) for v, (lo, hi) in self.spans.items()})
+            if p in out:
+                break
+            out.insert(0, p)
+        return out
+
+    def check_points(self) -> list[Point]:
+        """Points a symbolic range package is checked at: every variable at its start, at its
+        end, at an odd value between (a partial last tile) and, with several, the two corners
+        that mix starts and ends."""
+        if not self.multi:
+            return symbolic_lengths(self)
+        spans = list(self.spans.values())
+        mid = tuple(min(hi, max(lo, (lo + hi) // 2 | 1)) for lo, hi in spans)
+        corners = [tuple(lo for lo, _hi in spans[:-1]) + (spans[-1][1],),
+                   tuple(hi for _lo, hi in spans[:-1]) + (spans[-1][0],)]
+        found = [tuple(lo for lo, _hi in spans), mid, *corners, tuple(hi for _lo, hi in spans)]
+        return sorted(set(found), key=found.index)
 
 
 def split(shapes: Mapping[str, Dims]) -> tuple[dict[str, Dims], LengthRange | None]:
-    """The fixed shapes and the range (None: no input has one). UsageError for what range
-    packages do not do yet: two ranged axes in one input, or ranges that differ."""
-    fixed, ranged = {}, {}
-    for name, dims in shapes.items():
-        axes = [i for i, d in enumerate(dims) if isinstance(d, tuple)]
-        if not axes:
-            fixed[name] = dims
-        elif len(axes) > 1:
-            raise UsageError(f"--input-shape {name} has {len(axes)} ranged dimensions",
-                             "a range package serves one length (a sequence axis): give one dimension a range")
-        else:
-            ranged[name] = (axes[0], dims[axes[0]])
-    if not ranged:
+    """The fixed shapes and the ranges (None: no input has one); see
+    :func:`~edgetune.util.range_variables` for which axes share a variable."""
+    fixed = {name: dims for name, dims in shapes.items() if not any(isinstance(d, tuple) for d in dims)}
+    axes, spans = range_variables(shapes)
+    if not spans:
         return fixed, None
-    spans = {span for _axis, span in ranged.values()}
-    if len(spans) > 1:
-        raise UsageError(f"the inputs' ranges differ: {', '.join(f'{n}={a}..{b}' for n, (_x, (a, b)) in ranged.items())}",
-                         "a range package serves one length shared by its ranged inputs: give them the same range")
-    (lo, hi), = spans
-    return fixed, LengthRange(lo, hi, {n: axis for n, (axis, _span) in ranged.items()},
-                              {n: shapes[n] for n in ranged})
+    return fixed, LengthRange(spans, axes, {n: shapes[n] for n in axes})
 
 
 def default_buckets(lo: int, hi: int) -> list[int]:
@@ -105,12 +167,18 @@ def check_buckets(buckets: list[int], rng: LengthRange) -> list[int]:
     return out
 
 
-def check_shape_weights(weights: dict[int, float], rng: LengthRange) -> dict[int, float]:
-    """``--shape-weights`` (length → weight), checked to lie in the range, by length."""
-    outside = sorted(n for n in weights if not rng.lo <= n <= rng.hi)
+def check_shape_weights(weights: dict[Any, float], rng: LengthRange) -> dict[Any, float]:
+    """``--shape-weights`` (point → weight), checked to lie in the ranges, by point."""
+    n = len(rng.spans)
+    wrong = [p for p in weights if len(point_values(p)) != n]
+    if wrong:
+        raise UsageError(f"--shape-weights {label(wrong[0])} has {len(point_values(wrong[0]))} value(s), the ranges "
+                         f"{n} ({rng.describe()})",
+                         "one value per range, in their order: --shape-weights " + "x".join(str(hi) for _lo, hi in rng.spans.values()) + "=1")
+    outside = [p for p in weights if not all(lo <= v <= hi for v, (lo, hi) in zip(point_values(p), rng.spans.values()))]
     if outside:
-        raise UsageError(f"--shape-weights length(s) {', '.join(map(str, outside))} outside the range {rng.lo}..{rng.hi}",
-                         f"weigh lengths from {rng.lo} to {rng.hi}")
+        raise UsageError(f"--shape-weights length(s) {', '.join(map(label, sorted(outside)))} outside the range "
+                         f"{rng.describe()}", f"weigh lengths within {rng.describe()}")
     return dict(sorted(weights.items()))
 
 
@@ -147,7 +215,11 @@ def package_range(opts: Any, progress: Any) -> Any:
     fixed, rng = split(opts.input_shapes)
     assert rng is not None
     symbolic = is_symbolic(opts)
-    buckets = [rng.hi] if symbolic else check_buckets(list(opts.buckets), rng) if opts.buckets else \
+    if rng.multi and not symbolic:
+        raise UsageError(f"{rng.describe()}: several ranges are built as one symbolic-shape library, which "
+                         + ("--buckets does not" if opts.buckets else "a TFLite model cannot be"),
+                         "leave out --buckets (ONNX models), or give one dimension a range")
+    buckets = [] if symbolic else [rng.hi] if symbolic else check_buckets(list(opts.buckets), rng) if opts.buckets else \
         default_buckets(rng.lo, rng.hi)
     output = opts.output.resolve()
     _check_output(output, opts.force)
@@ -159,12 +231,11 @@ def package_range(opts: Any, progress: Any) -> Any:
     try:
         subs = {}
         if symbolic:
-            progress(f"one library for lengths {rng.lo}..{rng.hi} (symbolic shapes)")
+            progress(f"one library for {'lengths ' if not rng.multi else ''}{rng.describe()} (symbolic shapes)")
             # checked below at several lengths; tuning records of its symbolic kernels apply
             sub = dataclasses.replace(opts, output=staging / SYMBOLIC_DIR, tar=False, force=False, verify=False,
                                       symbolic=True)
-            subs[rng.hi] = package(sub, progress).manifest
-            manifest = _symbolic_manifest(subs[rng.hi], rng)
+            manifest = _symbolic_manifest(package(sub, progress).manifest, rng)
         else:
             for b in buckets:
                 progress(f"bucket {b} of {rng.lo}..{rng.hi} (buckets {', '.join(map(str, buckets))})")
@@ -174,8 +245,9 @@ def package_range(opts: Any, progress: Any) -> Any:
             manifest = _manifest(subs, rng, buckets)
         copy_loader(staging)
         if opts.verify:
-            lengths = symbolic_lengths(rng) if symbolic else check_lengths(rng, buckets)
-            progress(f"checking lengths {', '.join(map(str, lengths))} against the reference")
+            lengths = rng.check_points() if symbolic else check_lengths(rng, buckets)
+            progress(f"checking {'lengths' if not rng.multi else ' × '.join(rng.spans)} "
+                     f"{', '.join(map(label, lengths))} against the reference")
             pending = _write_reference(staging, opts, rng, fixed, lengths)
             if symbolic:  # (its library was not checked on its own)
                 manifest["verification"] = pending
@@ -213,7 +285,7 @@ def _manifest(subs: dict[int, dict[str, Any]], rng: LengthRange, buckets: list[i
     top = _top_manifest(subs[buckets[-1]], "schedules")
     for spec in top["inputs"]:
         if spec["original_name"] in rng.axes:
-            spec["range_axis"] = rng.axes[spec["original_name"]]
+            spec["range_axis"] = rng.axis(spec["original_name"])
     for k, spec in enumerate(top["outputs"]):
         shapes = {b: tuple(subs[b]["outputs"][k]["shape"]) for b in buckets}
         moving = [i for i in range(len(spec["shape"])) if len({s[i] for s in shapes.values()}) > 1]
@@ -239,29 +311,32 @@ def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange) -> dict[str, Any]:
     range; its one package serves every length, timed at the lengths buckets would have."""
     top = _top_manifest(sub)  # (its schedules are the range's: one library)
     top["tuning"], top["kernels"] = sub.get("tuning"), sub.get("kernels")  # (its one library's, the range's)
-    top["range"] = {"min": rng.lo, "max": rng.hi, "symbolic": True, "buckets": [rng.hi],
-                    "packages": {str(rng.hi): SYMBOLIC_DIR}, "pad": {}, "timed": default_buckets(rng.lo, rng.hi),
-                    "per_bucket": {str(rng.hi): {"tuning": (sub.get("tuning") or {}).get("tuned_tasks", 0),
-                                                 "verification": "range check"}}}
+    end = label(rng.end)
+    top["range"] = {**({"min": rng.lo, "max": rng.hi, "buckets": [rng.hi]} if not rng.multi else {}),
+                    "vars": {v: [lo, hi] for v, (lo, hi) in rng.spans.items()}, "symbolic": True,
+                    "packages": {end: SYMBOLIC_DIR}, "pad": {},
+                    "timed": [list(point_values(p)) if rng.multi else p for p in rng.timed_points()],
+                    "per_bucket": {end: {"tuning": (sub.get("tuning") or {}).get("tuned_tasks", 0),
+                                         "verification": "range check"}}}
     return top
 
 
 def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str, Dims],
-                     lengths: list[int]) -> dict[str, Any]:
-    """The model's runtime at each checked length, on deterministic inputs of that length;
-    returns the check's pending record (reference, tolerance) for the longest."""
+                     lengths: list[Point]) -> dict[str, Any]:
+    """The model's runtime at each checked length (point: ``4x64``), on deterministic inputs of
+    that length; returns the check's pending record (reference, tolerance) for the longest."""
     from .importer import bindings_per_model
     from .package import pending_check
 
     binds = bindings_per_model([opts.model], [opts.model.stem], opts.bindings)[0]
-    arrays: dict[str, np.ndarray] = {"lengths": np.array(json.dumps(lengths))}
+    arrays: dict[str, np.ndarray] = {"lengths": np.array(json.dumps([label(p) if rng.multi else p for p in lengths]))}
     pending: dict[str, Any] = {}
     for length in lengths:
         model = import_model(opts.model, rng.shapes_at(length, fixed), binds)
         inputs = reference.make_inputs(model.inputs, opts.seed)
         outputs = reference.run_reference(model, inputs)
-        arrays.update({f"{length}/input:{s.name}": a for s, a in zip(model.inputs, inputs)})
-        arrays.update({f"{length}/output:{s.name}": a for s, a in zip(model.outputs, outputs)})
+        arrays.update({f"{label(length)}/input:{s.name}": a for s, a in zip(model.inputs, inputs)})
+        arrays.update({f"{label(length)}/output:{s.name}": a for s, a in zip(model.outputs, outputs)})
         pending = pending_check(model, opts, reference.reference_label(model))
     np.savez(root / RANGE_REFERENCE, **arrays)
     return pending

@@ -119,7 +119,12 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     inputs, outputs, ops, unsupported, params, nbytes = facts
     flops, error, notes, kernels, quantization = None, None, [], None, None
     fixed, rng = split(input_shapes or {})
-    if rng is not None:  # a length range: what a range package compiles, the figures at its longest
+    if rng is not None and rng.multi:  # several ranges: one symbolic library, the figures at every range's end
+        input_shapes = rng.shapes_at(rng.end, fixed)
+        notes.append(f"ranges {rng.describe()}: a range package compiles one library with symbolic shapes"
+                     + ("" if fmt == "onnx" else " (ONNX models only: a TFLite model takes one range)")
+                     + f"; the figures here are for {'x'.join(map(str, rng.end))}")
+    elif rng is not None:  # a length range: what a range package compiles, the figures at its longest
         input_shapes = rng.shapes_at(rng.hi, fixed)
         how = ("one library with symbolic shapes (--buckets: fixed lengths " if fmt == "onnx" else "buckets ")
         notes.append(f"length range {rng.lo}..{rng.hi}: a range package compiles {how}"

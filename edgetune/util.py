@@ -76,21 +76,59 @@ def parse_lengths(text: str, option: str) -> tuple[int, ...]:
     return lengths
 
 
-def parse_shape_weights(text: str) -> dict[int, float]:
+def parse_shape_weights(text: str) -> dict[Any, float]:
     """``16=1,64=4,256=1`` (``--shape-weights``: length=weight) → {16: 1.0, 64: 4.0, 256: 1.0};
-    a length alone weighs 1; empty → {}; UsageError for anything else."""
-    out: dict[int, float] = {}
+    with several ranges, a point per item, its values in the ranges' order (``4x128=1``: keys
+    (4, 128)); a length alone weighs 1; empty → {}; UsageError for anything else."""
+    out: dict[Any, float] = {}
     for item in (x.strip() for x in text.split(",") if x.strip()):
         length, sep, weight = item.partition("=")
         try:
-            n, w = int(length), float(weight) if sep else 1.0
+            values = tuple(int(v) for v in length.split("x"))
+            w = float(weight) if sep else 1.0
         except ValueError:
-            n, w = 0, 0.0
-        if n <= 0 or not w > 0 or n in out:
+            values, w = (0,), 0.0
+        n = values[0] if len(values) == 1 else values
+        if min(values) <= 0 or not w > 0 or n in out or (out and isinstance(n, int) != isinstance(next(iter(out)), int)):
             raise UsageError(f"malformed --shape-weights '{text}'",
-                             "write it as distinct lengths with positive weights: --shape-weights 16=1,64=4,256=1")
+                             "write it as distinct lengths with positive weights: --shape-weights 16=1,64=4,256=1 "
+                             "(with several ranges, one value per range: 4x128=1)")
         out[n] = w
     return out
+
+
+def range_variables(shapes: Any) -> tuple[dict[str, dict[int, str]], dict[str, tuple[int, int]]]:
+    """The variables of ``--input-shape`` ranges: per ranged input, its axes' variables, and
+    each variable's span, in order of appearance. Axes of different inputs with the same range
+    are one variable (``input_ids`` and ``attention_mask`` share their length); axes of one
+    input are different ones (height and width, batch and length). One variable is named
+    ``length``, several ``length0``, ``length1``, …. UsageError where a range is ambiguous (one
+    input has it on two axes, another on one)."""
+    per_input: dict[str, dict[int, tuple[int, int]]] = {}
+    for name, dims in shapes.items():
+        ranged = {i: (int(d[0]), int(d[1])) for i, d in enumerate(dims) if isinstance(d, tuple)}
+        if ranged:
+            per_input[name] = ranged
+    keys: dict[str, dict[int, Any]] = {}
+    order: list[Any] = []
+    repeated = {span for ranged in per_input.values() for span in ranged.values()
+                if list(ranged.values()).count(span) > 1}
+    for name, ranged in per_input.items():
+        keys[name] = {}
+        for axis, span in ranged.items():
+            key = (span, axis) if span in repeated else (span, None)
+            keys[name][axis] = key
+            if key not in order:
+                order.append(key)
+    for span in repeated:
+        holders = [n for n, ranged in per_input.items() if span in ranged.values()]
+        if len(holders) > 1:
+            raise UsageError(f"the range {span[0]}..{span[1]} is on two axes of one input and also on "
+                             f"{', '.join(holders)}: which axes share a length is ambiguous",
+                             "give the axes that differ different ranges (e.g. 32..640 and 32..641)")
+    names = {key: "length" if len(order) == 1 else f"length{i}" for i, key in enumerate(order)}
+    return ({n: {axis: names[key] for axis, key in k.items()} for n, k in keys.items()},
+            {names[key]: key[0] for key in order})
 
 
 def _dimension(text: str) -> int | tuple[int, int]:

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, LoaderError, PackageMismatchError
+from .ranges import manifest_ranges, point_of, point_values, range_axes
+from .ranges import symbol as _symbol
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -240,13 +242,21 @@ class Model:
             args = tuple(by_name[s["name"]] for s in self.inputs)
         if len(args) != len(self.inputs):
             raise InputError(f"model takes {len(self.inputs)} input(s), got {len(args)}", f"inputs are {[s['original_name'] for s in self.inputs]}")
-        return [self._validated(spec, value, self.length_range) for spec, value in zip(self.inputs, args)]
+        arrays = [self._validated(spec, value, self.ranges) for spec, value in zip(self.inputs, args)]
+        if self.ranges:
+            point_of(self.inputs, arrays, self.ranges)  # the inputs agree on each range's value
+        return arrays
 
     @property
     def length_range(self) -> tuple[int, int] | None:
         """(min, max) of the length a symbolic-shape package takes on its inputs' ``range_axis``."""
         span = self.manifest.get("length_range")
         return (int(span[0]), int(span[1])) if span else None
+
+    @property
+    def ranges(self) -> dict[str, tuple[int, int]]:
+        """Each range a symbolic-shape package takes at run time: variable → (min, max)."""
+        return manifest_ranges(self.manifest)
 
     def _drop_bound(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs fixed at package time (``--bind``) may still be passed by name, with the value
@@ -262,21 +272,25 @@ class Model:
         return rest
 
     @staticmethod
-    def _validated(spec: dict[str, Any], value: Any, length_range: tuple[int, int] | None = None) -> np.ndarray:
+    def _validated(spec: dict[str, Any], value: Any, ranges: dict[str, tuple[int, int]] | None = None) -> np.ndarray:
         array = np.asarray(value)
         shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
-        axis = spec.get("range_axis") if length_range else None
-        if axis is not None and array.ndim == len(shape) and 0 <= axis < len(shape):
-            lo, hi = length_range  # type: ignore[misc]
-            if array.shape[:axis] + array.shape[axis + 1:] != shape[:axis] + shape[axis + 1:]:
-                wanted = ",".join("L" if i == axis else str(d) for i, d in enumerate(shape))
-                raise InputError(f"input '{spec['original_name']}' needs shape ({wanted}) with L in {lo}..{hi}, "
+        axes = range_axes(spec, ranges) if ranges else {}
+        if axes and array.ndim == len(shape):
+            if any(a != d for i, (a, d) in enumerate(zip(array.shape, shape)) if i not in axes):
+                wanted = ",".join(_symbol(axes[i]) if i in axes else str(d) for i, d in enumerate(shape))
+                spans = ", ".join(f"{_symbol(v)} in {ranges[v][0]}..{ranges[v][1]}"  # type: ignore[index]
+                                  for v in dict.fromkeys(axes.values()))
+                raise InputError(f"input '{spec['original_name']}' needs shape ({wanted}) with {spans}, "
                                  f"got {array.shape}")
-            if not lo <= array.shape[axis] <= hi:
-                raise InputError(f"input '{spec['original_name']}' has length {array.shape[axis]}, outside the "
-                                 f"package's range {lo}..{hi}",
-                                 f"package the model again with a range that holds it (--input-shape NAME=...,{lo}..{array.shape[axis]})"
-                                 if array.shape[axis] > hi else "pad the input up to the range's start")
+            for axis, var in axes.items():
+                lo, hi = ranges[var]  # type: ignore[index]
+                n = array.shape[axis]
+                if not lo <= n <= hi:
+                    what = "length" if var == "length" else f"{var} (axis {axis})"
+                    raise InputError(f"input '{spec['original_name']}' has {what} {n}, outside the package's range {lo}..{hi}",
+                                     f"package the model again with a range that holds it (--input-shape NAME=...,{lo}..{n})"
+                                     if n > hi else "pad the input up to the range's start")
         elif array.shape != shape:
             raise InputError(f"input '{spec['original_name']}' needs shape {shape}, got {array.shape}")
         if array.dtype != dtype:
@@ -391,7 +405,7 @@ class Model:
         except (OSError, KeyError, ValueError) as err:
             raise LoaderError(f"the package's {REFERENCE} is unreadable: {str(err)[:200]}", "package the model again") from err
 
-    def timing_inputs(self, length: int | None = None) -> list[np.ndarray]:
+    def timing_inputs(self, length: Any = None) -> list[np.ndarray]:
         """Inputs to time the package with: the reference inputs, or — for a package built with
         ``--no-verify``, or a symbolic-shape package at ``length`` — deterministic ones of the
         right shapes, types and value ranges (the initial state for state inputs)."""
@@ -399,12 +413,12 @@ class Model:
             return self.reference_inputs()
         rng = np.random.default_rng(0)
         state = self.initial_state()
+        at = dict(zip(self.ranges, point_values(length))) if length is not None else {}
         out = []
         for spec in self.inputs:
             dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
-            axis = spec.get("range_axis")
-            if length is not None and axis is not None and self.length_range:
-                shape = shape[:axis] + (length,) + shape[axis + 1:]
+            axes = range_axes(spec, self.ranges) if at else {}
+            shape = tuple(at[axes[i]] if i in axes else d for i, d in enumerate(shape))
             span = spec.get("value_range")
             if spec["original_name"] in state:
                 out.append(state[spec["original_name"]].astype(dtype))

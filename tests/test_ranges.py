@@ -34,17 +34,37 @@ def test_ranges_parse_for_package_only():
     for bad in ("x=1,9..2", "x=1,0..4", "x=1,a..4"):
         with pytest.raises(UsageError, match="malformed --input-shape"):
             parse_input_shapes([bad], ranges=True)
-    with pytest.raises(UsageError, match="ranges differ"):
-        split({"a": (1, (1, 64)), "b": (1, (1, 32))})
-    with pytest.raises(UsageError, match="2 ranged dimensions"):
-        split({"a": ((1, 2), (1, 64))})
+
+def test_several_ranges_are_variables_shared_by_span():
+    # one range shared by every input that has it: the length, as before
+    fixed, rng = split({"ids": (1, (1, 64)), "mask": (1, (1, 64)), "x": (3,)})
+    assert rng.spans == {"length": (1, 64)} and rng.axes == {"ids": {1: "length"}, "mask": {1: "length"}}
+    assert fixed == {"x": (3,)} and not rng.multi and (rng.lo, rng.hi) == (1, 64)
+    # batch × length: two variables, each shared across the inputs
+    _fixed, rng = split({"ids": ((1, 4), (1, 64)), "mask": ((1, 4), (1, 64))})
+    assert rng.spans == {"length0": (1, 4), "length1": (1, 64)} and rng.multi
+    assert rng.axes["mask"] == {0: "length0", 1: "length1"}
+    assert rng.shapes_at((3, 17), {}) == {"ids": (3, 17), "mask": (3, 17)}
+    assert rng.end == (4, 64) and rng.timed_points()[-1] == (4, 64)
+    assert rng.timed_points() == [(1, 4), (1, 8), (1, 16), (2, 32), (4, 64)]
+    points = rng.check_points()
+    assert points[0] == (1, 1) and points[-1] == (4, 64) and (1, 64) in points and (4, 1) in points
+    with pytest.raises(UsageError, match="several ranges, where one length is needed"):
+        _ = rng.hi
+    # height × width with the same span: one input's two axes are two variables
+    _fixed, rng = split({"x": (1, 3, (32, 96), (32, 96))})
+    assert rng.axes == {"x": {2: "length0", 3: "length1"}}
+    with pytest.raises(UsageError, match="ambiguous"):
+        split({"x": (1, 3, (32, 96), (32, 96)), "y": (1, (32, 96))})
+    # different ranges on different inputs: two variables (the reference check says whether the model agrees)
+    assert split({"a": (1, (1, 64)), "b": (1, (1, 32))})[1].multi
 
 
 @pytest.mark.parametrize("lo, hi, buckets", [(1, 256, [16, 32, 64, 128, 256]), (10, 100, [16, 32, 56, 100]),
                                              (64, 64, [64]), (1, 4096, [256, 512, 1024, 2048, 4096])])
 def test_default_buckets_halve_from_the_end(lo, hi, buckets):
     assert default_buckets(lo, hi) == buckets
-    lengths = check_lengths(LengthRange(lo, hi, {}, {}), buckets)
+    lengths = check_lengths(LengthRange({"length": (lo, hi)}, {}, {}), buckets)
     assert lengths[0] == lo and lengths[-1] == hi
     assert len(buckets) == 1 or any(n not in buckets for n in lengths)  # padding is exercised
 

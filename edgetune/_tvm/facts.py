@@ -30,8 +30,9 @@ def relax_signature(mod: Any) -> Signature:
     return inputs, [tensor_info(s, upper) for s in outs]
 
 
-def symbolic_axes(mod: Any) -> tuple[list[list[int]], list[list[int]]]:
-    """Per input and per output of ``main``, the axes whose extent is symbolic."""
+def symbolic_axes(mod: Any) -> tuple[list[dict[int, str]], list[dict[int, str]]]:
+    """Per input and per output of ``main``, the axes whose extent is symbolic and what it is
+    (a variable's name, or an expression of them: ``length * 2``)."""
     tvm()
     from tvm import relax
 
@@ -39,8 +40,8 @@ def symbolic_axes(mod: Any) -> tuple[list[list[int]], list[list[int]]]:
     ret = func.ret_ty
     outs = ret.fields if isinstance(ret, relax.TupleType) else [ret]
 
-    def axes(sinfo: Any) -> list[int]:
-        return [i for i, d in enumerate(sinfo.shape.values) if not hasattr(d, "value")]
+    def axes(sinfo: Any) -> dict[int, str]:
+        return {i: str(d) for i, d in enumerate(sinfo.shape.values) if not hasattr(d, "value")}
 
     return [axes(p.ty) for p in func.params], [axes(s) for s in outs]
 

@@ -16,7 +16,8 @@ def package(
     device: str = typer.Option(..., "--device", "-d", help="Device profile (`edgetune targets`) or board (`edgetune devices list`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
     input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a "
-                                          "range, LO..HI (input_ids=1,1..256): one package for every length in it."),
+                                          "range, LO..HI (input_ids=1,1..256): one package for every length in it; several "
+                                          "dimensions may have ranges (input_ids=1..8,1..256: batch × length), each its own."),
     buckets: str = typer.Option("", "--buckets", help="Build a range package as fixed lengths, e.g. 32,64,128,256 "
                                 "(a call is padded to the next; records of `edgetune tune --buckets` apply). Default "
                                 "for ONNX: one library with symbolic shapes (records of `edgetune tune` with the range apply)."),
@@ -62,7 +63,11 @@ def package(
     if m.get("kind") == "range":
         r = m["range"]
         lengths = ", ".join((v.get("lengths") or {}).keys())
-        if r.get("symbolic"):
+        if r.get("symbolic") and len(r.get("vars") or {}) > 1:
+            spans = " × ".join(f"{v} {lo}..{hi}" for v, (lo, hi) in r["vars"].items())
+            out.print(f"  ranges {spans}: one library with symbolic shapes (a call runs at its own shape, nothing "
+                      f"padded; checked at {lengths or '-'})")
+        elif r.get("symbolic"):
             out.print(f"  lengths {r['min']}..{r['max']}: one library with symbolic shapes (a call runs at its own "
                       f"length, nothing padded; checked at lengths {lengths or '-'})")
         else:

@@ -56,7 +56,8 @@ def tune(
                                 "tune the buckets (package with the same --buckets to apply the records)."),
     shape_weights: str = typer.Option("", "--shape-weights", help="A symbolic range's lengths and how much each counts, "
                                       "LENGTH=WEIGHT,... (e.g. 16=1,64=4,256=1): each kernel's time is the weighted mean of "
-                                      "its times at these lengths (default: the range's end and halvings, weighted equally)."),
+                                      "its times at these lengths (default: the range's end and halvings, weighted equally); "
+                                      "with several ranges one value per range: 4x128=1,1x64=3."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
     network_check: bool = typer.Option(True, "--network-check/--no-network-check",
                                        help="At the end, time each network packaged with and without its records and "

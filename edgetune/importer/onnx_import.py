@@ -21,7 +21,7 @@ from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
 from ..onnx_proto import value_dtype as onnx_dtype
-from ..util import sha256_file
+from ..util import range_variables, sha256_file
 from . import onnx_contrib, onnx_lstm_int8, onnx_signal
 from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
 from .onnx_loops import unroll_loops
@@ -115,7 +115,9 @@ def _fix_shapes(model: Any, overrides: dict[str, tuple[int, ...]]) -> tuple[dict
                 f"fix them with --input-shape {vi.name}={example.replace('N', '1')} (use your real sizes)",
             )
         shapes[vi.name] = shape
-        _set_dims(vi, shape)
+    axes, _spans = range_variables(shapes)
+    for vi in inputs:
+        _set_dims(vi, shapes[vi.name], axes.get(vi.name, {}))
     return shapes, notes
 
 
@@ -150,29 +152,19 @@ def _check_override(name: str, dims: list[int | str], shape: tuple[int, ...]) ->
 
 
 # The symbolic dimension of a model imported for a range of lengths (``--input-shape
-# input_ids=1,1..256``): every ranged input shares it.
+# input_ids=1,1..256``): every ranged input shares it. Several ranges are several variables
+# (:func:`~edgetune.util.range_variables`: ``length0``, ``length1``, …).
 LENGTH = "length"
 
 
-def _set_dims(value_info: Any, shape: tuple[Any, ...]) -> None:
+def _set_dims(value_info: Any, shape: tuple[Any, ...], variables: dict[int, str]) -> None:
     tensor_shape = value_info.type.tensor_type.shape
     del tensor_shape.dim[:]
-    for d in shape:
+    for i, d in enumerate(shape):
         if isinstance(d, tuple):
-            tensor_shape.dim.add().dim_param = LENGTH
+            tensor_shape.dim.add().dim_param = variables[i]
         else:
             tensor_shape.dim.add().dim_value = d
-
-
-def _length_range(shapes: dict[str, tuple[Any, ...]]) -> tuple[int, int] | None:
-    """The range the ranged dimensions share (None: every shape is fixed)."""
-    spans = {d for dims in shapes.values() for d in dims if isinstance(d, tuple)}
-    if not spans:
-        return None
-    if len(spans) > 1:
-        raise InputShapeError(f"the inputs' ranges differ: {sorted(spans)}",
-                              "give every ranged input the same range (one length they share)")
-    return next(iter(spans))
 
 
 def fold_shape_subgraphs(model: Any, symbolic: bool = False) -> Any:
@@ -247,7 +239,8 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     if time_major(model):
         notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
     ops = {n.op_type for n in model.graph.node}
-    span = _length_range(shapes)
+    axes, spans = range_variables(shapes)
+    span = spans or None
     if ops & (_SHAPE_OPS | {"If"}) or shape_notes or overrides or bound:
         model = fold_shape_subgraphs(model, symbolic=span is not None)
         notes.append("shape subgraphs and constant If conditions folded with onnxruntime (basic graph optimisation)")
@@ -262,9 +255,9 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     mapping = sanitize_names(model)
     mod = _tvm.onnx_to_relax(
         model,
-        {mapping[k]: tuple(LENGTH if isinstance(d, tuple) else d for d in v) for k, v in shapes.items()},
+        {mapping[k]: tuple(axes[k][i] if isinstance(d, tuple) else d for i, d in enumerate(v)) for k, v in shapes.items()},
         {mapping[k]: v for k, v in originals.items()},
-        {LENGTH: span} if span else None,
+        span,
     )
     return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges, span)
 
@@ -302,21 +295,28 @@ def _for_tvm(model: Any, notes: list[str], symbolic: bool = False) -> Any:
     return model
 
 
-def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges, span=None) -> ImportedModel:
+def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, ranges, spans=None) -> ImportedModel:
     sig_in, sig_out = _tvm.relax_signature(mod)
     if len(sig_in) != len(in_names):
         raise ModelFormatError(f"'{path.name}': TVM's module expects {len(sig_in)} inputs, the graph has {len(in_names)}")
-    in_axes, out_axes = _tvm.symbolic_axes(mod) if span else ([[]] * len(sig_in), [[]] * len(sig_out))
-    if any(len(a) > 1 for a in [*in_axes, *out_axes]):
+    in_axes, out_axes = _tvm.symbolic_axes(mod) if spans else ([{}] * len(sig_in), [{}] * len(sig_out))
+    if len(spans or {}) == 1 and any(len(a) > 1 for a in [*in_axes, *out_axes]):
         raise InputShapeError("a tensor of the model has more than one axis that follows the length",
                               "package the lengths you need one at a time (--input-shape NAME=...,LENGTH)")
     # by position: TVM's parameters follow the graph's inputs, under names TVM may have changed
-    inputs = tuple(TensorSpec(name, n, shape, dtype, value_range=ranges.get(n), range_axis=axes[0] if axes else None)
+    inputs = tuple(TensorSpec(name, n, shape, dtype, value_range=ranges.get(n), **_range_fields(axes))
                    for n, (name, shape, dtype), axes in zip(in_names, sig_in, in_axes))
     outputs = tuple(
-        TensorSpec(mapping.get(n, n), n, shape, dtype, range_axis=axes[0] if axes else None)
+        TensorSpec(mapping.get(n, n), n, shape, dtype, **_range_fields(axes))
         for n, (shape, dtype), axes in zip(out_names, sig_out, out_axes)
     )
     notes = [*notes, *_tvm.quantization_notes(mod)]
     return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound,
-                         length_range=span)
+                         length_range=next(iter(spans.values())) if spans and len(spans) == 1 else None,
+                         ranges=dict(spans or {}))
+
+
+def _range_fields(axes: dict[int, str]) -> dict[str, Any]:
+    """A tensor's ``range_axis`` (its one axis that follows a range) and ``range_axes`` (each
+    such axis and what it follows: a variable, or an expression of them such as ``length * 2``)."""
+    return {"range_axis": next(iter(axes)) if len(axes) == 1 else None, "range_axes": tuple(axes.items())}

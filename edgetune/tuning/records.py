@@ -355,7 +355,7 @@ class RecordStore:
             found = None
         if not (isinstance(found, dict) and all(
                 k in theirs and isinstance(v, dict) and v and all(
-                    n.isdigit() and isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for n, w in v.items())
+                    all(x.isdigit() for x in n.split("x")) and isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for n, w in v.items())
                 for k, v in found.items())):
             raise UsageError(f"records archive {archive.name} is refused: its {LENGTHS} is not lengths and weights of "
                              "its workloads", "import only archives written by `edgetune records export`")

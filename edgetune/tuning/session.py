@@ -8,6 +8,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from edgetune_runtime.ranges import label
+
 from .. import _tvm
 from ..devices import resolve_device
 from ..errors import UsageError
@@ -83,7 +85,7 @@ def _check_shape_weights(store: RecordStore, tasks: TaskSet) -> None:
     only at the same ones. Refuses tuning them at other lengths into records timed at others;
     else remembers the lengths (under the store's lock)."""
     known, stats = store.shape_weights(), store.stats()
-    wanted = {t.shash: {str(n): w for n, w in t.workload.lengths} for t in tasks.tasks if t.workload.lengths}
+    wanted = {t.shash: {label(n): w for n, w in t.workload.lengths} for t in tasks.tasks if t.workload.lengths}
     clash = [t for t in tasks.tasks if t.shash in wanted and t.shash in stats and known.get(t.shash) != wanted[t.shash]]
     if clash:
         had = known.get(clash[0].shash)
@@ -129,7 +131,7 @@ def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Not
     from ..remote.bench import measure_baseline
     from ..remote.inventory import load_inventory
 
-    ranged = [n for j, n in enumerate(tasks.networks) if n in wanted and tasks.models[j].length_range]
+    ranged = [n for j, n in enumerate(tasks.networks) if n in wanted and tasks.models[j].ranges]
     if ranged:
         raise UsageError(f"{ranged[0]} is tuned for a range of lengths: relative latency targets and --baseline time "
                          "the model's own runtime at one shape",

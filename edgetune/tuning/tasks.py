@@ -94,7 +94,7 @@ class TunedNetwork:
     path: Path
     name: str
     shapes: dict[str, Any]
-    lengths: dict[int, float] = field(default_factory=dict)
+    lengths: dict[Any, float] = field(default_factory=dict)  # point (an int: the length) → weight
 
     @property
     def symbolic(self) -> bool:
@@ -102,12 +102,12 @@ class TunedNetwork:
 
 
 def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...]] | None = None,
-                buckets: Sequence[int] = (), shape_weights: Mapping[int, float] | None = None) -> list[TunedNetwork]:
+                buckets: Sequence[int] = (), shape_weights: Mapping[Any, float] | None = None) -> list[TunedNetwork]:
     """The networks a job tunes: a model, named by its file stem. A model with a length range
     (``--input-shape ids=1,1..256``) is tuned as the range package is built: an ONNX model
     without ``--buckets`` as one network of symbolic shape whose kernels are timed at the
-    ``shape_weights`` lengths (default: the lengths :func:`~edgetune.ranges.default_buckets`
-    gives, weighted equally), else one network per bucket (``NET@LENGTH``), so the buckets'
+    ``shape_weights`` lengths (default: :meth:`~edgetune.ranges.LengthRange.timed_points`,
+    weighted equally; with several ranges, points: ``(4, 128)``), else one network per bucket (``NET@LENGTH``), so the buckets'
     kernels are tuned with the objective's weights (``--weight enc@128=2``)."""
     from ..importer import detect_format
     from ..ranges import check_buckets, check_shape_weights, default_buckets, split
@@ -121,7 +121,7 @@ def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...
             out.append(TunedNetwork(path, name, shapes))
         elif not buckets and detect_format(path) == "onnx":
             weights = check_shape_weights(dict(shape_weights or {}), rng) if shape_weights else \
-                {n: 1.0 for n in default_buckets(rng.lo, rng.hi)}
+                {n: 1.0 for n in rng.timed_points()}
             weighted = True
             out.append(TunedNetwork(path, name, shapes, weights))
         else:
@@ -136,7 +136,7 @@ def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...
 def build_task_set(paths: Sequence[Path], profile: Profile,
                    input_shapes: Mapping[str, tuple[Any, ...]] | None = None, layout: str = "auto",
                    bindings: Mapping[str, str] | None = None, buckets: Sequence[int] = (),
-                   shape_weights: Mapping[int, float] | None = None) -> TaskSet:
+                   shape_weights: Mapping[Any, float] | None = None) -> TaskSet:
     """Import every network (:func:`networks_of`) and extract its kernels for ``profile``'s
     target, lowered as the build lowers them for ``layout``."""
     target = _tvm.make_target(profile.target_spec())
@@ -156,24 +156,24 @@ def build_task_set(paths: Sequence[Path], profile: Profile,
 
 
 def model_workloads(model: ImportedModel, target: Any, lowering_key: str,
-                    lengths: Mapping[int, float] | None = None) -> list[Any]:
+                    lengths: Mapping[Any, float] | None = None) -> list[Any]:
     """A model's kernels, with both the direct and the Winograd variant of every convolution
     that has one (tuning measures both and keeps the faster); a symbolic model's timed at
-    ``lengths`` (length → weight)."""
+    ``lengths`` (point → weight; a point is the length, or a tuple of its ranges' values)."""
     from .._tvm import metaschedule as ms
-    from ..importer.onnx_import import LENGTH
 
-    direct = ms.extract_workloads(model.mod, target, lowering_key, "direct", lengths, LENGTH)
+    variables = tuple(model.ranges)
+    direct = ms.extract_workloads(model.mod, target, lowering_key, "direct", lengths, variables)
     if lowering_key == "nchw" or not any(wl.signature for wl in direct):
         return direct
     known = {wl.shash for wl in direct}
     out = direct
     if any(wl.variant in ("direct", "winograd") for wl in direct):
-        out += [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd", lengths, LENGTH)
+        out += [wl for wl in ms.extract_workloads(model.mod, target, lowering_key, "winograd", lengths, variables)
                 if wl.variant == "winograd" and wl.shash not in known]
     if any(wl.variant.startswith("rows") for wl in direct):  # a symbolic model: each register-tile height
         for height in ms.ROW_HEIGHTS:
-            found = ms.extract_workloads(model.mod, target, lowering_key, {ms.ROWS: str(height)}, lengths, LENGTH)
+            found = ms.extract_workloads(model.mod, target, lowering_key, {ms.ROWS: str(height)}, lengths, variables)
             new = [dataclasses.replace(wl, name=f"{wl.name}@{wl.variant}") for wl in found
                    if wl.variant.startswith("rows") and wl.shash not in known]
             known |= {wl.shash for wl in new}

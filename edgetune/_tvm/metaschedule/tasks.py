@@ -40,7 +40,7 @@ class Workload:
     # a kernel of symbolic shape (a range package's): the lengths it is timed at, each as
     # (weight, its arguments at that length: see :func:`sized_args`); its time is the weighted mean
     sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
-    lengths: tuple[tuple[int, float], ...] = ()  # (length, weight) of each of ``sizes``
+    lengths: tuple[tuple[Any, float], ...] = ()  # (point, weight) of each of ``sizes``: an int, the length; a tuple, several
     default_variant: str = ""  # the variant an untuned build uses ("": the target's convolution default)
 
     @property
@@ -56,11 +56,13 @@ def workload_hash(mod: Any) -> str:
 
 
 def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any = "auto",
-                      lengths: Mapping[int, float] | None = None, length_var: str = "length") -> list[Workload]:
+                      lengths: Mapping[Any, float] | None = None,
+                      variables: tuple[str, ...] = ("length",)) -> list[Workload]:
     """Lower and fuse ``mod`` exactly as the build will (``conv_choice``: direct or Winograd
     kernels for 3×3 stride-1 convolutions) and list its kernels. A module of symbolic shape (a
-    range package's) has kernels of symbolic shape: each is timed at ``lengths`` (length →
-    weight; the variable ``length_var`` at that value), and its FLOPs are their weighted mean."""
+    range package's) has kernels of symbolic shape: each is timed at ``lengths`` (point →
+    weight; a point gives ``variables`` their values: an int the one variable's, a tuple each
+    one's), and its FLOPs are their weighted mean."""
 
     from ..passes import pipeline
     from ..schedules import dispatch
@@ -76,11 +78,12 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
         timed: tuple[tuple[int, float], ...] = ()
         if is_symbolic(tir) and lengths:
-            at = {n: sized_args(tir, {length_var: n}) for n in lengths}
-            if all(a is not None for a in at.values()):  # (else a variable not the length's: not timed)
+            values = {n: _values(n, variables) for n in lengths}
+            at = {n: sized_args(tir, values[n]) for n in lengths}
+            if all(a is not None for a in at.values()):  # (else a variable not the ranges': not timed)
                 sizes = tuple((float(w), tuple(at[n])) for n, w in lengths.items())  # type: ignore[arg-type]
-                timed = tuple((int(n), float(w)) for n, w in lengths.items())
-            flops = _mean_flops(tir, lengths, length_var) if sizes else 0.0
+                timed = tuple((n, float(w)) for n, w in lengths.items())
+            flops = _mean_flops(tir, {n: (values[n], w) for n, w in lengths.items()}) if sizes else 0.0
         else:
             flops = _flops(tir)
         kind = dispatch.classify(tir) if cpu else "gpu"
@@ -129,15 +132,22 @@ def sized_args(tir: Any, values: Mapping[str, int]) -> list[Any] | None:
     return out
 
 
-def _mean_flops(tir: Any, lengths: Mapping[int, float], length_var: str) -> float:
-    """A symbolic kernel's FLOPs, the weighted mean over ``lengths`` (``length_var`` at each)."""
+def _values(point: Any, variables: tuple[str, ...]) -> dict[str, int]:
+    """The variables' values at ``point`` (an int: the one variable's)."""
+    values = tuple(point) if isinstance(point, (tuple, list)) else (point,)
+    return {v: int(n) for v, n in zip(variables, values)}
+
+
+def _mean_flops(tir: Any, points: Mapping[Any, tuple[dict[str, int], float]]) -> float:
+    """A symbolic kernel's FLOPs, the weighted mean over ``points`` (each: the variables'
+    values there and its weight)."""
     from tvm import ir
 
     func = tir["main"]
-    total = sum(lengths.values()) or 1.0
+    total = sum(w for _values, w in points.values()) or 1.0
     out = 0.0
-    for n, w in lengths.items():
-        scalars = {p: n for p in func.params if isinstance(p.ty, ir.PrimType) and p.name == length_var}
+    for values, w in points.values():
+        scalars = {p: values[p.name] for p in func.params if isinstance(p.ty, ir.PrimType) and p.name in values}
         fixed = func.specialize(scalars) if scalars else func
         out += w * _flops(tvm().IRModule({"main": fixed})) / total
     return out
