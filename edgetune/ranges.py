@@ -111,13 +111,14 @@ class LengthRange:
 
     def timed_points(self) -> list[Point]:
         """The points a symbolic package is tuned and timed at by default: every variable at its
-        end, then halving together (:func:`default_buckets` for one variable)."""
+        end, then halving together while their product stays ``MIN_BUCKET`` or more, at most
+        ``MAX_BUCKETS`` (:func:`default_buckets` for one variable)."""
         if not self.multi:
             return list(default_buckets(self.lo, self.hi))
         out: list[Point] = []
-        for k in range(MAX_BUCKETS):
+        for k in range(MAX_BUCKETS):  # (while the point's size stays MIN_BUCKET or more)
             p = self.point({v: max(lo, -(-hi // (1 << k))) for v, (lo, hi) in self.spans.items()})
-            if p in out:
+            if p in out or (out and int(np.prod(p)) < MIN_BUCKET):
                 break
             out.insert(0, p)
         return out

@@ -46,7 +46,7 @@ def test_several_ranges_are_variables_shared_by_span():
     assert rng.axes["mask"] == {0: "length0", 1: "length1"}
     assert rng.shapes_at((3, 17), {}) == {"ids": (3, 17), "mask": (3, 17)}
     assert rng.end == (4, 64) and rng.timed_points()[-1] == (4, 64)
-    assert rng.timed_points() == [(1, 4), (1, 8), (1, 16), (2, 32), (4, 64)]
+    assert rng.timed_points() == [(1, 8), (1, 16), (2, 32), (4, 64)]
     points = rng.check_points()
     assert points[0] == (1, 1) and points[-1] == (4, 64) and (1, 64) in points and (4, 1) in points
     with pytest.raises(UsageError, match="several ranges, where one length is needed"):
@@ -402,3 +402,117 @@ def test_inspect_reports_a_range_at_its_longest_and_how_it_is_built(encoder):
     assert report.import_error is None and any(
         "length range 4..64: a range package compiles one library with symbolic shapes (--buckets: fixed lengths "
         "8, 16, 32, 64)" in n for n in report.notes), report.notes
+
+
+def _batched(batch: int, length: int) -> dict:
+    return {name: ((1, batch), (1, length)) for name in NAMES}
+
+
+def test_batch_and_length_ranges_build_one_symbolic_library_that_serves_every_pair(encoder, tmp_path):
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_batched(3, 24)))
+    m = result.manifest
+    assert m["range"]["symbolic"] and m["range"]["vars"] == {"length0": [1, 3], "length1": [1, 24]}, m["range"]
+    assert "min" not in m["range"] and m["range"]["timed"][-1] == [3, 24]
+    v = m["verification"]  # every range's start and end, an odd point between, the corners that mix them
+    assert v["status"] == "passed" and list(v["lengths"]) == ["1x1", "3x13", "1x24", "3x1", "3x24"], v
+    assert [s["range_axes"] for s in m["inputs"]] == [{"0": "length0", "1": "length1"}] * 3
+    inner = json.loads((result.path / "symbolic" / "manifest.json").read_text())
+    assert inner["ranges"] == {"length0": [1, 3], "length1": [1, 24]} and "length_range" not in inner
+    model, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(encoder))
+    for batch, length in ((1, 1), (2, 9), (3, 24), (3, 16)):
+        rng = np.random.default_rng(batch * 100 + length)
+        inputs = {"input_ids": rng.integers(0, 50, (batch, length)).astype("int64"),
+                  "attention_mask": (rng.uniform(size=(batch, length)) < 0.8).astype("int64"),
+                  "token_type_ids": rng.integers(0, 2, (batch, length)).astype("int64")}
+        inputs["attention_mask"][:, 0] = 1
+        (got,), want = model.run(**inputs).values(), session.run(None, inputs)[0]
+        assert got.shape == want.shape == (batch, length, 32)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    ones = {n: np.ones((4, 5), "int64") for n in NAMES}
+    with pytest.raises(InputError, match=r"length0 \(input_ids axis 0, .*\) 4 is outside the package's range 1\.\.3"):
+        model.run(**ones)
+    uneven = {n: np.ones((2, 5 if n == "input_ids" else 6), "int64") for n in NAMES}
+    with pytest.raises(InputError, match="the inputs' length1 differ"):
+        model.run(**uneven)
+    assert model.check()["passed"]
+    timed = model.measure(runs=3, max_warmup_s=1.0)
+    assert list(timed["buckets"]) == ["2x12", "3x24"]  # every range halving together (while 8 or more)
+    with pytest.raises(UsageError, match="several ranges are built as one symbolic-shape library, which --buckets"):
+        package(PackageOptions(model=encoder, device="host", output=tmp_path / "b", input_shapes=_batched(3, 24),
+                               buckets=(8, 24)))
+    assert not (tmp_path / "b").exists()
+
+
+def test_height_and_width_ranges_of_one_input_are_two_variables(tmp_path):
+    """An image model whose height and width both range over 32..96: two variables, not one."""
+    model = zoo.mobilenet_v3(tmp_path / "mnv3.onnx", size=64, classes=10)
+    proto = onnx.load(str(model))
+    for axis, name in ((2, "height"), (3, "width")):
+        proto.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = name
+    onnx.save(proto, str(model))
+    name = proto.graph.input[0].name
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg",
+                                    input_shapes={name: (1, 3, (32, 96), (32, 96))}))
+    m = result.manifest
+    assert m["range"]["vars"] == {"length0": [32, 96], "length1": [32, 96]}
+    assert m["verification"]["status"] == "passed" and "32x96" in m["verification"]["lengths"], m["verification"]
+    loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
+    for h, w in ((41, 90), (96, 33)):
+        x = np.random.default_rng(h * w).uniform(-1, 1, (1, 3, h, w)).astype("float32")
+        (got,), want = loaded.run(x).values(), session.run(None, {name: x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max()))
+    with pytest.raises(InputError, match=r"needs shape \(1,3,length0,length1\) with length0 in 32\.\.96, length1 in 32\.\.96"):
+        loaded.run(np.zeros((1, 1, 40, 40), "float32"))
+
+
+@pytest.mark.qemu
+def test_a_batch_and_length_range_package_for_the_pi_checks_under_emulation(encoder, tmp_path, qemu):
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=encoder, device="pi5", output=tmp_path / "pi", input_shapes=_batched(2, 20)))
+    v = result.manifest["verification"]
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"] and list(v["lengths"]) == \
+        ["1x1", "1x11", "1x20", "2x1", "2x20"], v
+
+
+def test_shape_weights_of_several_ranges_are_points(encoder):
+    from edgetune.tuning.tasks import networks_of
+    from edgetune.util import parse_shape_weights
+
+    assert parse_shape_weights("1x16=1,4x64=3") == {(1, 16): 1.0, (4, 64): 3.0}
+    with pytest.raises(UsageError, match="malformed --shape-weights"):
+        parse_shape_weights("16=1,4x64=3")  # one value per range, the same count in every item
+    net, = networks_of([encoder], _batched(4, 64))
+    assert net.symbolic and list(net.lengths) == [(1, 8), (1, 16), (2, 32), (4, 64)]
+    net, = networks_of([encoder], _batched(4, 64), shape_weights={(4, 64): 1.0, (1, 16): 2.0})
+    assert list(net.lengths.items()) == [((1, 16), 2.0), ((4, 64), 1.0)]
+    with pytest.raises(UsageError, match="--shape-weights 16 has 1 value"):
+        networks_of([encoder], _batched(4, 64), shape_weights={16: 1.0})
+    with pytest.raises(UsageError, match=r"outside the range length0 1\.\.4 × length1 1\.\.64"):
+        networks_of([encoder], _batched(4, 64), shape_weights={(8, 16): 1.0})
+    with pytest.raises(UsageError, match="several ranges, where one length is needed"):
+        networks_of([encoder], _batched(4, 64), buckets=(32, 64))
+
+
+@pytest.mark.slow
+def test_tuning_batch_and_length_ranges_times_each_kernel_at_the_weighted_points(encoder, tmp_path):
+    from conftest import run_edgetune
+
+    records = tmp_path / "records"
+    shapes = [f"--input-shape={n}=1..3,1..24" for n in NAMES]
+    res = run_edgetune("tune", str(encoder), "--device", "host", *shapes, "--shape-weights", "1x8=1,3x24=2",
+                       "--records", str(records), "--trials", "24", "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads(res.stdout)
+    assert summary["failed_candidates"] == 0 and any(t["best_ms"] for t in summary["tasks"]), summary["tasks"]
+    weights = json.loads((records / "host" / "shape_weights.json").read_text()) if (records / "host").is_dir() else \
+        json.loads(next(records.rglob("shape_weights.json")).read_text())
+    assert weights and all(w == {"1x8": 1.0, "3x24": 2.0} for w in weights.values()), weights
+    result = package(PackageOptions(model=encoder, device="host", output=tmp_path / "pkg", input_shapes=_batched(3, 24),
+                                    records=records))
+    check, = summary["network_checks"]  # (timed at the points; on a busy host it may veto every record)
+    assert check["error"] is None and check["default_ms"] > 0, check
+    kept = {k["workload"] for k in check["kernels"] if k["kept"]}
+    m = result.manifest
+    assert m["verification"]["status"] == "passed" and (m["tuning"] or {}).get("tuned_tasks", 0) >= len(kept)
+    assert {k["workload"] for k in m["kernels"].values() if k["tuned"]} >= kept
