@@ -13,7 +13,9 @@ Models (built by the tests' generators with their length axis dynamic, as export
 - ``ocr``: the CRNN text recognizer of the tests (conv stack, 2-layer BiLSTM) on 32-pixel lines,
   widths 32..480, timed at 160 and 320 pixels;
 - ``ocr-mobile``: a PP-OCR-style recognizer (``tests/zoo.py: ocr_rec``: inverted residuals with
-  depthwise convolutions, a CTC head), 3 × 32-pixel lines, widths 32..960, timed at 160, 320, 640.
+  depthwise convolutions, a CTC head), 3 × 32-pixel lines, widths 32..960, timed at 160, 320, 640;
+- ``minilm-batch``: the MiniLM-like encoder with two ranges, batch 1..8 × tokens 1..128 (one
+  symbolic library, two variables), timed at 1x16, 4x64, 8x128 (``--lengths`` takes such points).
 
 Three packages serve the range, all untuned for ``host``: the symbolic one (the default: one
 library), the bucket one (``--buckets``, the range's default buckets; only where padding is
@@ -69,6 +71,17 @@ def _minilm(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
     return model, {n: (1, "L") for n in NAMES}, inputs
 
 
+def _minilm_batch(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
+    model, _template, _inputs = _minilm(work)
+
+    def inputs(point: tuple[int, int]) -> dict[str, np.ndarray]:
+        batch, length = point
+        rng = np.random.default_rng(batch * 1000 + length)
+        return {"input_ids": rng.integers(0, 1000, (batch, length)).astype("int64"),
+                "attention_mask": np.ones((batch, length), "int64"), "token_type_ids": np.zeros((batch, length), "int64")}
+    return model, {n: ("B", "L") for n in NAMES}, inputs
+
+
 def _speech(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
     import zoo_transformers as zt
 
@@ -101,11 +114,26 @@ def _ocr_mobile(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
 MODELS = {"minilm": (_minilm, (1, 256), "16,40,64,100,128,200,256", True),
           "speech": (_speech, (16, 1000), "100,250,500,1000", False),
           "ocr": (_ocr, (32, 480), "160,320", False),
-          "ocr-mobile": (_ocr_mobile, (32, 960), "160,320,640", False)}
+          "ocr-mobile": (_ocr_mobile, (32, 960), "160,320,640", False),
+          "minilm-batch": (_minilm_batch, ((1, 8), (1, 128)), "1x16,4x64,8x128", False)}
 
 
 def _shapes(template: dict[str, tuple[Any, ...]], length: Any) -> dict[str, tuple[Any, ...]]:
-    return {name: tuple(length if d == "L" else d for d in dims) for name, dims in template.items()}
+    """The template's ``L`` at ``length`` (a length or a range); a template with ``B`` and ``L``
+    takes a pair of them (batch, length)."""
+    two = any("B" in dims for dims in template.values())
+    values = dict(zip("BL", length)) if two else {"L": length}
+    return {name: tuple(values.get(d, d) if isinstance(d, str) else d for d in dims) for name, dims in template.items()}
+
+
+def _label(point: Any) -> str:
+    return "x".join(map(str, point)) if isinstance(point, tuple) else str(point)
+
+
+def _point(text: str) -> Any:
+    """``64`` → 64; ``4x64`` → (4, 64)."""
+    values = tuple(int(v) for v in text.split("x"))
+    return values if len(values) > 1 else values[0]
 
 
 def _median_ms(model: Any, inputs: dict[str, np.ndarray], runs: int) -> float:
@@ -139,17 +167,17 @@ def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
                                           use_records=False, verify=False)).path
 
         def cycles(target: Path, length: int) -> float:
-            inputs = work / f"in-{length}.npz"
+            inputs = work / f"in-{_label(length)}.npz"
             np.savez(inputs, **{f"in_{i}": a for i, a in enumerate(make_inputs(length).values())})
             counts = armsim.count(board, "edgetune", target, inputs, runs=1)
             return float(armsim.estimate(counts, [board])["boards"][board.name]["cycles"])
 
         symbolic = build("symbolic", _shapes(template, (lo, hi)))
         for length in lengths:
-            fixed_c, sym_c = cycles(build(f"L{length}", _shapes(template, length)), length), cycles(symbolic, length)
+            fixed_c, sym_c = cycles(build(f"L{_label(length)}", _shapes(template, length)), length), cycles(symbolic, length)
             rows.append({"length": length, "fixed_mcycles": fixed_c / 1e6, "symbolic_mcycles": sym_c / 1e6,
                          "ratio": sym_c / fixed_c})
-            print(f"{model_name} {board_name} length {length}: fixed {fixed_c / 1e6:.2f} M cycles, symbolic "
+            print(f"{model_name} {board_name} length {_label(length)}: fixed {fixed_c / 1e6:.2f} M cycles, symbolic "
                   f"{sym_c / 1e6:.2f} M ({sym_c / fixed_c:.2f})", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"ranges-{model_name}-{board_name}.json"
@@ -157,7 +185,7 @@ def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
                                "method": armsim.__doc__.split("\n\n")[0], "rows": rows}, indent=2))
     print(f"\n{'length':>6} {'fixed Mcyc':>11} {'symbolic':>9} {'ratio':>6}")
     for r in rows:
-        print(f"{r['length']:>6} {r['fixed_mcycles']:>11.2f} {r['symbolic_mcycles']:>9.2f} {r['ratio']:>6.2f}")
+        print(f"{_label(r['length']):>6} {r['fixed_mcycles']:>11.2f} {r['symbolic_mcycles']:>9.2f} {r['ratio']:>6.2f}")
     print(f"wrote {out}")
 
 
@@ -188,7 +216,7 @@ def main() -> None:
     p.add_argument("--tune", default="", metavar="TIME", help="also tune the symbolic range for this long (e.g. 10m)")
     args = p.parse_args()
     make, (lo, hi), default_lengths, exact_padding = MODELS[args.model]
-    lengths = [int(x) for x in (args.lengths or default_lengths).split(",")]
+    lengths = [_point(x) for x in (args.lengths or default_lengths).split(",")]
     if args.estimate:
         estimate(args.model, args.estimate, lengths)
         return
@@ -212,7 +240,7 @@ def main() -> None:
             start = time.perf_counter()
             packages["tuned"] = edgetune_runtime.load(_tuned(model, ranged, lengths, args.tune, work).path)
             tune_s = time.perf_counter() - start
-        buckets, buckets_build_s = default_buckets(lo, hi), None
+        buckets, buckets_build_s = (default_buckets(lo, hi) if exact_padding else None), None
         if exact_padding:
             start = time.perf_counter()
             bucketed = package(PackageOptions(model=model, device="host", output=work / "buckets", input_shapes=ranged,
@@ -223,7 +251,7 @@ def main() -> None:
               + (f", buckets {buckets} in {buckets_build_s:.0f} s" if buckets_build_s else ""), flush=True)
         for length in lengths:
             start = time.perf_counter()
-            fixed = package(PackageOptions(model=model, device="host", output=work / f"L{length}",
+            fixed = package(PackageOptions(model=model, device="host", output=work / f"L{_label(length)}",
                                            input_shapes=_shapes(template, length), use_records=False))
             build_s = time.perf_counter() - start
             models = {"fixed": edgetune_runtime.load(fixed.path), **packages}
@@ -243,7 +271,7 @@ def main() -> None:
             if "tuned" in best:
                 row.update(tuned_ms=best["tuned"], tuned_ratio=best["tuned"] / best["fixed"])
             rows.append(row)
-            print(f"length {length:4d}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
+            print(f"length {_label(length):>4}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
                   f"({row['symbolic_ratio']:.2f})" + (f", bucket {row['bucket']} {row['buckets_ms']:.3f} ms "
                                                        f"({row['buckets_ratio']:.2f})" if "bucket" in row else "")
                   + (f", tuned symbolic {row['tuned_ms']:.3f} ms ({row['tuned_ratio']:.2f})" if "tuned" in row else ""),
@@ -260,7 +288,7 @@ def main() -> None:
                                                                              if exact_padding else "")
           + (f" {'tuned':>9} {'ratio':>6}" if args.tune else ""))
     for r in rows:
-        print(f"{r['length']:>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f}"
+        print(f"{_label(r['length']):>6} {r['fixed_ms']:>9.3f} {r['symbolic_ms']:>9.3f} {r['symbolic_ratio']:>6.2f}"
               + (f" {r['bucket']:>6} {r['buckets_ms']:>9.3f} {r['buckets_ratio']:>6.2f}" if "bucket" in r else "")
               + (f" {r['tuned_ms']:>9.3f} {r['tuned_ratio']:>6.2f}" if "tuned_ms" in r else ""))
     if tune_s:
