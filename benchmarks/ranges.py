@@ -247,7 +247,8 @@ def main() -> None:
                                               use_records=False, buckets=tuple(buckets)))
             buckets_build_s = time.perf_counter() - start
             packages["buckets"] = edgetune_runtime.load(bucketed.path)
-        print(f"{args.model} {lo}..{hi}: symbolic package built in {symbolic_build_s:.0f} s"
+        span = " × ".join(f"{a}..{b}" for a, b in (lo, hi)) if isinstance(lo, tuple) else f"{lo}..{hi}"
+        print(f"{args.model} {span}: symbolic package built in {symbolic_build_s:.0f} s"
               + (f", buckets {buckets} in {buckets_build_s:.0f} s" if buckets_build_s else ""), flush=True)
         for length in lengths:
             start = time.perf_counter()

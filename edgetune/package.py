@@ -67,6 +67,9 @@ class PackageOptions:
     # without records: each convolution's variant by signature (direct | winograd), as a tuned
     # build chose them (the network check times kernels of the same variant); None: the target's
     conv_variants: Mapping[str, str] | None = None
+    # a symbolic range package's timing points (bench, the tuner's network check): point → weight,
+    # as ``edgetune tune --shape-weights`` weighs them; empty: the range's end and halvings, equally
+    shape_weights: Mapping[Any, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

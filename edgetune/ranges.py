@@ -236,7 +236,9 @@ def package_range(opts: Any, progress: Any) -> Any:
             # checked below at several lengths; tuning records of its symbolic kernels apply
             sub = dataclasses.replace(opts, output=staging / SYMBOLIC_DIR, tar=False, force=False, verify=False,
                                       symbolic=True)
-            manifest = _symbolic_manifest(package(sub, progress).manifest, rng)
+            timed = check_shape_weights(dict(opts.shape_weights), rng) if opts.shape_weights else \
+                {p: 1.0 for p in rng.timed_points()}
+            manifest = _symbolic_manifest(package(sub, progress).manifest, rng, timed)
         else:
             for b in buckets:
                 progress(f"bucket {b} of {rng.lo}..{rng.hi} (buckets {', '.join(map(str, buckets))})")
@@ -307,16 +309,18 @@ def _manifest(subs: dict[int, dict[str, Any]], rng: LengthRange, buckets: list[i
 SYMBOLIC_DIR = "symbolic"
 
 
-def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange) -> dict[str, Any]:
+def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange, timed: dict[Point, float]) -> dict[str, Any]:
     """A symbolic range package's manifest: its library's, less what is per library, with the
-    range; its one package serves every length, timed at the lengths buckets would have."""
+    range; its one package serves every length, timed at ``timed``'s points (point → weight:
+    ``timed_weights``; by default the lengths buckets would have, equally)."""
     top = _top_manifest(sub)  # (its schedules are the range's: one library)
     top["tuning"], top["kernels"] = sub.get("tuning"), sub.get("kernels")  # (its one library's, the range's)
     end = label(rng.end)
     top["range"] = {**({"min": rng.lo, "max": rng.hi, "buckets": [rng.hi]} if not rng.multi else {}),
                     "vars": {v: [lo, hi] for v, (lo, hi) in rng.spans.items()}, "symbolic": True,
                     "packages": {end: SYMBOLIC_DIR}, "pad": {},
-                    "timed": [list(point_values(p)) if rng.multi else p for p in rng.timed_points()],
+                    "timed": [list(point_values(p)) if rng.multi else p for p in timed],
+                    "timed_weights": list(timed.values()),
                     "per_bucket": {end: {"tuning": (sub.get("tuning") or {}).get("tuned_tasks", 0),
                                          "verification": "range check"}}}
     return top

@@ -437,6 +437,14 @@ def test_batch_and_length_ranges_build_one_symbolic_library_that_serves_every_pa
     assert model.check()["passed"]
     timed = model.measure(runs=3, max_warmup_s=1.0)
     assert list(timed["buckets"]) == ["2x12", "3x24"]  # every range halving together (while 8 or more)
+    # the tuner's network check builds it timed at the points tuned, weighted alike
+    from edgetune.tuning.network_check import _timed_weights
+
+    weighted = package(PackageOptions(model=encoder, device="host", output=tmp_path / "w", input_shapes=_batched(3, 24),
+                                      verify=False, shape_weights={(1, 8): 1.0, (3, 24): 3.0}))
+    assert weighted.manifest["range"]["timed"] == [[1, 8], [3, 24]] and weighted.manifest["range"]["timed_weights"] == [1.0, 3.0]
+    assert _timed_weights(weighted.path, 2) == [0.25, 0.75] and _timed_weights(result.path, 2) == [0.5, 0.5]
+    assert list(edgetune_runtime.load(weighted.path).measure(runs=3, max_warmup_s=1.0)["buckets"]) == ["1x8", "3x24"]
     with pytest.raises(UsageError, match="several ranges are built as one symbolic-shape library, which --buckets"):
         package(PackageOptions(model=encoder, device="host", output=tmp_path / "b", input_shapes=_batched(3, 24),
                                buckets=(8, 24)))

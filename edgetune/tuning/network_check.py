@@ -37,6 +37,7 @@ two networks is kept only where it helps both.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -259,9 +260,12 @@ class NetworkChecker:
                  variants: dict[str, str] | None = None) -> Any:
         from ..package import PackageOptions, package
 
+        # a symbolic range is timed at the points its kernels were tuned at, weighted alike
+        weights = next((n.lengths for n in self.nets if n.path == model and n.shapes == shapes), {})
         return package(PackageOptions(model=model, device=self.opts.device, output=out, input_shapes=shapes,
                                       bindings=self.opts.bindings, records=self.store.dir, use_records=records,
-                                      layout=self.opts.layout, seed=self.opts.seed, conv_variants=variants))
+                                      layout=self.opts.layout, seed=self.opts.seed, conv_variants=variants,
+                                      shape_weights=weights))
 
     def _time(self, packages: list[Path], profile: bool = True) -> list[_Timing]:
         """Each package's fastest round, the packages alternating."""
@@ -279,13 +283,15 @@ class NetworkChecker:
             return result.p50_ms, {}
         m = measure_package(MeasureOptions(pkg, self.where, runs=RUNS, profile=profile, max_warmup_s=5.0, check=False))
         timed = list((m.buckets or {}).values()) or [{"latency": m.latency, "profile": m.profile}]
-        # a symbolic range package is timed at several lengths (the range's end and halvings): their mean
-        p50 = sum(float(t["latency"]["p50_ms"]) for t in timed) / len(timed)
+        # a symbolic range package is timed at the points it was tuned at: their weighted mean
+        # (a bucket package's buckets weigh alike: each is a network of its own in the job)
+        weights = _timed_weights(pkg, len(timed))
+        p50 = sum(w * float(t["latency"]["p50_ms"]) for w, t in zip(weights, timed))
         kernels: dict[str, float] = {}
-        for t in timed:
+        for w, t in zip(weights, timed):
             for r in (t.get("profile") or {}).get("kernels", []):
                 if r.get("kind") != "runtime":
-                    kernels[r["name"]] = kernels.get(r["name"], 0.0) + float(r["ms"]) / len(timed)
+                    kernels[r["name"]] = kernels.get(r["name"], 0.0) + w * float(r["ms"])
         return p50, kernels
 
     def _verdicts(self, manifest: dict[str, Any], base: _Timing, tuned: _Timing) -> list[KernelVerdict]:
@@ -323,3 +329,15 @@ def _boards() -> set[str]:
     from ..remote.inventory import load_inventory
 
     return set(load_inventory())
+
+
+def _timed_weights(pkg: Path, n: int) -> list[float]:
+    """The shares of a package's ``n`` timings in its time: a symbolic range package's
+    ``timed_weights`` (normalised), else equal."""
+    try:
+        weights = json.loads((pkg / "manifest.json").read_text()).get("range", {}).get("timed_weights") or []
+    except (OSError, ValueError):
+        weights = []
+    if len(weights) != n or not sum(weights) > 0:
+        weights = [1.0] * n
+    return [float(w) / sum(weights) for w in weights]
