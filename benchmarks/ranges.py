@@ -145,7 +145,7 @@ def _median_ms(model: Any, inputs: dict[str, np.ndarray], runs: int) -> float:
     return statistics.median(samples)
 
 
-def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
+def estimate(model_name: str, board_name: str, lengths: list[Any], rows: int = 0) -> None:
     """Symbolic package vs a package per length on a Raspberry Pi, by the armsim estimate."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import armsim
@@ -157,14 +157,14 @@ def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
         raise SystemExit(f"missing: {', '.join(missing)} — run scripts/install-system-deps.sh (as root)")
     make, (lo, hi), _default, _exact = MODELS[model_name]
     board = armsim.BOARDS[board_name]
-    rows = []
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model, template, make_inputs = make(work)
 
-        def build(name: str, shapes: dict[str, tuple[Any, ...]]) -> Path:
+        def build(name: str, shapes: dict[str, tuple[Any, ...]], variants: Any = None) -> Path:
             return package(PackageOptions(model=model, device=board_name, output=work / name, input_shapes=shapes,
-                                          use_records=False, verify=False)).path
+                                          use_records=False, verify=False, conv_variants=variants)).path
 
         def cycles(target: Path, length: int) -> float:
             inputs = work / f"in-{_label(length)}.npz"
@@ -173,20 +173,25 @@ def estimate(model_name: str, board_name: str, lengths: list[int]) -> None:
             return float(armsim.estimate(counts, [board])["boards"][board.name]["cycles"])
 
         symbolic = build("symbolic", _shapes(template, (lo, hi)))
+        tiles = build("rows", _shapes(template, (lo, hi)), {"rows": str(rows)}) if rows else None
         for length in lengths:
             fixed_c, sym_c = cycles(build(f"L{_label(length)}", _shapes(template, length)), length), cycles(symbolic, length)
-            rows.append({"length": length, "fixed_mcycles": fixed_c / 1e6, "symbolic_mcycles": sym_c / 1e6,
-                         "ratio": sym_c / fixed_c})
+            out.append({"length": length, "fixed_mcycles": fixed_c / 1e6, "symbolic_mcycles": sym_c / 1e6,
+                        "ratio": sym_c / fixed_c})
+            if tiles:
+                rows_c = cycles(tiles, length)
+                out[-1].update(rows=rows, rows_mcycles=rows_c / 1e6, rows_ratio=rows_c / fixed_c)
             print(f"{model_name} {board_name} length {_label(length)}: fixed {fixed_c / 1e6:.2f} M cycles, symbolic "
-                  f"{sym_c / 1e6:.2f} M ({sym_c / fixed_c:.2f})", flush=True)
+                  f"{sym_c / 1e6:.2f} M ({sym_c / fixed_c:.2f})"
+                  + (f", rows{rows} {rows_c / 1e6:.2f} M ({rows_c / fixed_c:.2f})" if tiles else ""), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"ranges-{model_name}-{board_name}.json"
-    out.write_text(json.dumps({"model": model_name, "board": board_name, "range": [lo, hi],
-                               "method": armsim.__doc__.split("\n\n")[0], "rows": rows}, indent=2))
+    path = RESULTS / f"ranges-{model_name}-{board_name}.json"
+    path.write_text(json.dumps({"model": model_name, "board": board_name, "range": [lo, hi],
+                               "method": armsim.__doc__.split("\n\n")[0], "rows": out}, indent=2))
     print(f"\n{'length':>6} {'fixed Mcyc':>11} {'symbolic':>9} {'ratio':>6}")
-    for r in rows:
+    for r in out:
         print(f"{_label(r['length']):>6} {r['fixed_mcycles']:>11.2f} {r['symbolic_mcycles']:>9.2f} {r['ratio']:>6.2f}")
-    print(f"wrote {out}")
+    print(f"wrote {path}")
 
 
 def _tuned(model: Path, ranged: dict[str, tuple[Any, ...]], lengths: list[int], budget: str, work: Path) -> Any:
@@ -214,11 +219,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--estimate", choices=("pi4", "pi5"), default="", help="a Raspberry Pi by estimate, not this host")
     p.add_argument("--tune", default="", metavar="TIME", help="also tune the symbolic range for this long (e.g. 10m)")
+    p.add_argument("--rows", type=int, default=0, metavar="N",
+                   help="also time the symbolic package built with every register-tile height over the length at N")
     args = p.parse_args()
     make, (lo, hi), default_lengths, exact_padding = MODELS[args.model]
     lengths = [_point(x) for x in (args.lengths or default_lengths).split(",")]
     if args.estimate:
-        estimate(args.model, args.estimate, lengths)
+        estimate(args.model, args.estimate, lengths, args.rows)
         return
 
     import edgetune_runtime
@@ -235,6 +242,10 @@ def main() -> None:
                                           use_records=False))
         symbolic_build_s = time.perf_counter() - start
         packages = {"symbolic": edgetune_runtime.load(symbolic.path)}
+        if args.rows:  # every symbolic kernel's tile height at --rows (what a tuned build may choose)
+            tiles = package(PackageOptions(model=model, device="host", output=work / "rows", input_shapes=ranged,
+                                           use_records=False, conv_variants={"rows": str(args.rows)}))
+            packages["rows"] = edgetune_runtime.load(tiles.path)
         tune_s = None
         if args.tune:
             start = time.perf_counter()
@@ -271,11 +282,14 @@ def main() -> None:
                            buckets_ratio=best["buckets"] / best["fixed"])
             if "tuned" in best:
                 row.update(tuned_ms=best["tuned"], tuned_ratio=best["tuned"] / best["fixed"])
+            if "rows" in best:
+                row.update(rows=args.rows, rows_ms=best["rows"], rows_ratio=best["rows"] / best["fixed"])
             rows.append(row)
             print(f"length {_label(length):>4}: fixed {row['fixed_ms']:.3f} ms, symbolic {row['symbolic_ms']:.3f} ms "
                   f"({row['symbolic_ratio']:.2f})" + (f", bucket {row['bucket']} {row['buckets_ms']:.3f} ms "
                                                        f"({row['buckets_ratio']:.2f})" if "bucket" in row else "")
-                  + (f", tuned symbolic {row['tuned_ms']:.3f} ms ({row['tuned_ratio']:.2f})" if "tuned" in row else ""),
+                  + (f", tuned symbolic {row['tuned_ms']:.3f} ms ({row['tuned_ratio']:.2f})" if "tuned" in row else "")
+                  + (f", symbolic rows{args.rows} {row['rows_ms']:.3f} ms ({row['rows_ratio']:.2f})" if "rows" in row else ""),
                   flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = OUT if args.model == "minilm" else OUT.with_name(f"ranges-{args.model}.json")

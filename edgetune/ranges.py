@@ -2,7 +2,7 @@
 the range, verified at several lengths against the model's runtime. How the loader serves a
 length: :mod:`edgetune_runtime.ranges`. One length is shared by every ranged input (a sequence
 axis: tokens, frames, an image's width); several dimensions may have ranges of their own (batch
-× length, height × width: ``--input-shape x=1,3,32..640,32..641``), built symbolic only — see
+× length, height × width: ``--input-shape x=1,3,32..640,32..640``), built symbolic only — see
 :func:`~edgetune.util.range_variables` for which axes share one. Two ways to build one:
 
 - **symbolic** (ONNX models, the default): one library whose kernels take the length at run
@@ -220,7 +220,7 @@ def package_range(opts: Any, progress: Any) -> Any:
         raise UsageError(f"{rng.describe()}: several ranges are built as one symbolic-shape library, which "
                          + ("--buckets does not" if opts.buckets else "a TFLite model cannot be"),
                          "leave out --buckets (ONNX models), or give one dimension a range")
-    buckets = [] if symbolic else [rng.hi] if symbolic else check_buckets(list(opts.buckets), rng) if opts.buckets else \
+    buckets = [] if symbolic else check_buckets(list(opts.buckets), rng) if opts.buckets else \
         default_buckets(rng.lo, rng.hi)
     output = opts.output.resolve()
     _check_output(output, opts.force)
