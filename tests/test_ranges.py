@@ -341,15 +341,20 @@ def test_shape_weights_are_lengths_in_the_range_of_a_symbolic_network(tmp_path):
 
 
 def test_a_symbolic_kernels_register_tile_height_is_the_default_unless_a_choice_names_one():
+    from edgetune._tvm.kernels.cpu import CpuFacts
     from edgetune._tvm.passes.legalize import ROWS, row_height
 
-    sig = "rows dense 32x32"
-    assert row_height(sig, 5, 12, "auto") == (5, (sig, 5))
-    assert row_height(sig, 5, 12, {sig: "rows4"}) == (4, (sig, 5))
-    assert row_height(sig, 5, 12, {"rows dense 64x64": "rows4"})[0] == 5
-    assert row_height(sig, 5, 12, {ROWS: "2"})[0] == 2  # (tuning's extraction: every kernel at one height)
-    assert row_height(sig, 5, 12, {ROWS: "13"})[0] == 5  # more rows than the registers hold: the default
-    assert row_height(sig, 5, 12, {sig: "direct"})[0] == 5  # (not a height)
+    sig, x86, arm = "rows dense 32x32", CpuFacts(16, 32, 4), CpuFacts(4, 32, 4, aarch64=True)
+    assert row_height(sig, 5, 12, "auto", x86) == (5, (sig, 5))
+    assert row_height(sig, 5, 12, {sig: "rows4"}, x86) == (4, (sig, 5))
+    assert row_height(sig, 5, 12, {"rows dense 64x64": "rows4"}, x86)[0] == 5
+    assert row_height(sig, 5, 12, {ROWS: "2"}, x86)[0] == 2  # (tuning's extraction: every kernel at one height)
+    assert row_height(sig, 5, 12, {ROWS: "13"}, x86)[0] == 5  # more rows than the registers hold: the default
+    assert row_height(sig, 5, 12, {sig: "direct"}, x86)[0] == 5  # (not a height)
+    # on AArch64 an untuned build's height is 4 (measured by the Pi estimate), tuning's choice still wins
+    assert row_height(sig, 5, 12, "auto", arm) == (4, (sig, 4))
+    assert row_height(sig, 5, 12, {sig: "rows6"}, arm)[0] == 6
+    assert row_height(sig, 3, 3, "auto", arm)[0] == 3  # (registers for 3 rows only)
 
 
 def test_a_symbolic_kernel_is_timed_with_its_arguments_at_each_length(tmp_path):

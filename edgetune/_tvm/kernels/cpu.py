@@ -15,6 +15,7 @@ class CpuFacts:
     lanes: int  # fp32 lanes per vector register
     registers: int  # vector registers
     fma_latency: int  # cycles; with 2 pipes, 2 × latency independent accumulators keep them busy
+    aarch64: bool = False
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -32,7 +33,8 @@ class CpuFacts:
             registers = 32 if bits >= 512 else 16
         # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency; A76+ and x86 ~4.
         slow_fma = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
-        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4)
+        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4,
+                   aarch64=triple.startswith("aarch64"))
 
 
 def has_feature(target: Any, feature: str) -> bool:
@@ -77,6 +79,23 @@ def symbolic_height(limit: int, vectors: int, cpu: CpuFacts, weight_cost: float 
     heights = range(1, limit + 1)
     best = max(tile_rate(rw, vectors, cpu, weight_cost) for rw in heights)
     return min(rw for rw in heights if tile_rate(rw, vectors, cpu, weight_cost) >= 0.9 * best)
+
+
+# The register-tile height of every kernel over a symbolic extent on AArch64, measured: by the
+# Raspberry Pi estimate (benchmarks/ranges.py --estimate pi4|pi5 --rows 4; instructions counted
+# under qemu, cycles by llvm-mca), 4-row tiles ran a MiniLM-like encoder's range package at 0.99 /
+# 0.98 / 1.04 (A72) and 0.92 / 0.98 / 1.02 (A76) of a package built for 16 / 64 / 256 tokens,
+# where the modelled heights (5–8: :func:`symbolic_height`) ran at 1.21 / 0.99 / 1.04 and
+# 1.13 / 0.98 / 1.03; a speech encoder (A76, 100 / 250 frames) 1.01 / 1.01 against 1.03 / 1.04,
+# a PP-OCR-style recognizer (160 / 640 px) 1.07 / 1.06 against 1.09 / 1.07. (On AVX-512 4 rows
+# measured slower: 1.25 / 1.17 at 64 / 128 tokens, against 0.96 / 1.00.)
+ARM_SYMBOLIC_ROWS = 4
+
+
+def symbolic_default(default: int, limit: int, cpu: CpuFacts) -> int:
+    """The height an untuned build gives a kernel over a symbolic extent: ``default`` (the
+    model's), on AArch64 :data:`ARM_SYMBOLIC_ROWS` where the registers hold it."""
+    return ARM_SYMBOLIC_ROWS if cpu.aarch64 and limit >= ARM_SYMBOLIC_ROWS else default
 
 
 def best_rows(vectors: int, cpu: CpuFacts) -> int:

@@ -19,6 +19,7 @@ from ..kernels.cpu import (
     pad_axis,
     padded_rows,
     register_tile,
+    symbolic_default,
 )
 from ..kernels.dense import dense_packed, matmul_packed
 from ..kernels.rows import layer_norm_rows, softmax_rows
@@ -153,14 +154,14 @@ def _legalize_conv2d_symbolic(bb: Any, call: Any, weights: Any, layout: str, cpu
         " ".join(f"{k}{v}" for k, v in geometry.items())
     if int(a.groups) == 1:
         oci, rw = register_tile(oc, None, cpu)
-        height, rows = row_height(f"rows conv2d {shape}", rw, max_rows(-(-oci // cpu.lanes), cpu), choice)
+        height, rows = row_height(f"rows conv2d {shape}", rw, max_rows(-(-oci // cpu.lanes), cpu), choice, cpu)
         return bb.call_te(conv2d_nhwc_packed, call.args[0], relax.const(packed_weights(weights, oci)), **geometry,
                           out_channels=oc, row_tile=height, rows=rows, primfunc_name_hint="conv2d_nhwc")
     if int(a.groups) == int(values[3].value) == oc and ic_g == 1:
         packed = depthwise_weights(weights, cpu)
         vectors = -(-min(packed.shape[-1], 4 * cpu.lanes) // cpu.lanes)  # (the schedule's channel block, at most)
         limit = max_rows(vectors, cpu)
-        height, rows = row_height(f"rows depthwise {shape}", min(8, limit), limit, choice)
+        height, rows = row_height(f"rows depthwise {shape}", min(8, limit), limit, choice, cpu)
         return bb.call_te(depthwise_conv2d_nhwc, call.args[0], relax.const(packed), **geometry,
                           row_tile=height, rows=rows, primfunc_name_hint="depthwise_conv2d_nhwc")
     return _default_legalize(bb, call)
@@ -170,13 +171,15 @@ ROWS = "rows"  # a key of a ConvChoice mapping: one register-tile height for eve
 ROW_HEIGHTS = (2, 4, 6, 8)  # the heights tuning measures beside the default (those a kernel's registers hold)
 
 
-def row_height(sig: str, default: int, limit: int, choice: ConvChoice) -> tuple[int, tuple[str, int]]:
+def row_height(sig: str, default: int, limit: int, choice: ConvChoice, cpu: CpuFacts) -> tuple[int, tuple[str, int]]:
     """The register-tile height of a kernel over a symbolic row count or width (a range of
     lengths: dense, matmul, convolution, depthwise) and its ``rows`` annotation
-    (:func:`..kernels.dense.row_variant`): ``default`` unless ``choice`` names one for the
-    kernel's signature (``"rows6"``: what tuning measured fastest at the lengths it weighed) or
-    for every kernel (``ROWS``: how tuning's extraction makes the variants); a height over
-    ``limit`` (what the registers hold) is the default."""
+    (:func:`..kernels.dense.row_variant`): ``default`` (on AArch64 4 rows:
+    :func:`..kernels.cpu.symbolic_default`) unless ``choice`` names one for the kernel's
+    signature (``"rows6"``: what tuning measured fastest at the lengths it weighed) or for every
+    kernel (``ROWS``: how tuning's extraction makes the variants); a height over ``limit`` (what
+    the registers hold) is the default."""
+    default = symbolic_default(default, limit, cpu)
     wanted = (choice.get(sig) or choice.get(ROWS)) if isinstance(choice, Mapping) else None
     height = default
     if wanted is not None and str(wanted).removeprefix("rows").isdigit():
@@ -201,7 +204,7 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice = "au
     shape = static_shape(x)
     vectors = -(-nb // cpu.lanes)
     if shape is None:  # symbolic rows (a range of lengths): whole tiles, the last one padded
-        height, rows = row_height(f"rows dense {k}x{n}", best_rows(vectors, cpu), max_rows(vectors, cpu), choice)
+        height, rows = row_height(f"rows dense {k}x{n}", best_rows(vectors, cpu), max_rows(vectors, cpu), choice, cpu)
         return bb.call_te(dense_packed, x, relax.const(packed), n, 0, height, rows, primfunc_name_hint="dense")
     rows = int(np.prod(shape[:-1]))
     rows_to = padded_rows(rows, vectors, cpu)
@@ -230,7 +233,7 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts, choice: ConvCho
 
     sig = f"rows matmul {'x'.join(text(d) for d in values[0][:-2])} {text(values[0][-1])}x{text(n)}"
     vectors = -(-nb // cpu.lanes)
-    height, rows = row_height(sig, best_rows(vectors, cpu), max_rows(vectors, cpu), choice)
+    height, rows = row_height(sig, best_rows(vectors, cpu), max_rows(vectors, cpu), choice, cpu)
     return bb.call_te(matmul_packed, a, b, nb, 0, height, rows, primfunc_name_hint="matmul")
 
 
