@@ -62,15 +62,28 @@ def fold_epilogue(sch: Any, main: Any) -> tuple[Any | None, bool]:
             # input projection added to its matmul): inlined, or the epilogue cannot follow main
             sch.compute_inline(block)
     after = blocks[at + 1:]
-    cropped = bool(after) and block_name(sch, after[0]) == "crop"
+    whole = out_shape(sch, main)
+    # A crop of whole tiles of a symbolic extent (a range of lengths: rows or pixels past the
+    # end) keeps the channels: the epilogue still runs per tile, from the registers, the rows past
+    # the end left out by a predicate on the row (a pass of its own cost a full write and read
+    # of the output and a parallel region per layer: dense and 1×1 layers of a range package).
+    tiles = bool(after) and block_name(sch, after[0]) == "crop" and _fewer_rows(out_shape(sch, after[0]), whole)
+    cropped = bool(after) and block_name(sch, after[0]) == "crop" and not tiles
     for block in after[:-1]:
         sch.compute_inline(block)
     if not after:
         return None, False
     # reverse_compute_at only covers what depends on the producer: an epilogue that writes more
     # (channel padding after a pool, measured wrong on BlazeFace) must run as its own pass.
-    same = out_shape(sch, after[-1]) == out_shape(sch, main)
+    same = out_shape(sch, after[-1]) == whole or (tiles and _fewer_rows(out_shape(sch, after[-1]), whole))
     return after[-1], cropped or not same
+
+
+def _fewer_rows(shape: tuple[int | str, ...], whole: tuple[int | str, ...]) -> bool:
+    """Whether ``shape`` is ``whole`` with only symbolic extents changed (a length where whole
+    has its tiles): the same constant dimensions, channels included."""
+    return len(shape) == len(whole) and shape != whole and all(
+        a == b or (isinstance(a, str) and isinstance(b, str)) for a, b in zip(shape, whole))
 
 
 def out_shape(sch: Any, block: Any) -> tuple[int | str, ...]:
