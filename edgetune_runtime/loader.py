@@ -242,10 +242,11 @@ class Model:
             args = tuple(by_name[s["name"]] for s in self.inputs)
         if len(args) != len(self.inputs):
             raise InputError(f"model takes {len(self.inputs)} input(s), got {len(args)}", f"inputs are {[s['original_name'] for s in self.inputs]}")
-        arrays = [self._validated(spec, value, self.ranges) for spec, value in zip(self.inputs, args)]
-        if self.ranges:
-            point_of(self.inputs, arrays, self.ranges)  # the inputs agree on each range's value
-        return arrays
+        ranges = self.ranges
+        if ranges:  # each range's value, the same on every input that has it, and in the range
+            args = tuple(np.asarray(a) for a in args)
+            point_of(self.inputs, args, ranges)
+        return [self._validated(spec, value, ranges) for spec, value in zip(self.inputs, args)]
 
     @property
     def length_range(self) -> tuple[int, int] | None:
@@ -256,7 +257,9 @@ class Model:
     @property
     def ranges(self) -> dict[str, tuple[int, int]]:
         """Each range a symbolic-shape package takes at run time: variable → (min, max)."""
-        return manifest_ranges(self.manifest)
+        if not hasattr(self, "_ranges"):
+            self._ranges = manifest_ranges(self.manifest)
+        return self._ranges
 
     def _drop_bound(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs fixed at package time (``--bind``) may still be passed by name, with the value
