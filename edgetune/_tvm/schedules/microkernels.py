@@ -160,7 +160,7 @@ def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decid
     """The packed NHWC convolution micro-kernel (see module docstring); ``order`` 0 keeps a
     row of pixels fixed while output-channel blocks stream weights, 1 the reverse."""
     _pad_stages(sch, cpu, cores)
-    epi, cropped = fold_epilogue(sch, main)
+    epi, cropped = fold_epilogue(sch, main, per_tile=True)
     b, y, x, o, ry, rx, rc = sch.get_loops(main)
     weights = sch.get(main).reads[1].source
     oci = int(weights.shape[-1])
