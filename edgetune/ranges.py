@@ -173,8 +173,8 @@ def check_shape_weights(weights: dict[Any, float], rng: LengthRange) -> dict[Any
     n = len(rng.spans)
     wrong = [p for p in weights if len(point_values(p)) != n]
     if wrong:
-        raise UsageError(f"--shape-weights {label(wrong[0])} has {len(point_values(wrong[0]))} value(s), the ranges "
-                         f"{n} ({rng.describe()})",
+        raise UsageError(f"--shape-weights {label(wrong[0])} gives {len(point_values(wrong[0]))} value(s) for {n} "
+                         f"range(s) ({rng.describe()})",
                          "one value per range, in their order: --shape-weights " + "x".join(str(hi) for _lo, hi in rng.spans.values()) + "=1")
     outside = [p for p in weights if not all(lo <= v <= hi for v, (lo, hi) in zip(point_values(p), rng.spans.values()))]
     if outside:

@@ -499,7 +499,7 @@ def test_shape_weights_of_several_ranges_are_points(encoder):
     assert net.symbolic and list(net.lengths) == [(1, 8), (1, 16), (2, 32), (4, 64)]
     net, = networks_of([encoder], _batched(4, 64), shape_weights={(4, 64): 1.0, (1, 16): 2.0})
     assert list(net.lengths.items()) == [((1, 16), 2.0), ((4, 64), 1.0)]
-    with pytest.raises(UsageError, match="--shape-weights 16 has 1 value"):
+    with pytest.raises(UsageError, match=r"--shape-weights 16 gives 1 value\(s\) for 2 range\(s\)"):
         networks_of([encoder], _batched(4, 64), shape_weights={16: 1.0})
     with pytest.raises(UsageError, match=r"outside the range length0 1\.\.4 × length1 1\.\.64"):
         networks_of([encoder], _batched(4, 64), shape_weights={(8, 16): 1.0})
