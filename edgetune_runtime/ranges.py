@@ -74,10 +74,13 @@ def point_of(specs: list[dict[str, Any]], arrays: Any, ranges: dict[str, tuple[i
     """The point the inputs (``arrays``: per spec, or by name) are at: an int for one range, a
     tuple for several. InputError where inputs disagree on a range, or leave it."""
     seen: dict[str, dict[str, int]] = {v: {} for v in ranges}
-    where: dict[str, list[str]] = {v: [] for v in ranges}
-    for spec in specs:
-        for axis, var in range_axes(spec, ranges).items():
-            where[var].append(f"{spec['original_name']} axis {axis}")
+
+    def what(var: str) -> str:  # a range as messages name it (built on an error only: calls stay cheap)
+        if var == "length":
+            return var
+        return f"{var} (" + ", ".join(f"{s['original_name']} axis {axis}" for s in specs
+                                      for axis, v in range_axes(s, ranges).items() if v == var) + ")"
+
     for k, spec in enumerate(specs):
         value = arrays.get(spec["original_name"], arrays.get(spec["name"])) if isinstance(arrays, dict) else arrays[k]
         if value is None:
@@ -89,9 +92,8 @@ def point_of(specs: list[dict[str, Any]], arrays: Any, ranges: dict[str, tuple[i
     values = []
     for var, (lo, hi) in ranges.items():
         found = seen[var]
-        what = "length" if var == "length" else f"{var} ({', '.join(where[var])})"
         if not found:
-            raise InputError(f"none of the inputs with the range of {what} was given",
+            raise InputError(f"none of the inputs with the range of {what(var)} was given",
                              f"inputs are {[s['original_name'] for s in specs]}")
         if len(set(found.values())) > 1:
             raise InputError(f"the inputs' {'lengths' if var == 'length' else var} differ: {found}",
@@ -99,7 +101,7 @@ def point_of(specs: list[dict[str, Any]], arrays: Any, ranges: dict[str, tuple[i
                              f"the axes of {var} take one value in a call")
         n = next(iter(found.values()))
         if not lo <= n <= hi:
-            raise InputError(f"{what} {n} is outside the package's range {lo}..{hi}",
+            raise InputError(f"{what(var)} {n} is outside the package's range {lo}..{hi}",
                              f"package the model again with a range that holds it (--input-shape NAME=...,{lo}..{n})"
                              if n > hi else "pad the input up to the range's start")
         values.append(n)
