@@ -97,6 +97,9 @@ def parse_shape_weights(text: str) -> dict[Any, float]:
     return out
 
 
+LENGTH = "length"  # the variable of a range package's one range (its records' kernels name it)
+
+
 def range_variables(shapes: Any) -> tuple[dict[str, dict[int, str]], dict[str, tuple[int, int]]]:
     """The variables of ``--input-shape`` ranges: per ranged input, its axes' variables, and
     each variable's span, in order of appearance. Axes of different inputs with the same range
@@ -126,7 +129,7 @@ def range_variables(shapes: Any) -> tuple[dict[str, dict[int, str]], dict[str, t
             raise UsageError(f"the range {span[0]}..{span[1]} is on two axes of one input and also on "
                              f"{', '.join(holders)}: which axes share a length is ambiguous",
                              "give the axes that differ different ranges (e.g. 32..640 and 32..641)")
-    names = {key: "length" if len(order) == 1 else f"length{i}" for i, key in enumerate(order)}
+    names = {key: LENGTH if len(order) == 1 else f"{LENGTH}{i}" for i, key in enumerate(order)}
     return ({n: {axis: names[key] for axis, key in k.items()} for n, k in keys.items()},
             {names[key]: key[0] for key in order})
 

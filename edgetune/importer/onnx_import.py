@@ -151,13 +151,9 @@ def _check_override(name: str, dims: list[int | str], shape: tuple[int, ...]) ->
         )
 
 
-# The symbolic dimension of a model imported for a range of lengths (``--input-shape
-# input_ids=1,1..256``): every ranged input shares it. Several ranges are several variables
-# (:func:`~edgetune.util.range_variables`: ``length0``, ``length1``, …).
-LENGTH = "length"
-
-
 def _set_dims(value_info: Any, shape: tuple[Any, ...], variables: dict[int, str]) -> None:
+    """An input's dimensions as the model file's: a ranged one as its variable (the symbolic
+    dimension every input with that range shares: :func:`~edgetune.util.range_variables`)."""
     tensor_shape = value_info.type.tensor_type.shape
     del tensor_shape.dim[:]
     for i, d in enumerate(shape):
