@@ -60,6 +60,18 @@ def test_several_ranges_are_variables_shared_by_span():
     assert split({"a": (1, (1, 64)), "b": (1, (1, 32))})[1].multi
 
 
+def test_a_length_given_two_ranges_fails_its_import_with_a_hint(encoder):
+    """An encoder's input_ids and attention_mask must share a length: given two ranges, they are
+    two variables, TVM cannot follow the model, and the hint says why."""
+    from edgetune.errors import ModelError
+
+    shapes = {"input_ids": (1, (1, 64)), "attention_mask": (1, (1, 32)), "token_type_ids": (1, (1, 64))}
+    with pytest.raises(ModelError) as info:
+        import_model(encoder, shapes)
+    assert "2 independent variables (length0 1..64, length1 1..32)" in info.value.hint
+    assert "give them the same range" in info.value.hint
+
+
 @pytest.mark.parametrize("lo, hi, buckets", [(1, 256, [16, 32, 64, 128, 256]), (10, 100, [16, 32, 56, 100]),
                                              (64, 64, [64]), (1, 4096, [256, 512, 1024, 2048, 4096])])
 def test_default_buckets_halve_from_the_end(lo, hi, buckets):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _tvm
-from ..errors import InputShapeError, ModelFormatError, UnsupportedOpsError
+from ..errors import InputShapeError, ModelError, ModelFormatError, UnsupportedOpsError
 from ..model import ImportedModel, TensorSpec
 from ..onnx_proto import all_graphs, input_dims, op_key, opset, real_inputs, subgraphs
 from ..onnx_proto import value_dtype as onnx_dtype
@@ -249,12 +249,20 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
     originals = {vi.name: onnx_dtype(vi) for vi in model.graph.input}
     out_names = [vi.name for vi in model.graph.output]
     mapping = sanitize_names(model)
-    mod = _tvm.onnx_to_relax(
-        model,
-        {mapping[k]: tuple(axes[k][i] if isinstance(d, tuple) else d for i, d in enumerate(v)) for k, v in shapes.items()},
-        {mapping[k]: v for k, v in originals.items()},
-        span,
-    )
+    try:
+        mod = _tvm.onnx_to_relax(
+            model,
+            {mapping[k]: tuple(axes[k][i] if isinstance(d, tuple) else d for i, d in enumerate(v)) for k, v in shapes.items()},
+            {mapping[k]: v for k, v in originals.items()},
+            span,
+        )
+    except ModelError as err:
+        if len(spans) < 2 or type(err) is not ModelError:
+            raise
+        # (several ranges: perhaps one length given two ranges, which the model cannot tell apart)
+        raise ModelError(err.message, f"the ranges are {len(spans)} independent variables "
+                        f"({', '.join(f'{v} {lo}..{hi}' for v, (lo, hi) in spans.items())}): where the model needs "
+                        "two axes equal (input_ids' and attention_mask's length), give them the same range") from err
     return _imported(path, mod, mapping, list(shapes), out_names, reference, notes, bound, ranges, span)
 
 
