@@ -236,9 +236,10 @@ def package_range(opts: Any, progress: Any) -> Any:
             # checked below at several lengths; tuning records of its symbolic kernels apply
             sub = dataclasses.replace(opts, output=staging / SYMBOLIC_DIR, tar=False, force=False, verify=False,
                                       symbolic=True)
+            built = package(sub, progress).manifest
             timed = check_shape_weights(dict(opts.shape_weights), rng) if opts.shape_weights else \
-                {p: 1.0 for p in rng.timed_points()}
-            manifest = _symbolic_manifest(package(sub, progress).manifest, rng, timed)
+                _tuned_weights(opts, profile.name, built, rng) or {p: 1.0 for p in rng.timed_points()}
+            manifest = _symbolic_manifest(built, rng, timed)
         else:
             for b in buckets:
                 progress(f"bucket {b} of {rng.lo}..{rng.hi} (buckets {', '.join(map(str, buckets))})")
@@ -324,6 +325,25 @@ def _symbolic_manifest(sub: dict[str, Any], rng: LengthRange, timed: dict[Point,
                     "per_bucket": {end: {"tuning": (sub.get("tuning") or {}).get("tuned_tasks", 0),
                                          "verification": "range check"}}}
     return top
+
+
+def _tuned_weights(opts: Any, device: str, built: dict[str, Any], rng: LengthRange) -> dict[Point, float]:
+    """The points (and weights) the records a symbolic package applies were timed at, where
+    they agree (``edgetune tune --shape-weights``): what ``bench`` then times it at; else {}."""
+    from .tuning.records import RecordStore, default_dir
+
+    tuned = {k.get("workload") for k in (built.get("kernels") or {}).values() if k.get("tuned")}
+    if not tuned or not opts.use_records:
+        return {}
+    known = RecordStore(opts.records or default_dir(device), device).shape_weights()
+    found = {json.dumps(w, sort_keys=True) for h, w in known.items() if h in tuned}
+    if len(found) != 1:
+        return {}
+    weights = {point_values(p): float(w) for p, w in json.loads(found.pop()).items()}
+    try:  # (records tuned for another range: their points may not be this one's)
+        return check_shape_weights({v if rng.multi else v[0]: w for v, w in weights.items()}, rng)
+    except UsageError:
+        return {}
 
 
 def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str, Dims],

@@ -306,6 +306,8 @@ def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_i
     assert m["range"]["symbolic"] and m["verification"]["status"] == "passed", m
     tuned = (m["tuning"] or {}).get("tuned_tasks", 0)
     assert (tuned >= len(kept) > 0 or tuned == len(kept) == 0) and m["range"]["per_bucket"]["200"]["tuning"] == tuned
+    if tuned:  # timed (bench) where its records were: the --shape-weights lengths, weighted alike
+        assert m["range"]["timed"] == [16, 100, 200] and m["range"]["timed_weights"] == [1.0, 2.0, 1.0], m["range"]
     if tuned:  # the heights the records chose, by signature, are what the library was built with
         variants = m["tuning"]["variants"]
         assert variants and all(k.startswith("rows ") and v.startswith("rows") for k, v in variants.items()), variants
@@ -541,3 +543,5 @@ def test_tuning_batch_and_length_ranges_times_each_kernel_at_the_weighted_points
     m = result.manifest
     assert m["verification"]["status"] == "passed" and (m["tuning"] or {}).get("tuned_tasks", 0) >= len(kept)
     assert {k["workload"] for k in m["kernels"].values() if k["tuned"]} >= kept
+    if m["tuning"]:  # timed (bench) at the points its records were timed at
+        assert m["range"]["timed"] == [[1, 8], [3, 24]] and m["range"]["timed_weights"] == [1.0, 2.0], m["range"]
