@@ -94,10 +94,14 @@ class ImportedModel:
     notes: tuple[str, ...] = ()
     bound: dict[str, Any] = field(default_factory=dict, compare=False)  # --bind: input → value
     state: tuple[StateSpec, ...] = field(default=(), compare=False)
-    # imported for a range of lengths (symbolic shapes): (min, max) of the length
-    length_range: tuple[int, int] | None = None
-    # every range's variable and its (min, max): {"length": (1, 256)}; several ranges, several
+    # imported for ranges of lengths (symbolic shapes): each range's variable and its (min, max),
+    # {"length": (1, 256)}; several ranges, several
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+
+    @property
+    def length_range(self) -> tuple[int, int] | None:
+        """(min, max) of the length, for a model imported for one range."""
+        return next(iter(self.ranges.values())) if len(self.ranges) == 1 else None
 
 
 def save_state(path: Path, state: tuple[StateSpec, ...]) -> None:

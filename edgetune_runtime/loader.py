@@ -222,6 +222,8 @@ class Model:
         self.root, self.manifest, self._vm, self._device = root, manifest, vm, device
         self.inputs: list[dict[str, Any]] = manifest["inputs"]
         self.outputs: list[dict[str, Any]] = manifest["outputs"]
+        # each range a symbolic-shape package takes at run time: variable → (min, max)
+        self.ranges: dict[str, tuple[int, int]] = manifest_ranges(manifest)
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
         if args and kwargs:
@@ -253,13 +255,6 @@ class Model:
         """(min, max) of the length a symbolic-shape package takes on its inputs' ``range_axis``."""
         span = self.manifest.get("length_range")
         return (int(span[0]), int(span[1])) if span else None
-
-    @property
-    def ranges(self) -> dict[str, tuple[int, int]]:
-        """Each range a symbolic-shape package takes at run time: variable → (min, max)."""
-        if not hasattr(self, "_ranges"):
-            self._ranges = manifest_ranges(self.manifest)
-        return self._ranges
 
     def _drop_bound(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs fixed at package time (``--bind``) may still be passed by name, with the value

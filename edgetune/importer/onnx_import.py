@@ -316,7 +316,6 @@ def _imported(path, mod, mapping, in_names, out_names, reference, notes, bound, 
     )
     notes = [*notes, *_tvm.quantization_notes(mod)]
     return ImportedModel(path, "onnx", sha256_file(path), inputs, outputs, mod, reference, tuple(notes), bound,
-                         length_range=next(iter(spans.values())) if spans and len(spans) == 1 else None,
                          ranges=dict(spans or {}))
 
 

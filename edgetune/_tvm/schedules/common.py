@@ -72,9 +72,9 @@ def fold_epilogue(sch: Any, main: Any, per_tile: bool = False) -> tuple[Any | No
     # 0.81 → 0.75 ms at 640 px, the fixed package's 0.73), and against for depthwise and dense
     # kernels (per tile as well: the same recognizer 1.14 / 1.14 on the Pi 5, a MiniLM-like
     # encoder 1.02 → 1.09 at 256 tokens): they keep the pass of their own.
-    tiles = per_tile and bool(after) and block_name(sch, after[0]) == "crop" and \
-        _fewer_rows(out_shape(sch, after[0]), whole)
-    cropped = bool(after) and block_name(sch, after[0]) == "crop" and not tiles
+    crop = bool(after) and block_name(sch, after[0]) == "crop"
+    tiles = per_tile and crop and _fewer_rows(out_shape(sch, after[0]), whole)
+    cropped = crop and not tiles
     for block in after[:-1]:
         sch.compute_inline(block)
     if not after:
