@@ -23,9 +23,10 @@ RECORDS, WORKLOADS = "database_tuning_record.json", "database_workload.json"
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory) -> tuple[Path, Path]:
-    """A small CNN tuned for 30 trials on this host, without the check."""
+    """A small CNN tuned for 30 trials on this host, without the check; wide enough (its biggest
+    kernel about 50 us) for a slow record to stand out of the timing noise."""
     d = tmp_path_factory.mktemp("nc")
-    model = models.small_cnn_onnx(d / "a.onnx")
+    model = models.small_cnn_onnx(d / "a.onnx", size=64)
     tune(TuneOptions(models=(model,), device="host", trials=30, records=d / "rec", network_check=False, **FAST))
     return model, d / "rec"
 
@@ -41,10 +42,17 @@ def _mean(row: list) -> float:
     return sum(secs) / len(secs)
 
 
-def _inner(row: list) -> int:
-    """The product of a record's innermost tile factors (its register tile's size)."""
-    decisions = row[1][0][1] if row[1][0] else []
-    return math.prod(d[1][-1] for d in decisions if isinstance(d[1], list) and d[1]) if decisions else 1 << 30
+def _scalar(row: list) -> list:
+    """``row``'s schedule made slow for certain: every tile split with its whole extent outside
+    (one-row register tiles), no loop vectorized or parallel. A measured candidate with one-row
+    tiles ran 1.1-1.25x its kernel's default time inside the network here: not slow enough to
+    be vetoed every time on a busy 2-core machine."""
+    insts, decisions = row[1][0]
+    keep = [i for i, inst in enumerate(insts) if inst[0] not in ("Vectorize", "Parallel")]
+    at = {old: new for new, old in enumerate(keep)}
+    tiles = [[at[i], [math.prod(d), *[1] * (len(d) - 1)] if isinstance(d, list) else d]
+             for i, d in decisions if i in at]
+    return [row[0], [[[insts[i] for i in keep], tiles], *row[1][1:]]]
 
 
 def _append(records: Path, row: list, secs: float) -> None:
@@ -58,17 +66,16 @@ def test_a_record_slower_inside_the_network_is_vetoed_and_packages_keep_the_defa
     model, original = tuned
     records = tmp_path / "rec"
     shutil.copytree(original, records, ignore=shutil.ignore_patterns("runs", ".lock"))
-    # the biggest kernel's candidate with the smallest register tiles (one row: about twice the
-    # default's time) filed as its fastest: a record that won alone and loses in the network
+    # the biggest kernel's best candidate made scalar, filed as its fastest: a record that won
+    # alone and loses in the network
     hashes, rows = _lines(records)
     stats = RecordStore(records, "host").stats()
     before = package(PackageOptions(model=model, device="host", output=tmp_path / "before", records=records, verify=False))
-    built = {k["workload"] for k in before.manifest["kernels"].values() if k["tuned"]}
-    shash = max(built, key=lambda h: stats[h].default_ms or 0.0)
+    # the biggest kernel by its work (its tuning-time default can be any kernel's on a busy machine)
+    biggest = max((k for k in before.manifest["kernels"].values() if k["tuned"]), key=lambda k: k["calls"] * k["flops"])
+    shash = biggest["workload"]
     mine = [r for r in rows if hashes[r[0]] == shash and min(r[1][1]) < 1e9]
-    slow = min(mine, key=lambda r: (_inner(r), -_mean(r)))
-    assert _mean(slow) >= 1.5 * stats[shash].default_ms / 1e3, "no candidate slow enough to stand for a bad record"
-    _append(records, slow, stats[shash].best_ms / 1e3 * 0.5)
+    _append(records, _scalar(min(mine, key=_mean)), stats[shash].best_ms / 1e3 * 0.5)
     assert RecordStore(records, "host").stats()[shash].best_ms == pytest.approx(stats[shash].best_ms * 0.5)
 
     notices: list[str] = []
