@@ -103,7 +103,7 @@ def symbolic_default(default: int, limit: int, cpu: CpuFacts) -> int:
 TYPICAL_LENGTHS = (16, 32, 64, 128, 256)
 
 
-def best_rows(vectors: int, cpu: CpuFacts) -> int:
+def best_rows(vectors: int, cpu: CpuFacts, weight_cost: float = STREAMED, limit: int | None = None) -> int:
     """The register-tile height of a dense / matmul over a symbolic row count: the least
     modelled time over :data:`TYPICAL_LENGTHS`, each length's rows padded to whole tiles and
     counted relative to its own (a short length pays most for its last tile). Measured on this
@@ -111,10 +111,10 @@ def best_rows(vectors: int, cpu: CpuFacts) -> int:
     best rate: 5 rows for a 384-wide encoder's dense layers, now 6), a MiniLM-like encoder's
     range package ran at 1.00 / 1.08 / 1.05 / 1.04 of fixed packages for 16 / 40 / 64 / 256
     tokens instead of 1.11 / 1.09 / 1.08 / 1.07 (``benchmarks/ranges.py --rows 6``)."""
-    limit = max_rows(vectors, cpu)
+    limit = limit or max_rows(vectors, cpu)
 
     def cost(rows: int) -> float:
-        return sum(-(-n // rows) * rows / n for n in TYPICAL_LENGTHS) / tile_rate(rows, vectors, cpu, STREAMED)
+        return sum(-(-n // rows) * rows / n for n in TYPICAL_LENGTHS) / tile_rate(rows, vectors, cpu, weight_cost)
     return min(range(1, limit + 1), key=lambda rows: (cost(rows), rows))
 
 
@@ -161,8 +161,7 @@ def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
     broadcast; the estimate prefers tiles that keep both FMA pipes busy (enough independent
     accumulators) with few loads per FMA, and penalizes the zero channels that pad ``oc`` up to
     a multiple of ``OCi``. ``RW`` divides ``ow`` (no row has a tail); a symbolic width (None) is
-    computed as whole tiles, so there it is the lowest within 10 % of the best rate (as
-    :func:`best_rows`: the last tile is computed whole whatever the width).
+    computed as whole tiles: :func:`_symbolic_rows`.
     """
     best, best_score = (cpu.lanes, 1), -1.0
     for oci in vector_widths(cpu.lanes):
@@ -171,7 +170,8 @@ def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
             continue
         vecs = -(-oci // cpu.lanes)
         max_rw = (cpu.registers - vecs - 1) // vecs
-        heights = [symbolic_height(min(max_rw, 28), vecs, cpu)] if ow is None else divisors(ow)
+        limit = min(max_rw, 28)
+        heights = [_symbolic_rows(limit, vecs, cpu)] if ow is None else divisors(ow)
         for rw in heights:
             if rw > max_rw or rw > 28:
                 continue
@@ -179,6 +179,20 @@ def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
             if score > best_score * 1.02 or (score >= best_score * 0.98 and oci > best[0]):
                 best, best_score = (oci, rw), max(score, best_score)
     return best
+
+
+def _symbolic_rows(limit: int, vectors: int, cpu: CpuFacts) -> int:
+    """The tile height a convolution's output-channel block is chosen with over a symbolic width
+    (computed as whole tiles): on x86 the least modelled time over typical widths
+    (:func:`best_rows`; a PP-OCR-style recognizer's 1x1 layers took 8-16 rows where they took
+    3-6: 1.14 / 1.13 / 1.11 → 1.12 / 1.12 / 1.08 of fixed packages at 160 / 320 / 640 px), on
+    AArch64 the lowest within 10 % of the best rate (:func:`symbolic_height`; the height itself
+    is :data:`ARM_SYMBOLIC_ROWS` there). The block chosen at that height instead, or at
+    :func:`best_rows`' height, measured worse on the Pi estimates (the same model at 160 px:
+    9.12 / 9.07 M cycles on the A72 against 8.99: 16-channel blocks where 12 fit 72 exactly)."""
+    if cpu.aarch64:
+        return symbolic_height(limit, vectors, cpu)
+    return best_rows(vectors, cpu, 1.0, limit)
 
 
 def dense_block(n: int, cpu: CpuFacts) -> int:

@@ -169,13 +169,20 @@ def register_pieces(extent: int, lanes: int) -> list[int]:
     return pieces
 
 
-def parallel_outer(sch: Any, loops: list[Any], cpu: CpuFacts, cores: int, min_chunks: int = 4) -> Any | None:
-    """Fuse leading loops until there are enough parallel chunks; mark them parallel."""
+def parallel_outer(sch: Any, loops: list[Any], cpu: CpuFacts, cores: int, min_chunks: int = 4,
+                   divide: bool = True) -> Any | None:
+    """Fuse leading loops until there are enough parallel chunks; mark them parallel. A loop of
+    symbolic extent (a range of lengths) fused with the loops before it costs each iteration a
+    division by that extent (its index recovered at run time); ``divide`` False leaves it serial
+    inside the parallel chunks where the loops before it make one per core already."""
     take, work = 0, 1
     for loop in loops:
+        extent = static_extent(sch, loop)
+        if extent is None and not divide and work >= cores:
+            break
         take += 1
         # a symbolic extent (a sequence's length) is taken as long enough
-        work *= static_extent(sch, loop) or min_chunks * cores
+        work *= extent or min_chunks * cores
         if work >= min_chunks * cores:
             break
     if work <= 1:
