@@ -12,7 +12,8 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
               channels: int | None = None, width: Any = None) -> Any:
     """``data`` padded spatially with ``fill`` (an int8 layer's zero point), converted to
     ``dtype`` (an int8 input read by an fp32 kernel; ``"uint8"``: int8 shifted by 128 for
-    unsigned dot products, ``fill`` shifted too) and its channels zero-extended to ``channels``.
+    unsigned dot products, ``"int8"``: uint8 shifted by −128 for signed ones, ``fill`` shifted
+    too) and its channels zero-extended to ``channels``.
     ``width``: the padded width to compute where there is a stage, when not the padding's (a
     symbolic width's whole tiles read past its end: :func:`_pad_width`). One stage named
     ``pad``; ``data`` itself when there is nothing to do."""
@@ -30,6 +31,11 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
 
         def convert(v: Any) -> Any:
             return tirx.reinterpret("uint8", v ^ tirx.const(-128, "int8"))
+    elif dtype == "int8" and str(data.dtype) == "uint8":
+        fill = int(fill) - 128
+
+        def convert(v: Any) -> Any:
+            return tirx.reinterpret("int8", v ^ tirx.const(128, "uint8"))
     else:
 
         def convert(v: Any) -> Any:
@@ -154,10 +160,12 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
-    input padded with ``fill``, plus ``offset`` per output channel (int32). For an unsigned-data
-    family (:mod:`.dot`) the input is shifted to uint8, and ``offset`` includes the −128·Σw that
-    takes the shift off. ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel
-    then sums two products in int16)."""
+    input padded with ``fill``, plus ``offset`` per output channel (int32). The data is int8, or
+    uint8 (a dynamically quantized dense layer's activations): for an unsigned-data family
+    (:mod:`.dot`) int8 data is shifted to uint8, and ``offset`` includes the −128·Σw that takes
+    the shift off; for a signed one uint8 data is shifted to int8 (``offset``: +128·Σw).
+    ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel then sums two products
+    in int16)."""
     from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -168,7 +176,7 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # Data to pad (spatially, or to whole quads of channels) is converted in that pass; other
     # data is read as it is and, for an unsigned family, flipped in the register (a pass of its
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
-    flip = dot.unsigned_data(family) and not any(padding) and ic % depth == 0
+    flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0
     src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
     rc = te.reduce_axis((0, ico * depth), "rc")
@@ -184,6 +192,58 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
                             "edgetune.dot_narrow": int(narrow)})
     out = crop(out, out_channels)
     return _plus_channels(out, offset)
+
+
+def dense_int8(data: Any, weights: Any, *, out_channels: int, family: str, narrow: bool = False,
+               rows_to: int = 0) -> Any:
+    """A dense layer of 8-bit rows (``data``: [..., rows, K], int8 or uint8) summed in int32 on
+    the integer convolution micro-kernel, as a 1×1 convolution over the rows (weights packed as
+    :func:`conv2d_nhwc_int8` takes them, [OCp/16, 1, 1, ICp/D, 16, D]; its schedule), its output
+    of ``data``'s rank ([..., rows, out_channels]) so the elementwise epilogue after it (the
+    scales of a dynamically quantized layer) fuses into the kernel. The data is multiplied as
+    the family takes it: int8 data of an unsigned family flipped to uint8 in the register, uint8
+    data of a signed one converted to int8 — each x ± 128, for the caller to take off
+    (± 128·Σw). ``rows_to``: rows computed (a count with no good register-tile divisor: the
+    rest zeros, cropped). Where the data must be converted or padded it is, in a stage of its
+    own named ``pad``."""
+    from tvm import te
+
+    *lead, rows, k = (int(x) for x in data.shape)
+    oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
+    rows_to = max(rows_to, rows)
+    wanted = "uint8" if dot.unsigned_data(family) else "int8"
+    flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and k % depth == 0 and rows_to == rows
+    src = data
+    if not flip and (str(data.dtype) != wanted or ico * depth != k or rows_to != rows):
+        src = te.compute((*lead, rows_to, ico * depth), lambda *i: _converted(data, i, rows, k, wanted), name="pad")
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    rc = te.reduce_axis((0, ico * depth), "rc")
+
+    def acc(*idx: Any) -> Any:
+        *at, o = idx
+        pixel = src[(*at, rc)]
+        pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
+        return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
+                      axis=[ry, rx, rc])
+
+    out = te.compute((*lead, rows_to, oco * block), acc, name="conv2d_nhwc_int8",
+                     attrs={"edgetune.kernel": "dense_int8", "edgetune.dot": family, "edgetune.dot_narrow": int(narrow)})
+    if rows_to == rows and oco * block == out_channels:
+        return out
+    return te.compute((*lead, rows, out_channels), lambda *i: out[i], name="crop")
+
+
+def _converted(data: Any, idx: tuple[Any, ...], rows: int, channels: int, dtype: str) -> Any:
+    """``data``'s 8-bit value at ``idx`` as ``dtype`` (its sign bit flipped where the signs
+    differ: x ∓ 128), zero past its ``rows`` and ``channels``."""
+    from tvm import tirx
+
+    *at, row, ch = idx
+    v = data[(*at, tirx.min(row, rows - 1), tirx.min(ch, channels - 1))]
+    if str(data.dtype) != dtype:
+        mask = tirx.const(-128, "int8") if str(data.dtype) == "int8" else tirx.const(128, "uint8")
+        v = tirx.reinterpret(dtype, v ^ mask)
+    return tirx.if_then_else(tirx.all(row < rows, ch < channels), v, tirx.const(0, dtype))
 
 
 def _plus_channels(out: Any, per_channel: Any) -> Any:

@@ -79,6 +79,21 @@ def blocks_per_tile(family: str, blocks: int) -> int:
     return 2 if blocks % 2 == 0 else 3 if blocks % 3 == 0 else 1
 
 
+def tile_rows(family: str) -> int:
+    """Output pixels (rows) per register tile by default: 8 on x86 (a zmm per pixel and
+    block), 4 on Arm (four q registers per pixel and block)."""
+    return 8 if family == "vnni" else 4
+
+
+def dot_rows(family: str, rows: int) -> int:
+    """The rows a dense layer of ``rows`` rows computes on ``family``'s kernel: ``rows`` when
+    a divisor of it makes at least half a register tile, else rounded up to whole tiles (its
+    tile must divide the rows: 197 tokens would take one row per tile)."""
+    tile = tile_rows(family)
+    best = max(d for d in range(1, tile + 1) if rows % d == 0)
+    return rows if 2 * best >= tile else -(-rows // tile) * tile
+
+
 def padded_blocks(family: str, channels: int) -> int:
     """Blocks a layer's output channels are padded to: on x86 an odd count that three does not
     divide gets one more, so tiles of two cover it (MobileNetV3's 72, 112, 200 channels: 5, 7, 13

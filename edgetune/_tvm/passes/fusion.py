@@ -108,7 +108,7 @@ def _table_lookups_elementwise_labels(mod: Any) -> dict[Any, tuple[Any, int, str
 
 
 _OPAQUE = 8
-_CROPPED_KERNELS = ("dense_packed", "matmul_packed")
+_CROPPED_KERNELS = ("dense_packed", "matmul_packed", "dense_int8")
 
 
 @module_pass(opt_level=0)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import dot
-from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, depthwise_conv2d_nhwc
+from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, dense_int8, depthwise_conv2d_nhwc
 from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, pad_axis, register_tile
 from ..kernels.winograd import conv_signature
 from .common import (
@@ -23,6 +23,7 @@ from .common import (
     op_name,
     readers_of,
     relax,
+    static_shape,
 )
 
 
@@ -277,6 +278,10 @@ class NarrowingRoundTripsDropped:
 
 @relax.expr_functor.mutator
 class _IntegerDense(relax.PyExprMutator):
+    def __init__(self, module: Any, family: str | None):
+        super().__init__(module)
+        self.family = family  # the target's dot-product instruction (None: the fp32 kernel)
+
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
         new = super().visit_call_(op)
         if op_name(new) != "relax.matmul" or str(new.ty.dtype) != "int32":
@@ -285,11 +290,62 @@ class _IntegerDense(relax.PyExprMutator):
         weights = _integer_constant(self, w)
         if weights is None or weights.ndim != 2 or str(x.ty.dtype) != "int32" or not _eight_bit(self, x):
             return new
+        if self.family is not None:
+            on_dots = _dot_dense(self, x, weights, self.family)
+            if on_dots is not None:
+                return on_dots
         if np.abs(weights.astype(np.int64)).sum(axis=0).max() * 255 >= 2 ** 24:
             return new  # a partial sum could pass 2²⁴: not exact in fp32
         floats = self.builder_.emit(relax.op.astype(x, "float32"))
         y = self.builder_.emit(relax.op.matmul(floats, relax.const(weights.astype(np.float32)), out_dtype="float32"))
         return relax.op.astype(y, "int32")
+
+
+def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
+    """``x · weights`` (``x``: 8-bit activations widened to int32, less a zero point or not;
+    ``weights``: constant K × N within int8) on the integer micro-kernel of ``family``
+    (:func:`..kernels.conv.dense_int8`): the 8-bit tensor read as it is, Σx·w per row and column
+    in int32, then less ``(zero ∓ 128)·Σw`` per column (the zero point, and the shift the kernel
+    multiplies the data with: one multiply-subtract per output, fused into the kernel's
+    epilogue). Rows with no register-tile divisor near the tile's height (197 tokens, prime) are
+    computed as whole tiles. None where the rows are not a constant count or a weight is outside
+    int8 (uint8 weights less a zero point)."""
+    shape, (data, zero) = static_shape(x), _data_and_zero(mutator, x)
+    if (shape is None or len(shape) < 2 or data is None or int(weights.min(initial=0)) < -128
+            or int(weights.max(initial=0)) > 127):
+        return None
+    (k, n), rows = weights.shape, shape[-2]
+    step = dot.depth(family, k)
+    padded = pad_axis(pad_axis(weights.T.reshape(n, 1, 1, k), 0, dot.BLOCK * dot.padded_blocks(family, n)), 3, step)
+    packed = (padded.reshape(-1, dot.BLOCK, 1, 1, padded.shape[3] // step, step)
+              .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
+    sums = relax.const(weights.astype(np.int64).sum(axis=0).astype(np.int32))
+    unsigned = str(data.ty.dtype) == "uint8"
+    shift = 0 if unsigned == dot.unsigned_data(family) else 128 if unsigned else -128  # what the kernel adds to x
+    b = mutator.builder_
+    out = b.call_te(dense_int8, data, relax.const(packed), out_channels=n, family=family,
+                    narrow=int(weights.min(initial=0)) > -128, rows_to=dot.dot_rows(family, rows),
+                    primfunc_name_hint="dense_int8")
+    if zero is None and not shift:
+        return out
+    taken = relax.const(np.int32(-shift)) if zero is None else \
+        (b.emit(relax.op.subtract(zero, relax.const(np.int32(shift)))) if shift else zero)
+    return relax.op.subtract(b.emit(out), relax.op.multiply(taken, sums))
+
+
+def _data_and_zero(mutator: Any, x: Any) -> tuple[Any | None, Any | None]:
+    """MatMulInteger's operand as TVM imports it, ``astype(q, int32)`` less a zero point or not:
+    (``q``, the zero point: a scalar int32 expression, or None); (None, None) for anything
+    else (a zero point per row or column)."""
+    value, zero = bound_value(mutator, x), None
+    if op_name(value) == "relax.subtract":
+        zero = value.args[1]
+        if any(int(getattr(d, "value", 0)) != 1 for d in getattr(zero.ty.shape, "values", [None])):
+            return None, None
+        value = bound_value(mutator, value.args[0])
+    if op_name(value) != "relax.astype" or str(value.args[0].ty.dtype) not in ("uint8", "int8"):
+        return None, None
+    return value.args[0], zero
 
 
 def _integer_constant(mutator: Any, expr: Any, depth: int = 3) -> Any | None:
@@ -319,10 +375,19 @@ def _eight_bit(mutator: Any, x: Any) -> bool:
 
 
 @module_pass(opt_level=0)
-class IntegerDenseInFloat(MutatorPass):
+class IntegerDense:
     """A dynamically quantized dense layer (``MatMulInteger``: 8-bit activations less their
-    zero point, constant int8 weights, int32 sums) on the fp32 packed dense kernel over the same
-    integers, where fp32 is exact (every partial sum below 2²⁴: 255 × each column's Σ|w|) — TVM's
-    int32 matmul ran as a generic reduction at 65–90 GFLOP/s, 7× onnxruntime's int8 MiniLM."""
+    zero point, constant int8 weights, int32 sums) on the integer micro-kernel of the target's
+    dot-product instruction (:func:`_dot_dense`), or where it has none on the fp32 packed dense
+    kernel over the same integers, where fp32 is exact (every partial sum below 2²⁴: 255 × each
+    column's Σ|w|) — TVM's int32 matmul ran as a generic reduction at 65–90 GFLOP/s, 7×
+    onnxruntime's int8 MiniLM."""
 
-    mutator = _IntegerDense
+    def __init__(self, target: Any):
+        self.family = dot.dot_family(target)
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        mutator = _IntegerDense(mod, self.family)  # (its builder holds the kernels it adds)
+        for gv, func in [(gv, f) for gv, f in mod.functions_items() if isinstance(f, relax.Function)]:
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+        return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())

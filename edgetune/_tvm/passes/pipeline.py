@@ -39,7 +39,7 @@ from .int8_elementwise import Int8Concats, Int8MaxPools, Int8Relus, Int8Rescales
 from .int8_kernels import (
     Int8Convolutions,
     Int8ConvolutionsInFloat,
-    IntegerDenseInFloat,
+    IntegerDense,
     NarrowingRoundTripsDropped,
 )
 from .int8_layers import ExactInt8Layers
@@ -99,7 +99,7 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
     if cpu:
         passes.append(Int8Convolutions(target))
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
-               relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDenseInFloat()]
+               relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
     return passes
 
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_packed": ("conv2d", schedule_conv2d_packed),
     "conv2d_nhwc_int8": ("conv2d-int8", schedule_conv2d_int8),
+    "dense_int8": ("dense-int8", schedule_conv2d_int8),  # a 1×1 convolution over rows (kernels.conv.dense_int8)
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
     "dense_packed": ("dense", schedule_dense),
     "matmul_packed": ("matmul", schedule_matmul),

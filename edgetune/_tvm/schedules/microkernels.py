@@ -84,8 +84,8 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         if loop_extent(sch, vec) != step:
             outer, vec = sch.split(vec, [None, step])
             sch.unroll(outer)
-        # the data: the 4-D 8-bit buffer read (the accumulator is int32, the packed weights 6-D)
-        data = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and str(r.source.dtype) in ("int8", "uint8"))
+        # the data: the 8-bit buffer read (the accumulator is int32, the packed weights 6-D)
+        data = next(r.source for r in sch.get(main).reads if len(r.source.shape) != 6 and str(r.source.dtype) in ("int8", "uint8"))
         weights = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 6)
         narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
         sch.tensorize(vec, dots.intrinsic(dot, str(data.dtype), int(weights.shape[-1]), narrow))
@@ -201,7 +201,7 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     # measured). Then it runs once per row of pixels, from the accumulators in L1.
     epi, cropped = fold_epilogue(sch, main)
     ragged = cropped or (epi is not None and "if_then_else" in str(sch.get(epi).body))
-    b, y, x, o, ry, rx, rc = sch.get_loops(main)
+    *lead, x, o, ry, rx, rc = sch.get_loops(main)  # lead: batch and rows (a dense layer's: its batch)
     weights = sch.get(main).reads[1].source
     block, depth = int(weights.shape[-2]), int(weights.shape[-1])
     # x86: a zmm accumulator per pixel and block, two or three blocks (dot.blocks_per_tile),
@@ -209,7 +209,7 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     # rows of 4
     from ..kernels import dot as dots
 
-    rows = 8 if family == "vnni" else 4
+    rows = dots.tile_rows(family)
     ow = loop_extent(sch, x)
     default = max(d for d in divisors(ow) if d <= rows)
     xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
@@ -219,11 +219,11 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
     if order == 0:
-        sch.reorder(b, y, xo, oo, ry, rx, rco, xi, ob, oi, rci)
-        at, par = (xo if ragged else oo), [b, y, xo]
+        sch.reorder(*lead, xo, oo, ry, rx, rco, xi, ob, oi, rci)
+        at, par = (xo if ragged else oo), [*lead, xo]
     else:
-        sch.reorder(b, y, oo, xo, ry, rx, rco, xi, ob, oi, rci)
-        at, par = xo, [b, y, oo]
+        sch.reorder(*lead, oo, xo, ry, rx, rco, xi, ob, oi, rci)
+        at, par = xo, [*lead, oo]
     sch.unroll(ob)
     fused = parallel_outer(sch, par, cpu, cores)
     if at.same_as(xo) and order == 0 and not _exists(sch, at):
