@@ -643,3 +643,61 @@ def test_qdq_reference_runs_the_layers_in_float_where_onnxruntime_int8_kernels_s
     assert np.abs(y - exact).max() <= s * 1.0001
     monkeypatch.setattr(reference, "onnxruntime_int8_saturates", lambda: False)
     assert reference.reference_label(model) == reference.runtime_label("onnx")
+
+
+@pytest.mark.parametrize(("dtype", "rows"), [("uint8", 64), ("uint8", 17), ("int8", 12)],
+                         ids=["uint8", "uint8-rows-padded", "int8-flipped"])
+def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
+    """A dynamically quantized dense layer's kernel (``kernels.conv.dense_int8``) on AVX-512
+    VNNI: uint8 rows read as they are (what ``vpdpbusd`` multiplies), int8 rows flipped to uint8
+    in the register (x + 128: the caller takes 128·Σw off); 17 rows, which no tile of 4 to 8
+    divides, computed as 24 and cropped. Output of the data's rank, numpy's integer sums."""
+    from tvm import te
+
+    from edgetune._tvm.kernels import conv, cpu, dot
+    from edgetune.profiles import get_profile
+
+    if dot.dot_family(_tvm.make_target(get_profile("host").target_spec())) != "vnni":
+        pytest.skip("this host has no AVX-512 VNNI")
+    rng = np.random.default_rng(5)
+    k, n = 64, 40
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (2, rows, k)).astype(dtype)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    blocks = dot.padded_blocks("vnni", n)
+    packed = (cpu.pad_axis(w.T.reshape(n, 1, 1, k), 0, 16 * blocks).reshape(blocks, 16, 1, 1, k // 4, 4)
+              .transpose(0, 2, 3, 4, 1, 5).copy())
+    assert dot.dot_rows("vnni", rows) == (24 if rows == 17 else rows)
+    data, weights = te.placeholder(x.shape, dtype, name="x"), te.placeholder(packed.shape, "int8", name="w")
+    out = conv.dense_int8(data, weights, out_channels=n, family="vnni", rows_to=dot.dot_rows("vnni", rows))
+    assert tuple(int(d) for d in out.shape) == (2, rows, n)
+    func = te.create_prim_func([data, weights, out])
+    assert ("pad" in func.script()) == (rows == 17)
+    (*_, ours), asm = _host_kernel(func, [x, packed, np.zeros((2, rows, n), np.int32)])
+    shifted = x.astype(np.int64) + (128 if dtype == "int8" else 0)
+    np.testing.assert_array_equal(ours, shifted @ w.astype(np.int64))
+    assert "vpdpbusd" in asm
+
+
+@pytest.mark.parametrize("device", ["host", "pi5", "pi4"])
+def test_dynamically_quantized_encoder_runs_on_the_integer_dense_kernel(tmp_path, device):
+    """onnxruntime's dynamic quantization of an encoder (uint8 activations quantized at run time,
+    int8 weights): its dense layers on the board's dot-product kernel (VNNI / sdot / smull) with
+    the scales fused after them, at a token count no register tile divides (17), checked against
+    onnxruntime (on the Pis under qemu)."""
+    import zoo_transformers as zt
+
+    from edgetune._tvm.kernels import dot
+    from edgetune.profiles import get_profile
+
+    if dot.dot_family(_tvm.make_target(get_profile(device).target_spec())) is None:
+        pytest.skip(f"{device} has no int8 dot-product instruction")
+    base = zt.bert(tmp_path / "enc.onnx", layers=1, hidden=128, heads=4, vocab=500, seq=17)
+    quantized = zt.dynamic_int8(base, tmp_path / "enc-int8.onnx")
+    result = package(PackageOptions(model=quantized, device=device, output=tmp_path / "pkg"))
+    assert result.manifest["verification"]["status"] == "passed", result.manifest["verification"]
+    kernels = result.manifest["kernels"]
+    ints = [name for name, k in kernels.items() if k["kind"] == "dense-int8"]
+    assert len(ints) >= 4, kernels  # Q, K, V, output projection and the two feed-forward layers (some shared)
+    assert all("multiply" in name for name in ints), ints  # the scales in the kernel's epilogue
+    assert not any(k["kind"] == "dense" for k in kernels.values()), kernels

@@ -87,11 +87,11 @@ def tile_rows(family: str) -> int:
 
 def dot_rows(family: str, rows: int) -> int:
     """The rows a dense layer of ``rows`` rows computes on ``family``'s kernel: ``rows`` when
-    a divisor of it makes at least half a register tile, else rounded up to whole tiles (its
-    tile must divide the rows: 197 tokens would take one row per tile)."""
+    they fit one register tile or a divisor of them makes at least half a tile, else rounded up
+    to whole tiles (its tile must divide the rows: 197 tokens would take one row per tile)."""
     tile = tile_rows(family)
     best = max(d for d in range(1, tile + 1) if rows % d == 0)
-    return rows if 2 * best >= tile else -(-rows // tile) * tile
+    return rows if rows <= tile or 2 * best >= tile else -(-rows // tile) * tile
 
 
 def padded_blocks(family: str, channels: int) -> int:
