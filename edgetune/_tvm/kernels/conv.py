@@ -10,7 +10,8 @@ from . import dot
 
 def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: str | None = None,
               channels: int | None = None, width: Any = None) -> Any:
-    """``data`` padded spatially with ``fill`` (an int8 layer's zero point), converted to
+    """``data`` padded spatially with ``fill`` (an int8 layer's zero point; a tensor of one
+    value: a zero point computed at run time), converted to
     ``dtype`` (an int8 input read by an fp32 kernel; ``"uint8"``: int8 shifted by 128 for
     unsigned dot products, ``"int8"``: uint8 shifted by −128 for signed ones, ``fill`` shifted
     too) and its channels zero-extended to ``channels``.
@@ -27,12 +28,10 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
     if not any(padding) and dtype == str(data.dtype) and channels == c:
         return data
     if dtype == "uint8" and str(data.dtype) == "int8":
-        fill = int(fill) + 128
 
         def convert(v: Any) -> Any:
             return tirx.reinterpret("uint8", v ^ tirx.const(-128, "int8"))
     elif dtype == "int8" and str(data.dtype) == "uint8":
-        fill = int(fill) - 128
 
         def convert(v: Any) -> Any:
             return tirx.reinterpret("int8", v ^ tirx.const(128, "uint8"))
@@ -41,13 +40,19 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
         def convert(v: Any) -> Any:
             return v.astype(dtype) if dtype != str(data.dtype) else v
 
+    if isinstance(fill, (int, float)):  # shifted as the data is (a zero point of int8 data)
+        pad = tirx.const(fill + (128 if dtype == "uint8" and str(data.dtype) == "int8" else
+                                 -128 if dtype == "int8" and str(data.dtype) == "uint8" else 0), dtype)
+    else:  # a tensor of one value of the data's type (a zero point known at run time), converted as it is
+        pad = convert(fill[(0,) * len(fill.shape)])
+
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
         bounds = [y >= top, y < h + top, x >= left, x < w + left] if any(padding) else []
         if channels != c:
             bounds.append(ch < c)
         raw = convert(data[b, y - top, x - left, ch if channels == c else tirx.min(ch, c - 1)])
         # (added channels meet zero weights: any value does)
-        return tirx.if_then_else(tirx.all(*bounds), raw, tirx.const(fill, dtype)) if bounds else raw
+        return tirx.if_then_else(tirx.all(*bounds), raw, pad) if bounds else raw
 
     width = w + left + right if width is None else width
     return te.compute((n, h + top + bottom, width, channels), value, name="pad")
@@ -155,7 +160,7 @@ def _cast(out: Any, dtype: str) -> Any:
 
 
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                     dilation: Sequence[int], out_channels: int, family: str, fill: int = 0,
+                     dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
                      narrow: bool = False, signature: str = "") -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
