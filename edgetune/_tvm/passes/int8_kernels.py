@@ -284,8 +284,9 @@ class _IntegerDense(relax.PyExprMutator):
 
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
         new = super().visit_call_(op)
-        if op_name(new) == "relax.nn.conv1d" and str(new.ty.dtype) == "int32" and self.family is not None:
-            on_dots = _dot_conv1d(self, new, self.family)
+        if op_name(new) in ("relax.nn.conv1d", "relax.nn.conv2d") and str(new.ty.dtype) == "int32" \
+                and self.family is not None:
+            on_dots = _dot_conv(self, new, self.family)
             return new if on_dots is None else on_dots
         if op_name(new) != "relax.matmul" or str(new.ty.dtype) != "int32":
             return new
@@ -336,21 +337,32 @@ def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
     return relax.op.subtract(b.emit(out), relax.op.multiply(taken, sums))
 
 
-def _dot_conv1d(mutator: Any, conv: Any, family: str) -> Any | None:
-    """A dynamically quantized 1-D convolution (``ConvInteger`` over NCW: 8-bit activations less
-    a zero point known at run time, constant int8 weights; Whisper's front end) on the integer
-    convolution micro-kernel of ``family`` as a height-1 NHWC convolution: the 8-bit input
-    padded with its zero point (``ConvInteger`` pads after taking it off: zeros there), then
-    less ``(zero ∓ 128)·Σw`` per output channel, as :func:`_dot_dense`. It ran as a generic int32
-    reduction (a Whisper-tiny encoder's int8 package slower than its fp32 one: 7.8 of 16.5 ms
-    in its second convolution). None for a grouped or otherwise unfit one."""
+def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
+    """A dynamically quantized convolution (``ConvInteger``, 1-D over NCW or 2-D over NCHW: 8-bit
+    activations less a zero point known at run time, constant int8 weights; Whisper's front
+    end, a ViT's patch embedding) on the integer convolution micro-kernel of ``family`` in NHWC
+    (1-D: height 1), transposed in and out: the 8-bit input padded with its zero point
+    (``ConvInteger`` pads after taking it off: zeros there), then less ``(zero ∓ 128)·Σw`` per
+    output channel, as :func:`_dot_dense`. They ran as generic int32 reductions (a Whisper-tiny
+    encoder's int8 package slower than its fp32 one: 7.8 of 16.5 ms in its second convolution).
+    None for a grouped or otherwise unfit one."""
     a = conv.attrs
     x, w = conv.args
     weights, shape = _integer_constant(mutator, w), static_shape(x)
-    data, zero = _data_and_zero(mutator, x)
-    if (weights is None or shape is None or data is None or int(a.groups) != 1 or str(a.data_layout) != "NCW"
-            or str(a.kernel_layout) != "OIW" or str(a.out_layout) != "NCW"
-            or int(weights.min(initial=0)) < -128 or int(weights.max(initial=0)) > 127):
+    one_d = op_name(conv) == "relax.nn.conv1d"
+    layouts = (str(a.data_layout), str(a.kernel_layout), str(a.out_layout))
+    nhwc = layouts == ("NHWC", "OHWI", "NHWC")  # (ToNHWC's: its input a transpose of the NCHW one)
+    if (weights is None or shape is None or int(a.groups) != 1 or int(weights.min(initial=0)) < -128
+            or int(weights.max(initial=0)) > 127
+            or not (nhwc or layouts == (("NCW", "OIW", "NCW") if one_d else ("NCHW", "OIHW", "NCHW")))):
+        return None
+    moved = bound_value(mutator, x) if nhwc else None
+    if nhwc and op_name(moved) == "relax.permute_dims":
+        data, zero = _data_and_zero(mutator, moved.args[0])
+        data = None if data is None else mutator.builder_.emit(relax.op.permute_dims(data, moved.attrs.axes))
+    else:
+        data, zero = _data_and_zero(mutator, x)
+    if data is None:
         return None
     fill: Any = 0
     if zero is not None and const_array(zero) is not None:
@@ -360,25 +372,32 @@ def _dot_conv1d(mutator: Any, conv: Any, family: str) -> Any | None:
         if op_name(fill) != "relax.astype" or str(fill.args[0].ty.dtype) != str(data.ty.dtype):
             return None
         fill = fill.args[0]  # the 8-bit zero point: what the input is padded with
-    (n, c, width), (oc, _c, k) = shape, weights.shape
+    if one_d:  # as a height-1 2-D convolution
+        shape, weights = [shape[0], shape[1], 1, shape[2]], weights[:, :, None, :]
+        (left, right), strides, dilation = ints(a.padding), [1, *ints(a.strides)], [1, *ints(a.dilation)]
+        padding = [0, left, 0, right]
+    else:
+        padding, strides, dilation = ints(a.padding), ints(a.strides), ints(a.dilation)
+    n, c, h, width = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
+    ohwi = weights if nhwc else weights.transpose(0, 2, 3, 1)
+    oc, kh, kw, _c = ohwi.shape
     step = dot.depth(family, c)
-    ohwi = weights.transpose(0, 2, 1).reshape(oc, 1, k, c)
     padded = pad_axis(pad_axis(ohwi, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, step)
-    packed = (padded.reshape(-1, dot.BLOCK, 1, k, padded.shape[3] // step, step)
+    packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // step, step)
               .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
-    left, right = ints(a.padding)
-    geometry = dict(strides=[1, *ints(a.strides)], padding=[0, left, 0, right], dilation=[1, *ints(a.dilation)])
+    geometry = dict(strides=strides, padding=padding, dilation=dilation)
     unsigned = str(data.ty.dtype) == "uint8"
     shift = 0 if unsigned == dot.unsigned_data(family) else 128 if unsigned else -128
     b = mutator.builder_
-    image = b.emit(relax.op.permute_dims(relax.op.reshape(data, (n, c, 1, width)), [0, 2, 3, 1]))
+    image = data if nhwc else b.emit(relax.op.permute_dims(relax.op.reshape(data, (n, c, h, width)), [0, 2, 3, 1]))
     out = b.emit(b.call_te(conv2d_nhwc_int8, image, relax.const(packed), **geometry, out_channels=oc,
                            family=family, fill=fill, narrow=int(weights.min(initial=0)) > -128,
-                           signature=conv_signature([n, 1, width, c], ohwi.shape, **geometry),
+                           signature=conv_signature([n, h, width, c], ohwi.shape, **geometry),
                            primfunc_name_hint="conv2d_nhwc_int8"))
-    steps = int(conv.ty.shape.values[2])
-    out = b.emit(relax.op.permute_dims(relax.op.reshape(out, (n, steps, oc)), [0, 2, 1]))
-    sums = relax.const(weights.astype(np.int64).sum(axis=(1, 2)).astype(np.int32).reshape(oc, 1))
+    if not nhwc:
+        out = b.emit(relax.op.reshape(relax.op.permute_dims(out, [0, 3, 1, 2]), conv.ty.shape))
+    sums = ohwi.astype(np.int64).sum(axis=(1, 2, 3)).astype(np.int32)
+    sums = relax.const(sums if nhwc else sums.reshape(oc, 1) if one_d else sums.reshape(oc, 1, 1))
     if zero is None and not shift:
         return out
     taken = relax.const(np.int32(-shift)) if zero is None else \
@@ -402,8 +421,9 @@ def _data_and_zero(mutator: Any, x: Any) -> tuple[Any | None, Any | None]:
 
 
 def _integer_constant(mutator: Any, expr: Any, depth: int = 3) -> Any | None:
-    """The value of an integer constant as the importer leaves MatMulInteger's weights (the
-    int8 constant widened, less its zero point, also widened), in numpy; None otherwise."""
+    """The value of an integer constant as the importer leaves MatMulInteger's and ConvInteger's
+    weights (the int8 constant widened, less its zero point, also widened; transposed), in
+    numpy; None otherwise."""
     value = const_array(expr)
     if value is not None or depth == 0:
         return value
@@ -415,6 +435,10 @@ def _integer_constant(mutator: Any, expr: Any, depth: int = 3) -> Any | None:
     if name == "relax.subtract":
         a, b = (_integer_constant(mutator, arg, depth - 1) for arg in call.args)
         return None if a is None or b is None else (a - b).astype(str(call.ty.dtype))
+    if name == "relax.permute_dims":  # (ToNHWC's, of a convolution's weights)
+        inner = _integer_constant(mutator, call.args[0], depth - 1)
+        axes = None if call.attrs.axes is None else [int(v) for v in call.attrs.axes]
+        return None if inner is None else inner.transpose(axes)
     return None
 
 
