@@ -654,7 +654,7 @@ def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
     divides, computed as 24 and cropped. Output of the data's rank, numpy's integer sums."""
     from tvm import te
 
-    from edgetune._tvm.kernels import conv, cpu, dot
+    from edgetune._tvm.kernels import conv, dot
     from edgetune.profiles import get_profile
 
     if dot.dot_family(_tvm.make_target(get_profile("host").target_spec())) != "vnni":
@@ -664,9 +664,7 @@ def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
     info = np.iinfo(dtype)
     x = rng.integers(info.min, info.max + 1, (2, rows, k)).astype(dtype)
     w = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    blocks = dot.padded_blocks("vnni", n)
-    packed = (cpu.pad_axis(w.T.reshape(n, 1, 1, k), 0, 16 * blocks).reshape(blocks, 16, 1, 1, k // 4, 4)
-              .transpose(0, 2, 3, 4, 1, 5).copy())
+    packed = dot.packed_weights(w.T.reshape(n, 1, 1, k), "vnni")
     assert dot.dot_rows("vnni", rows) == (24 if rows == 17 else rows)
     data, weights = te.placeholder(x.shape, dtype, name="x"), te.placeholder(packed.shape, "int8", name="w")
     out = conv.dense_int8(data, weights, out_channels=n, family="vnni", rows_to=dot.dot_rows("vnni", rows))

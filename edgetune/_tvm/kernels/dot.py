@@ -79,6 +79,28 @@ def blocks_per_tile(family: str, blocks: int) -> int:
     return 2 if blocks % 2 == 0 else 3 if blocks % 3 == 0 else 1
 
 
+def packed_weights(ohwi: Any, family: str) -> Any:
+    """Integer convolution weights ``[OC, KH, KW, IC]`` (int8 values) in the operand order of
+    ``family``'s kernel, ``[OCp/16, KH, KW, ICp/D, 16, D]`` (D: :func:`depth`; OCp, ICp: zero
+    filters and channels appended), int8."""
+    import numpy as np
+
+    from .cpu import pad_axis
+
+    oc, kh, kw, ic = ohwi.shape
+    step = depth(family, ic)
+    padded = pad_axis(pad_axis(ohwi, 0, BLOCK * padded_blocks(family, oc)), 3, step)
+    return (padded.reshape(-1, BLOCK, kh, kw, padded.shape[3] // step, step)
+            .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
+
+
+def data_shift(data_dtype: str, family: str) -> int:
+    """What ``family``'s kernel adds to each value of ``data_dtype`` data to multiply it (+128:
+    int8 as uint8 for an unsigned family, −128: uint8 as int8 for a signed one; 0)."""
+    unsigned = data_dtype == "uint8"
+    return 0 if unsigned == unsigned_data(family) else -128 if unsigned else 128
+
+
 def tile_rows(family: str) -> int:
     """Output pixels (rows) per register tile by default: 8 on x86 (a zmm per pixel and
     block), 4 on Arm (four q registers per pixel and block)."""

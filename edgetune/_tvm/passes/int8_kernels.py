@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import dot
 from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, dense_int8, depthwise_conv2d_nhwc
-from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, pad_axis, register_tile
+from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, register_tile
 from ..kernels.winograd import conv_signature
 from .common import (
     MutatorPass,
@@ -87,10 +87,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     te = mutator.builder_.call_te
     family, cpu = mutator.family, mutator.cpu
     if int(a.groups) == 1 and family is not None:
-        step = dot.depth(family, ic_g)
-        padded = pad_axis(pad_axis(weights, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, step)
-        packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // step, step)
-                  .transpose(0, 2, 3, 4, 1, 5).copy())
+        packed = dot.packed_weights(weights, family)
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
         if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
             offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
@@ -309,9 +306,9 @@ def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
     """``x · weights`` (``x``: 8-bit activations widened to int32, less a zero point or not;
     ``weights``: constant K × N within int8) on the integer micro-kernel of ``family``
     (:func:`..kernels.conv.dense_int8`): the 8-bit tensor read as it is, Σx·w per row and column
-    in int32, then less ``(zero ∓ 128)·Σw`` per column (the zero point, and the shift the kernel
-    multiplies the data with: one multiply-subtract per output, fused into the kernel's
-    epilogue). Rows with no register-tile divisor near the tile's height (197 tokens, prime) are
+    in int32, then less ``(zero ± 128)·Σw`` per column (the zero point, and the shift the kernel
+    multiplies the data with: :func:`_less_zero`, one multiply-subtract per output, fused into
+    the kernel's epilogue). Rows with no register-tile divisor near the tile's height (197 tokens, prime) are
     computed as whole tiles. None where the rows are not a constant count or a weight is outside
     int8 (uint8 weights less a zero point)."""
     shape, (data, zero) = static_shape(x), _data_and_zero(mutator, x)
@@ -319,22 +316,21 @@ def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
             or int(weights.max(initial=0)) > 127):
         return None
     (k, n), rows = weights.shape, shape[-2]
-    step = dot.depth(family, k)
-    padded = pad_axis(pad_axis(weights.T.reshape(n, 1, 1, k), 0, dot.BLOCK * dot.padded_blocks(family, n)), 3, step)
-    packed = (padded.reshape(-1, dot.BLOCK, 1, 1, padded.shape[3] // step, step)
-              .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
-    sums = relax.const(weights.astype(np.int64).sum(axis=0).astype(np.int32))
-    unsigned = str(data.ty.dtype) == "uint8"
-    shift = 0 if unsigned == dot.unsigned_data(family) else 128 if unsigned else -128  # what the kernel adds to x
     b = mutator.builder_
-    out = b.call_te(dense_int8, data, relax.const(packed), out_channels=n, family=family,
-                    narrow=int(weights.min(initial=0)) > -128, rows_to=dot.dot_rows(family, rows),
-                    primfunc_name_hint="dense_int8")
+    out = b.emit(b.call_te(dense_int8, data, relax.const(dot.packed_weights(weights.T.reshape(n, 1, 1, k), family)),
+                           out_channels=n, family=family, narrow=int(weights.min(initial=0)) > -128,
+                           rows_to=dot.dot_rows(family, rows), primfunc_name_hint="dense_int8"))
+    return _less_zero(b, out, zero, dot.data_shift(str(data.ty.dtype), family), weights.sum(axis=0))
+
+
+def _less_zero(b: Any, out: Any, zero: Any | None, shift: int, sums: Any) -> Any:
+    """``out`` (an integer kernel's Σx'·w, x' = x + ``shift``) as Σ(x − ``zero``)·w: less
+    ``(zero + shift)·Σw`` (``sums``: Σw per output channel, shaped to broadcast)."""
     if zero is None and not shift:
         return out
-    taken = relax.const(np.int32(-shift)) if zero is None else \
-        (b.emit(relax.op.subtract(zero, relax.const(np.int32(shift)))) if shift else zero)
-    return relax.op.subtract(b.emit(out), relax.op.multiply(taken, sums))
+    taken = relax.const(np.int32(shift)) if zero is None else \
+        b.emit(relax.op.add(zero, relax.const(np.int32(shift)))) if shift else zero
+    return relax.op.subtract(out, relax.op.multiply(taken, relax.const(sums.astype(np.int64).astype(np.int32))))
 
 
 def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
@@ -342,7 +338,7 @@ def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
     activations less a zero point known at run time, constant int8 weights; Whisper's front
     end, a ViT's patch embedding) on the integer convolution micro-kernel of ``family`` in NHWC
     (1-D: height 1), transposed in and out: the 8-bit input padded with its zero point
-    (``ConvInteger`` pads after taking it off: zeros there), then less ``(zero ∓ 128)·Σw`` per
+    (``ConvInteger`` pads after taking it off: zeros there), then less ``(zero ± 128)·Σw`` per
     output channel, as :func:`_dot_dense`. They ran as generic int32 reductions (a Whisper-tiny
     encoder's int8 package slower than its fp32 one: 7.8 of 16.5 ms in its second convolution).
     None for a grouped or otherwise unfit one."""
@@ -380,29 +376,19 @@ def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
         padding, strides, dilation = ints(a.padding), ints(a.strides), ints(a.dilation)
     n, c, h, width = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
     ohwi = weights if nhwc else weights.transpose(0, 2, 3, 1)
-    oc, kh, kw, _c = ohwi.shape
-    step = dot.depth(family, c)
-    padded = pad_axis(pad_axis(ohwi, 0, dot.BLOCK * dot.padded_blocks(family, oc)), 3, step)
-    packed = (padded.reshape(-1, dot.BLOCK, kh, kw, padded.shape[3] // step, step)
-              .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
+    oc = ohwi.shape[0]
     geometry = dict(strides=strides, padding=padding, dilation=dilation)
-    unsigned = str(data.ty.dtype) == "uint8"
-    shift = 0 if unsigned == dot.unsigned_data(family) else 128 if unsigned else -128
     b = mutator.builder_
     image = data if nhwc else b.emit(relax.op.permute_dims(relax.op.reshape(data, (n, c, h, width)), [0, 2, 3, 1]))
-    out = b.emit(b.call_te(conv2d_nhwc_int8, image, relax.const(packed), **geometry, out_channels=oc,
-                           family=family, fill=fill, narrow=int(weights.min(initial=0)) > -128,
+    out = b.emit(b.call_te(conv2d_nhwc_int8, image, relax.const(dot.packed_weights(ohwi, family)), **geometry,
+                           out_channels=oc, family=family, fill=fill, narrow=int(weights.min(initial=0)) > -128,
                            signature=conv_signature([n, h, width, c], ohwi.shape, **geometry),
                            primfunc_name_hint="conv2d_nhwc_int8"))
     if not nhwc:
         out = b.emit(relax.op.reshape(relax.op.permute_dims(out, [0, 3, 1, 2]), conv.ty.shape))
-    sums = ohwi.astype(np.int64).sum(axis=(1, 2, 3)).astype(np.int32)
-    sums = relax.const(sums if nhwc else sums.reshape(oc, 1) if one_d else sums.reshape(oc, 1, 1))
-    if zero is None and not shift:
-        return out
-    taken = relax.const(np.int32(-shift)) if zero is None else \
-        (b.emit(relax.op.subtract(zero, relax.const(np.int32(shift)))) if shift else zero)
-    return relax.op.subtract(out, relax.op.multiply(taken, sums))
+    sums = ohwi.astype(np.int64).sum(axis=(1, 2, 3))
+    return _less_zero(b, out, zero, dot.data_shift(str(data.ty.dtype), family),
+                      sums if nhwc else sums.reshape(oc, 1) if one_d else sums.reshape(oc, 1, 1))
 
 
 def _data_and_zero(mutator: Any, x: Any) -> tuple[Any | None, Any | None]:
@@ -458,7 +444,8 @@ class IntegerDense:
     dot-product instruction (:func:`_dot_dense`), or where it has none on the fp32 packed dense
     kernel over the same integers, where fp32 is exact (every partial sum below 2²⁴: 255 × each
     column's Σ|w|) — TVM's int32 matmul ran as a generic reduction at 65–90 GFLOP/s, 7×
-    onnxruntime's int8 MiniLM."""
+    onnxruntime's int8 MiniLM. A dynamically quantized convolution (``ConvInteger``) on the
+    integer convolution kernel where the target has the instruction (:func:`_dot_conv`)."""
 
     def __init__(self, target: Any):
         self.family = dot.dot_family(target)
