@@ -165,8 +165,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
-    input padded with ``fill``, plus ``offset`` per output channel (int32). The data is int8, or
-    uint8 (a dynamically quantized dense layer's activations): for an unsigned-data family
+    input padded with ``fill`` (a number, or a tensor of one value: a zero point known at run
+    time), plus ``offset`` per output channel (int32). The data is int8, or uint8 (dynamically
+    quantized activations, ``ConvInteger``'s): for an unsigned-data family
     (:mod:`.dot`) int8 data is shifted to uint8, and ``offset`` includes the −128·Σw that takes
     the shift off; for a signed one uint8 data is shifted to int8 (``offset``: +128·Σw).
     ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel then sums two products
