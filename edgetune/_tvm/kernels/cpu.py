@@ -185,7 +185,8 @@ def _symbolic_rows(limit: int, vectors: int, cpu: CpuFacts) -> int:
     """The tile height a convolution's output-channel block is chosen with over a symbolic width
     (computed as whole tiles): on x86 the least modelled time over typical widths
     (:func:`best_rows`; a PP-OCR-style recognizer's 1x1 layers took 8-16 rows where they took
-    3-6: 1.14 / 1.13 / 1.11 → 1.12 / 1.12 / 1.08 of fixed packages at 160 / 320 / 640 px), on
+    3-6: 1.14 / 1.13 / 1.11 of fixed packages at 160 / 320 / 640 px → 1.12 / 1.12 / 1.08 and
+    1.13 / 1.13 / 1.11 in two runs, inside this host's noise but not against it), on
     AArch64 the lowest within 10 % of the best rate (:func:`symbolic_height`; the height itself
     is :data:`ARM_SYMBOLIC_ROWS` there). The block chosen at that height instead, or at
     :func:`best_rows`' height, measured worse on the Pi estimates (the same model at 160 px:
