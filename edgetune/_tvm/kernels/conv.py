@@ -27,18 +27,10 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
     channels = channels or c
     if not any(padding) and dtype == str(data.dtype) and channels == c:
         return data
-    if dtype == "uint8" and str(data.dtype) == "int8":
-
-        def convert(v: Any) -> Any:
-            return tirx.reinterpret("uint8", v ^ tirx.const(-128, "int8"))
-    elif dtype == "int8" and str(data.dtype) == "uint8":
-
-        def convert(v: Any) -> Any:
-            return tirx.reinterpret("int8", v ^ tirx.const(128, "uint8"))
-    else:
-
-        def convert(v: Any) -> Any:
-            return v.astype(dtype) if dtype != str(data.dtype) else v
+    def convert(v: Any) -> Any:
+        if {dtype, str(data.dtype)} == {"int8", "uint8"}:
+            return dot.flip_sign(v, str(data.dtype))
+        return v.astype(dtype) if dtype != str(data.dtype) else v
 
     if isinstance(fill, (int, float)):  # shifted as the data is (a zero point of int8 data)
         pad = tirx.const(fill + (128 if dtype == "uint8" and str(data.dtype) == "int8" else
@@ -188,10 +180,7 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     rc = te.reduce_axis((0, ico * depth), "rc")
 
     def acc(b: Any, y: Any, x: Any, o: Any) -> Any:
-        pixel = src[b, y * sh + ry * dh, x * sw + rx * dw, rc]
-        pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
-        return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
-                      axis=[ry, rx, rc])
+        return _dot_sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc], flip, weights, o, (ry, rx, rc))
 
     out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
                      attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
@@ -227,16 +216,25 @@ def dense_int8(data: Any, weights: Any, *, out_channels: int, family: str, narro
 
     def acc(*idx: Any) -> Any:
         *at, o = idx
-        pixel = src[(*at, rc)]
-        pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
-        return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
-                      axis=[ry, rx, rc])
+        return _dot_sum(src[(*at, rc)], flip, weights, o, (ry, rx, rc))
 
     out = te.compute((*lead, rows_to, oco * block), acc, name="conv2d_nhwc_int8",
                      attrs={"edgetune.kernel": "dense_int8", "edgetune.dot": family, "edgetune.dot_narrow": int(narrow)})
     if rows_to == rows and oco * block == out_channels:
         return out
     return te.compute((*lead, rows, out_channels), lambda *i: out[i], name="crop")
+
+
+def _dot_sum(pixel: Any, flip: bool, weights: Any, o: Any, axes: tuple[Any, Any, Any]) -> Any:
+    """Σ over (ry, rx, rc) of an 8-bit input value (sign bit flipped in the register where
+    ``flip``) × the packed weight of output channel ``o``, in int32: the form the dot-product
+    intrinsics of :mod:`.dot` are matched against."""
+    from tvm import te
+
+    ry, rx, rc = axes
+    block, depth = int(weights.shape[-2]), int(weights.shape[-1])
+    pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
+    return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"), axis=list(axes))
 
 
 def _converted(data: Any, idx: tuple[Any, ...], rows: int, channels: int, dtype: str) -> Any:
@@ -246,9 +244,7 @@ def _converted(data: Any, idx: tuple[Any, ...], rows: int, channels: int, dtype:
 
     *at, row, ch = idx
     v = data[(*at, tirx.min(row, rows - 1), tirx.min(ch, channels - 1))]
-    if str(data.dtype) != dtype:
-        mask = tirx.const(-128, "int8") if str(data.dtype) == "int8" else tirx.const(128, "uint8")
-        v = tirx.reinterpret(dtype, v ^ mask)
+    v = dot.flip_sign(v, str(data.dtype)) if str(data.dtype) != dtype else v
     return tirx.if_then_else(tirx.all(row < rows, ch < channels), v, tirx.const(0, dtype))
 
 

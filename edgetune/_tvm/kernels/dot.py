@@ -147,11 +147,14 @@ def intrinsic(family: str, data_dtype: str, step: int = DEPTH, narrow: bool = Fa
     return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
 
 
-def flip_sign(value: Any) -> Any:
+def flip_sign(value: Any, dtype: str = "int8") -> Any:
     """An int8 value as the uint8 ``value + 128`` (its sign bit flipped), as the kernels of an
-    unsigned family read their data."""
+    unsigned family read their data; a uint8 value (``dtype``) as the int8 ``value − 128``, as a
+    signed family's kernels read uint8 data."""
     from tvm import tirx
 
+    if dtype == "uint8":
+        return tirx.reinterpret("int8", value ^ tirx.const(128, "uint8"))
     return tirx.reinterpret("uint8", value ^ tirx.const(-128, "int8"))
 
 

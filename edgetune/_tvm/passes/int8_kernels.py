@@ -89,9 +89,9 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     if int(a.groups) == 1 and family is not None:
         packed = dot.packed_weights(weights, family)
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
-        if dot.unsigned_data(family):  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
-            offset = offset - 128 * weights.astype(np.int64).sum(axis=(1, 2, 3))
-        extra = [relax.const(offset.astype(np.int32))] if bias is not None or dot.unsigned_data(family) else []
+        shift = dot.data_shift("int8", family)  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
+        offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
+        extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift else []
         narrow = int(weights.min(initial=0)) > -128  # two products fit an int16 (the NEON kernel pairs them)
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
                   narrow=narrow, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
