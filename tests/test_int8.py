@@ -229,6 +229,33 @@ def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_pa
     assert v["status"] == "passed" and v["max_abs_error"] == 0, v
 
 
+def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_cnn, tmp_path, qemu):
+    """Pi 5: a layer of 16·k input channels loads four quads of a pixel's input at once and
+    multiplies each by lane (``sdot v.4s, v.16b, v.4b[j]``: :data:`dot.SDOT_QUADS`) instead of
+    broadcasting every quad first (``ld1r``, which takes the vector pipes beside the sdots);
+    exact under qemu."""
+    import subprocess
+
+    result = package(PackageOptions(model=int8_cnn, device="pi5", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\ssdot\s+v\d+\.4s, v\d+\.16b, v\d+\.4b\[[0-3]\]", asm), "no sdot by element"
+
+
+@pytest.mark.parametrize(("family", "rows", "computed"), [
+    ("vnni", 17, 18), ("vnni", 122, 128), ("vnni", 197, 200), ("vnni", 64, 64), ("vnni", 5, 5), ("vnni", 12, 12),
+    ("sdot", 17, 18), ("sdot", 5, 6), ("sdot", 122, 122), ("sdot", 197, 200), ("neon", 64, 64)])
+def test_dense_rows_are_padded_to_the_cheapest_whole_tiles(family, rows, computed):
+    """A dense layer's rows are computed as the count from them on that costs least in whole
+    register tiles of at least half the default height (each tile a row's cost more): 17 tokens
+    as 18 in tiles of 6 on x86, not 24 in tiles of 8; 122 as 128 (tiles of 4 measured slower)."""
+    from edgetune._tvm.kernels import dot
+
+    assert dot.dot_rows(family, rows) == computed
+
+
 def test_int8_cnn_for_pi4_under_qemu_is_bit_exact(int8_cnn, tmp_path, qemu):
     """The NEON integer kernels (Cortex-A72, no dot product), checked under qemu."""
     v = package(PackageOptions(model=int8_cnn, device="pi4", output=tmp_path / "pkg")).verification
@@ -651,7 +678,8 @@ def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
     """A dynamically quantized dense layer's kernel (``kernels.conv.dense_int8``) on AVX-512
     VNNI: uint8 rows read as they are (what ``vpdpbusd`` multiplies), int8 rows flipped to uint8
     in the register (x + 128: the caller takes 128·Σw off); 17 rows, which no tile of 4 to 8
-    divides, computed as 24 and cropped. Output of the data's rank, numpy's integer sums."""
+    divides, computed as 18 (tiles of 6) and cropped. Output of the data's rank, numpy's integer
+    sums."""
     from tvm import te
 
     from edgetune._tvm.kernels import conv, dot
@@ -665,7 +693,7 @@ def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
     x = rng.integers(info.min, info.max + 1, (2, rows, k)).astype(dtype)
     w = rng.integers(-128, 128, (k, n)).astype(np.int8)
     packed = dot.packed_weights(w.T.reshape(n, 1, 1, k), "vnni")
-    assert dot.dot_rows("vnni", rows) == (24 if rows == 17 else rows)
+    assert dot.dot_rows("vnni", rows) == (18 if rows == 17 else rows)
     data, weights = te.placeholder(x.shape, dtype, name="x"), te.placeholder(packed.shape, "int8", name="w")
     out = conv.dense_int8(data, weights, out_channels=n, family="vnni", rows_to=dot.dot_rows("vnni", rows))
     assert tuple(int(d) for d in out.shape) == (2, rows, n)

@@ -38,6 +38,11 @@ SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarc
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
 WIDE = "edgetune_dot_4x16_neon"  # the neon family over 16 input channels per step
 NARROW = "edgetune_dot_4x16_neon_narrow"  # the same with weights within ±127: products paired in int16
+QUADS = 4  # input quads of one pixel the sdot family's quad intrinsic takes: 16 bytes, one load
+# sdot over four consecutive input quads of one pixel: its 16 bytes loaded once (``ldr q``), each
+# quad multiplied by lane (``sdot v.4s, v.16b, v.4b[j]``) instead of broadcast by ``ld1r`` first,
+# which issues on the A76's vector pipes beside the sdots (5 vector µops per 4 sdots: 80 % at best)
+SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
 # vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
 # convolution with no padding to apply needs no converted copy of its input
 FLIPPED = "edgetune_dot_16x4_vnni_flip"
@@ -109,11 +114,22 @@ def tile_rows(family: str) -> int:
 
 def dot_rows(family: str, rows: int) -> int:
     """The rows a dense layer of ``rows`` rows computes on ``family``'s kernel: ``rows`` when
-    they fit one register tile or a divisor of them makes at least half a tile, else rounded up
-    to whole tiles (its tile must divide the rows: 197 tokens would take one row per tile)."""
+    they fit one register tile or a divisor of them makes at least half a tile (the schedule's
+    tile height ``h``: the largest divisor up to the tile's), else the padded count that costs
+    least, each tile costing a row more (its weight loads and epilogue: ``rows·(h + 1)/h``;
+    197 tokens, prime, would take one row per tile). ViT-S's 17 tokens: 18 rows in tiles of 6
+    on x86, 0.85× the time of 24 in tiles of 8, and in tiles of 3 on the Pi 4 (55.7 → 50.8 ms by
+    its estimate); 122 tokens: 128 on x86 (124 in tiles of 4 measured 1.08× slower), on Arm
+    122 in tiles of 2 (as 124 in tiles of 4: 1.03× the A72's cycles)."""
     tile = tile_rows(family)
-    best = max(d for d in range(1, tile + 1) if rows % d == 0)
-    return rows if rows <= tile or 2 * best >= tile else -(-rows // tile) * tile
+
+    def height(p: int) -> int:
+        return max(d for d in range(1, tile + 1) if p % d == 0)
+
+    if rows <= tile or 2 * height(rows) >= tile:
+        return rows
+    good = [p for p in range(rows + 1, rows + tile) if 2 * height(p) >= tile] + [-(-rows // tile) * tile]
+    return min(good, key=lambda p: (p * (height(p) + 1) / height(p), -height(p)))
 
 
 def padded_blocks(family: str, channels: int) -> int:
@@ -147,6 +163,13 @@ def intrinsic(family: str, data_dtype: str, step: int = DEPTH, narrow: bool = Fa
     return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
 
 
+def quad_steps(family: str, step: int, steps: int) -> bool:
+    """Whether a kernel of ``family`` whose reduction takes ``steps`` steps of ``step`` input
+    channels runs them four at a time on :data:`SDOT_QUADS` (the sdot family, whole groups of
+    four quads: 16, 32, 48 … input channels after padding)."""
+    return family == "sdot" and step == DEPTH and steps % QUADS == 0
+
+
 def flip_sign(value: Any, dtype: str = "int8") -> Any:
     """An int8 value as the uint8 ``value + 128`` (its sign bit flipped), as the kernels of an
     unsigned family read their data; a uint8 value (``dtype``) as the int8 ``value − 128``, as a
@@ -171,7 +194,55 @@ def register() -> None:
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED, narrow=name == NARROW,
                                                     step=WIDE_DEPTH if name in (WIDE, NARROW) else DEPTH))
+    if TensorIntrin.get(SDOT_QUADS, allow_missing=True) is None:
+        TensorIntrin.register(SDOT_QUADS, *_sdot_quads())
     _REGISTERED.append(True)
+
+
+def _sdot_quads() -> tuple[Any, Any]:
+    """(description, implementation) of :data:`SDOT_QUADS`: four output channels += four
+    consecutive quads of one pixel's input (16 bytes) · their weights (per quad ``[4, 4]``, the
+    quads ``stride`` bytes apart in the packed weights)."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    stride = T.int32()
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (QUADS * DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (QUADS, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
+        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4], A[0:QUADS * DEPTH], B[0:QUADS, 0:4, 0:DEPTH])
+            T.writes(C[0:4])
+            for j, i, k in T.grid(QUADS, 4, DEPTH):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(4, i)
+                    vk = T.axis.reduce(QUADS * DEPTH, j * DEPTH + k)
+                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vk // DEPTH, vi, vk % DEPTH], "int32")
+
+    instruction = SINGLE_INSTRUCTION["sdot"]
+
+    def sdot(acc: Any, weights: Any, quads: Any, j: int) -> Any:
+        lane = T.reinterpret(T.Shuffle([quads], [j] * 4), dtype="int8x16")  # quad j in every lane: sdot by element
+        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(instruction), acc, weights, lane, dtype="int32x4")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (QUADS * DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (QUADS, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
+        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4], A[0:QUADS * DEPTH], B[0:QUADS, 0:4, 0:DEPTH])
+            T.writes(C[0:4])
+            quads = T.reinterpret(A.vload([0], "int8x16"), dtype="int32x4")
+            C[T.ramp(T.int32(0), 1, 4)] = sdot(sdot(sdot(sdot(
+                C.vload([0], dtype="int32x4"), B.vload([0, 0, 0], "int8x16"), quads, 0),
+                B.vload([1, 0, 0], "int8x16"), quads, 1),
+                B.vload([2, 0, 0], "int8x16"), quads, 2),
+                B.vload([3, 0, 0], "int8x16"), quads, 3)
+
+    return desc, impl
 
 
 def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool = False) -> tuple[Any, Any]:

@@ -47,12 +47,13 @@ def default_rows(extent: int, vectors: int, cpu: CpuFacts, weight_cost: float = 
 
 def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_reduce: Any,
                         row: Any, vec: Any, cpu: CpuFacts, cores: int, separate: bool = False,
-                        dot: str | None = None) -> None:
+                        dot: str | None = None, intrinsic: str | None = None) -> None:
     """Accumulate in registers, epilogue from them, then vectorize/unroll every stage. With
     ``separate`` (zero-padded output channels cropped, or an epilogue of another shape) the
     epilogue is a pass of its own: per tile it would carry a bounds predicate that measured
     slower than the extra pass. With ``dot`` (an int8 dot-product family) the accumulation
-    below ``vec`` is tensorized with its instruction instead of vectorized."""
+    below ``vec`` is tensorized with its instruction instead of vectorized (``intrinsic``: a
+    given one at ``vec`` as it is, else the family's over ``vec`` cut into its lanes)."""
     if separate and epi is not None:
         writer = sch.cache_write(main, 0, "local")
         sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
@@ -77,7 +78,9 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
     if dot is None:
         _vector_registers(sch, vec, cpu)
     init = sch.decompose_reduction(main, first_reduce)
-    if dot is not None:
+    if dot is not None and intrinsic is not None:
+        sch.tensorize(vec, intrinsic)
+    elif dot is not None:
         from ..kernels import dot as dots
 
         step = dots.lanes(dot)
@@ -218,17 +221,29 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     per = dots.blocks_per_tile(family, nob)
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
+    vec, intrinsic = oi, None
+    if dots.quad_steps(family, depth, loop_extent(sch, rco)):
+        # sdot by element over four quads of a pixel's input at a time (dot.SDOT_QUADS): per
+        # 4-channel group of a block its four quads' weights stay in registers while every
+        # pixel of the tile is multiplied by them, each pixel's 16 bytes loaded once per step
+        rco, rcq = sch.split(rco, [None, dots.QUADS])
+        og, ol = sch.split(oi, [None, dots.lanes(family)])
+        inner, vec, intrinsic = [ob, og, xi, rcq, ol, rci], rcq, dots.SDOT_QUADS
+        dots.register()
+        sch.unroll(og)
+    else:
+        inner = [xi, ob, oi, rci]
     if order == 0:
-        sch.reorder(*lead, xo, oo, ry, rx, rco, xi, ob, oi, rci)
+        sch.reorder(*lead, xo, oo, ry, rx, rco, *inner)
         at, par = (xo if ragged else oo), [*lead, xo]
     else:
-        sch.reorder(*lead, oo, xo, ry, rx, rco, xi, ob, oi, rci)
+        sch.reorder(*lead, oo, xo, ry, rx, rco, *inner)
         at, par = xo, [*lead, oo]
     sch.unroll(ob)
     fused = parallel_outer(sch, par, cpu, cores)
     if at.same_as(xo) and order == 0 and not _exists(sch, at):
         at = fused  # a small output's pixel tiles fused into the parallel loop (8×8 on 4 cores)
-    _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, dot=family)
+    _finish_microkernel(sch, main, epi, at, ry, xi, vec, cpu, cores, dot=family, intrinsic=intrinsic)
 
 
 def _exists(sch: Any, loop: Any) -> bool:
