@@ -79,9 +79,10 @@ def steps(package: Path, model: Path) -> dict[str, float]:
     outputs in their own unit."""
     import edgetune_runtime
     from edgetune.importer import import_model
-    from edgetune.reference import output_steps
+    from edgetune.reference import onnx_graph, output_steps
 
-    unit = output_steps(import_model(model))
+    imported = import_model(model)
+    unit = output_steps(imported, onnx_graph(imported))
     loaded = edgetune_runtime.load(package)
     outs = loaded.run(*loaded.reference_inputs())
     with np.load(package / "reference.npz") as data:  # stored under sanitized names ("head/out" → "head_out")
