@@ -164,7 +164,6 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     the shift off; for a signed one uint8 data is shifted to int8 (``offset``: +128·Σw).
     ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel then sums two products
     in int16)."""
-    from tvm import te
 
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
@@ -176,15 +175,12 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0
     src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
-    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-    rc = te.reduce_axis((0, ico * depth), "rc")
+    def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
+        return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
-    def acc(b: Any, y: Any, x: Any, o: Any) -> Any:
-        return _dot_sum(src[b, y * sh + ry * dh, x * sw + rx * dw, rc], flip, weights, o, (ry, rx, rc))
-
-    out = te.compute((n, oh, ow, oco * block), acc, name="conv2d_nhwc_int8",
-                     attrs={"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
-                            "edgetune.dot_narrow": int(narrow)})
+    out = _dot_sums((n, oh, ow, oco * block), pixel, (kh, kw), flip, weights, family,
+                    {"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
+                     "edgetune.dot_narrow": int(narrow)})
     out = crop(out, out_channels)
     return _plus_channels(out, offset)
 
@@ -211,30 +207,56 @@ def dense_int8(data: Any, weights: Any, *, out_channels: int, family: str, narro
     src = data
     if not flip and (str(data.dtype) != wanted or ico * depth != k or rows_to != rows):
         src = te.compute((*lead, rows_to, ico * depth), lambda *i: _converted(data, i, rows, k, wanted), name="pad")
-    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-    rc = te.reduce_axis((0, ico * depth), "rc")
+    def row(*idx: Any) -> Any:
+        *at, _ry, _rx, c = idx
+        return src[(*at, c)]
 
-    def acc(*idx: Any) -> Any:
-        *at, o = idx
-        return _dot_sum(src[(*at, rc)], flip, weights, o, (ry, rx, rc))
-
-    out = te.compute((*lead, rows_to, oco * block), acc, name="conv2d_nhwc_int8",
-                     attrs={"edgetune.kernel": "dense_int8", "edgetune.dot": family, "edgetune.dot_narrow": int(narrow)})
+    out = _dot_sums((*lead, rows_to, oco * block), row, (kh, kw), flip, weights, family,
+                    {"edgetune.kernel": "dense_int8", "edgetune.dot": family, "edgetune.dot_narrow": int(narrow)})
     if rows_to == rows and oco * block == out_channels:
         return out
     return te.compute((*lead, rows, out_channels), lambda *i: out[i], name="crop")
 
 
-def _dot_sum(pixel: Any, flip: bool, weights: Any, o: Any, axes: tuple[Any, Any, Any]) -> Any:
-    """Σ over (ry, rx, rc) of an 8-bit input value (sign bit flipped in the register where
-    ``flip``) × the packed weight of output channel ``o``, in int32: the form the dot-product
-    intrinsics of :mod:`.dot` are matched against."""
+def _dot_sums(shape: tuple[Any, ...], read: Any, kernel: tuple[int, int], flip: bool, weights: Any, family: str,
+              attrs: dict[str, Any]) -> Any:
+    """The int32 sums ``Σ x·w`` over (ky, kx, input channel) of an output of ``shape`` (its last
+    axis the output channels, packed ``weights``), ``read(*out_index[:-1], ky, kx, channel)``
+    the 8-bit input value (its sign bit flipped in the register where ``flip``): the form the
+    dot-product intrinsics of :mod:`.dot` are matched against. Where ``family`` keeps partial
+    sums (:func:`.dot.partial_lanes`) the kernel computes :data:`.dot.LANES` of them per
+    output, summed after it by a stage named ``lanes`` (a reduction the schedule places under
+    the register tile, before the epilogue)."""
     from tvm import te
 
-    ry, rx, rc = axes
-    block, depth = int(weights.shape[-2]), int(weights.shape[-1])
-    pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
-    return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"), axis=list(axes))
+    (kh, kw), (*_, ico, block, depth) = kernel, (int(x) for x in weights.shape)
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def product(at: Any, o: Any, rc: Any, c: Any) -> Any:  # input channel c of step rc
+        pixel = read(*at, ry, rx, rc * depth + c)
+        pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
+        return pixel * weights[o // block, ry, rx, rc, o % block, c].astype("int32")
+
+    if not dot.partial_lanes(family, depth):
+        rc = te.reduce_axis((0, ico * depth), "rc")
+
+        def total(*idx: Any) -> Any:
+            *at, o = idx
+            pixel = read(*at, ry, rx, rc)
+            pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
+            return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
+                          axis=[ry, rx, rc])
+
+        return te.compute(shape, total, name="conv2d_nhwc_int8", attrs=attrs)
+    rc, e = te.reduce_axis((0, ico), "rc"), te.reduce_axis((0, 4), "e")
+
+    def partial(*idx: Any) -> Any:
+        *at, o, lane = idx
+        return te.sum(product(at, o, rc, dot.lane_input(lane, e)), axis=[ry, rx, rc, e])
+
+    sums = te.compute((*shape, dot.LANES), partial, name="conv2d_nhwc_int8", attrs={**attrs, "edgetune.dot_lanes": 1})
+    lane = te.reduce_axis((0, dot.LANES), "lane")
+    return te.compute(shape, lambda *idx: te.sum(sums[(*idx, lane)], axis=lane), name="lanes")
 
 
 def _converted(data: Any, idx: tuple[Any, ...], rows: int, channels: int, dtype: str) -> Any:

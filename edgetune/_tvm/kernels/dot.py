@@ -8,14 +8,15 @@ Three families, chosen from the target's features (what LLVM says ``-mcpu``/``-m
   bit) and subtracts ``128 · Σw`` per output channel: exact.
 * ``sdot`` — Armv8.2 dot product (Cortex-A76: Pi 5): 4 int32 lanes, each += 4 s8 × s8.
 * ``neon`` — plain Advanced SIMD (Cortex-A72: Pi 4): ``smull`` + pairwise adds. Over 16 input
-  channels per step where a layer has them (``4x16``): per output channel a ``smull`` and a
-  ``smull2`` of the 16 bytes, their pairs summed into one int32x4 (``saddlp`` + ``sadalp``), then
-  one ``addp`` tree for the four channels — 5 vector instructions per 16 products where the 4×4
-  step took 7 per 16 (``smull`` ×2, ``saddlp`` ×2, ``addp``, ``add``, the ``ext`` of the high
-  half), measured by the Pi 4 estimate (benchmarks/arm_estimate.py). Where every weight of a
-  layer is within ±127 (symmetric quantizers: onnxruntime's, TFLite's), two products fit an
-  int16 lane exactly (|−128 · ±127| · 2 < 2¹⁵), so the high half is accumulated by ``smlal2``
-  onto the low half's ``smull`` and one ``saddlp`` widens both (``4x16n``: 4 per 16 products).
+  channels per step where a layer has them: per output channel a ``smull`` and a ``smull2`` of
+  the 16 bytes, their pairs added into :data:`LANES` partial sums (``sadalp``), summed once
+  after the reduction (:func:`partial_lanes`) — 3 vector instructions per 16 products where
+  summing each step's four channels (an ``addp`` tree) took 5, measured by the Pi 4 estimate
+  (benchmarks/arm_estimate.py). Where every weight of a layer is within ±127 (symmetric
+  quantizers: onnxruntime's, TFLite's), two products fit an int16 lane exactly
+  (|−128 · ±127| · 2 < 2¹⁵), so the high half is accumulated by ``smlal2`` onto the low half's
+  ``smull`` and one ``sadalp`` widens both. Over 4 input channels (a layer with fewer): the
+  quad twice in a d register, ``smull`` ×2, ``saddlp`` ×2, ``addp``, ``add`` per 16 products.
 
 TVM ships intrinsics of these shapes, but they accumulate into global memory only (the micro-kernel
 keeps its accumulators in registers: a ``local`` buffer) and its ``vpdpbusd`` call uses the operand
@@ -36,9 +37,12 @@ WIDE_DEPTH = 16  # input channels per step of the NEON family's wide intrinsic
 
 SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarch64.neon.sdot.v4i32.v16i8"}
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
-WIDE = "edgetune_dot_4x16_neon"  # the neon family over 16 input channels per step
-NARROW = "edgetune_dot_4x16_neon_narrow"  # the same with weights within ±127: products paired in int16
 QUADS = 4  # input quads of one pixel the sdot family's quad intrinsic takes: 16 bytes, one load
+LANES = 4  # partial sums per output channel of the NEON family's 16-channel step (an int32x4 each)
+# the NEON family over 16 input channels into 4 partial sums per output channel, summed once after
+# the reduction (``sadalp`` per channel, no ``addp`` tree per step: :func:`partial_lanes`)
+NEON_LANES = "edgetune_dot_4x16_neon_lanes"
+NEON_LANES_NARROW = "edgetune_dot_4x16_neon_lanes_narrow"
 # sdot over four consecutive input quads of one pixel: its 16 bytes loaded once (``ldr q``), each
 # quad multiplied by lane (``sdot v.4s, v.16b, v.4b[j]``) instead of broadcast by ``ld1r`` first,
 # which issues on the A76's vector pipes beside the sdots (5 vector µops per 4 sdots: 80 % at best)
@@ -158,9 +162,27 @@ def intrinsic(family: str, data_dtype: str, step: int = DEPTH, narrow: bool = Fa
     unsigned family: flipped to uint8 in the register, :func:`flip_sign`) over ``step`` input
     channels (:func:`depth`); ``narrow``: the layer's weights are within ±127."""
     register()
-    if step == WIDE_DEPTH and family == "neon":
-        return NARROW if narrow else WIDE
+    if partial_lanes(family, step):
+        return NEON_LANES_NARROW if narrow else NEON_LANES
     return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
+
+
+def partial_lanes(family: str, step: int) -> bool:
+    """Whether a kernel of ``family`` over ``step`` input channels a step keeps :data:`LANES`
+    partial sums per output channel, summed after the reduction: the NEON family over 16
+    channels. Its step's pairwise adds then accumulate (``sadalp``, one per channel and step)
+    where the sum of each channel's lanes took three ``addp`` and an ``add`` per four channels
+    and step — 8 µops beside the 8 multiplies on the A72's two vector pipes, 80 % of the
+    multiply pipe at best (llvm-mca), 4 with the partial sums: 100 %. The accumulators are four
+    times as many, so a register tile is one pixel × 16 channels."""
+    return family == "neon" and step == WIDE_DEPTH
+
+
+def lane_input(lane: Any, e: Any) -> Any:
+    """The input channel (of a step's 16) whose product lands in partial sum ``lane`` as its
+    ``e``-th (0–3) term: ``smull`` multiplies channels i < 8, ``smull2``/``smlal2`` i + 8 into
+    int16 lane i, and the pairwise add sums lanes 2l and 2l + 1 — {2l, 2l + 1, 2l + 8, 2l + 9}."""
+    return 2 * lane + e % 2 + 8 * (e // 2)
 
 
 def quad_steps(family: str, step: int, steps: int) -> bool:
@@ -190,13 +212,75 @@ def register() -> None:
 
     if _REGISTERED:
         return
-    for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED), ("neon", WIDE), ("neon", NARROW)]:
+    for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED)]:
         if TensorIntrin.get(name, allow_missing=True) is None:
-            TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED, narrow=name == NARROW,
-                                                    step=WIDE_DEPTH if name in (WIDE, NARROW) else DEPTH))
+            TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED))
     if TensorIntrin.get(SDOT_QUADS, allow_missing=True) is None:
         TensorIntrin.register(SDOT_QUADS, *_sdot_quads())
+    for name, narrow in ((NEON_LANES, False), (NEON_LANES_NARROW, True)):
+        if TensorIntrin.get(name, allow_missing=True) is None:
+            TensorIntrin.register(name, *_neon_lanes(narrow))
     _REGISTERED.append(True)
+
+
+def _pairs(x: Any) -> Any:
+    """int16x8 → int32x4, adjacent lanes summed (``saddlp``; added to an accumulator: ``sadalp``)."""
+    from tvm.script import tirx as T  # noqa: N812
+
+    return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"), x,
+                                   dtype="int32x4")
+
+
+def _products(x: Any, y: Any) -> Any:
+    """int8x8 · int8x8 → int16x8, exact (``smull``)."""
+    from tvm.script import tirx as T  # noqa: N812
+
+    return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"), x, y,
+                                   dtype="int16x8")
+
+
+def _neon_lanes(narrow: bool) -> tuple[Any, Any]:
+    """(description, implementation) of :data:`NEON_LANES` (``narrow``: weights within ±127,
+    :data:`NEON_LANES_NARROW`): four output channels' :data:`LANES` partial sums += one
+    pixel's 16 input channels · their weights ``[4, 16]`` (:func:`lane_input`)."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (WIDE_DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (4, WIDE_DEPTH), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4, 0:LANES], A[0:WIDE_DEPTH], B[0:4, 0:WIDE_DEPTH])
+            T.writes(C[0:4, 0:LANES])
+            for i, lane, e in T.grid(4, LANES, 4):
+                with T.sblock("update"):
+                    vi, vl, ve = T.axis.remap("SSR", [i, lane, e])
+                    C[vi, vl] = C[vi, vl] + T.cast(A[lane_input(vl, ve)], "int32") * T.cast(B[vi, lane_input(vl, ve)], "int32")
+
+    def channel(acc: Any, x: Any, w: Any) -> Any:
+        """One output channel's 16 products added to its partial sums: the pairwise adds onto
+        the accumulator are ``sadalp``, the high halves' ``smull`` a ``smull2`` (narrow: added
+        in int16 first, ``smlal2``, and widened once)."""
+        low = _products(T.vectorlow(x, dtype="int8x8"), T.vectorlow(w, dtype="int8x8"))
+        high = _products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
+        return acc + _pairs(low + high) if narrow else acc + _pairs(low) + _pairs(high)
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (WIDE_DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (4, WIDE_DEPTH), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4, 0:LANES], A[0:WIDE_DEPTH], B[0:4, 0:WIDE_DEPTH])
+            T.writes(C[0:4, 0:LANES])
+            x = A.vload([0], "int8x16")
+            C[0, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([0, 0], "int32x4"), x, B.vload([0, 0], "int8x16"))
+            C[1, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([1, 0], "int32x4"), x, B.vload([1, 0], "int8x16"))
+            C[2, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([2, 0], "int32x4"), x, B.vload([2, 0], "int8x16"))
+            C[3, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([3, 0], "int32x4"), x, B.vload([3, 0], "int8x16"))
+
+    return desc, impl
 
 
 def _sdot_quads() -> tuple[Any, Any]:
@@ -245,11 +329,10 @@ def _sdot_quads() -> tuple[Any, Any]:
     return desc, impl
 
 
-def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool = False) -> tuple[Any, Any]:
-    """(description, implementation) of ``family``'s dot product over ``step`` input channels
-    into a local accumulator; with ``flip``, of int8 data with its sign bit flipped on the way
-    (one xor per input quad, shared by every block of output channels it feeds); ``narrow``:
-    weights within ±127, two products summed in int16."""
+def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
+    """(description, implementation) of ``family``'s dot product over 4 input channels into a
+    local accumulator; with ``flip``, of int8 data with its sign bit flipped on the way (one xor
+    per input quad, shared by every block of output channels it feeds)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
     n = lanes(family)
@@ -261,14 +344,14 @@ def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool 
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (step,), a_dtype, offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (n, step), "int8", offset_factor=1)  # noqa: N806
+        A = T.match_buffer(a, (DEPTH,), a_dtype, offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (n, DEPTH), "int8", offset_factor=1)  # noqa: N806
         C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:n], A[0:step], B[0:n, 0:step])
+            T.reads(C[0:n], A[0:DEPTH], B[0:n, 0:DEPTH])
             T.writes(C[0:n])
             for i in T.serial(0, n):
-                for k in T.serial(0, step):
+                for k in T.serial(0, DEPTH):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + data(A[vk]) * T.cast(B[vi, vk], "int32")
@@ -300,55 +383,25 @@ def _intrinsic(family: str, flip: bool = False, step: int = DEPTH, narrow: bool 
                     dtype=wide)
 
     else:  # NEON: smull (int8 pairs → int16 products), pairwise adds up to int32
-        def pairs(x: Any) -> Any:  # int16x8 → int32x4, adjacent lanes summed
-            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.saddlp.v4i32.v8i16"), x,
-                                           dtype="int32x4")
-
-        def products(x: Any, y: Any) -> Any:  # int8x8 · int8x8 → int16x8 (exact)
-            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.smull.v8i16"), x, y,
-                                           dtype="int16x8")
+        pairs, products = _pairs, _products
 
         def addp(x: Any, y: Any) -> Any:
             return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), x, y,
                                            dtype="int32x4")
 
-        def channel(x: Any, w: Any) -> Any:
-            """One output channel's 16 products, their pairs summed (the high half's add folds
-            into ``sadalp``, its ``smull`` of the high halves into ``smull2``; narrow: the two
-            halves' products added in int16 first — ``smlal2`` — and widened once)."""
-            low = products(T.vectorlow(x, dtype="int8x8"), T.vectorlow(w, dtype="int8x8"))
-            high = products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
-            return pairs(low + high) if narrow else pairs(low) + pairs(high)
-
-        if step == WIDE_DEPTH:
-
-            @T.prim_func(s_tir=True)
-            def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-                A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
-                B = T.match_buffer(b, (4, 16), "int8", offset_factor=1)  # noqa: N806
-                C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
-                with T.sblock("root"):
-                    T.reads(C[0:4], A[0:16], B[0:4, 0:16])
-                    T.writes(C[0:4])
-                    x = A.vload([0], "int8x16")
-                    C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
-                        addp(channel(x, B.vload([0, 0], "int8x16")), channel(x, B.vload([1, 0], "int8x16"))),
-                        addp(channel(x, B.vload([2, 0], "int8x16")), channel(x, B.vload([3, 0], "int8x16"))))
-
-        else:  # 4 input channels: the quad twice in a d register, each half of the 16 weights two channels
-
-            @T.prim_func(s_tir=True)
-            def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-                A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
-                B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
-                C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
-                with T.sblock("root"):
-                    T.reads(C[0:4], A[0:4], B[0:4, 0:4])
-                    T.writes(C[0:4])
-                    a8 = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "int8x4"), dtype="int32"), 2), dtype="int8x8")
-                    w = B.vload([0, 0], dtype="int8x16")
-                    C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
-                        pairs(products(a8, T.vectorlow(w, dtype="int8x8"))),
-                        pairs(products(a8, T.vectorhigh(w, dtype="int8x8"))))
+        # 4 input channels: the quad twice in a d register, each half of the 16 weights two channels
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (4, 4), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:4], A[0:4], B[0:4, 0:4])
+                T.writes(C[0:4])
+                a8 = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "int8x4"), dtype="int32"), 2), dtype="int8x8")
+                w = B.vload([0, 0], dtype="int8x16")
+                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
+                    pairs(products(a8, T.vectorlow(w, dtype="int8x8"))),
+                    pairs(products(a8, T.vectorhigh(w, dtype="int8x8"))))
 
     return desc, impl

@@ -202,16 +202,20 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     # depends on the tile, so TVM leaves the epilogue scalar (120 channels: 0.116 ms, 0.068
     # once per row of pixels after all tiles, its channel loop cut into whole registers —
     # measured). Then it runs once per row of pixels, from the accumulators in L1.
-    epi, cropped = fold_epilogue(sch, main)
+    lanes = _consumer(sch, main) if sch.get(main).annotations.get("edgetune.dot_lanes") else None
+    epi, cropped = fold_epilogue(sch, main if lanes is None else lanes)
     ragged = cropped or (epi is not None and "if_then_else" in str(sch.get(epi).body))
-    *lead, x, o, ry, rx, rc = sch.get_loops(main)  # lead: batch and rows (a dense layer's: its batch)
-    weights = sch.get(main).reads[1].source
+    from ..kernels import dot as dots
+
+    weights = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 6)
     block, depth = int(weights.shape[-2]), int(weights.shape[-1])
+    if lanes is not None:
+        _partial_lanes(sch, main, lanes, epi, ragged, family, depth, cpu, cores, order)
+        return
+    *lead, x, o, ry, rx, rc = sch.get_loops(main)  # lead: batch and rows (a dense layer's: its batch)
     # x86: a zmm accumulator per pixel and block, two or three blocks (dot.blocks_per_tile),
     # rows of 8; Arm: four q registers per pixel and block (and the intrinsic's temporaries),
     # rows of 4
-    from ..kernels import dot as dots
-
     rows = dots.tile_rows(family)
     ow = loop_extent(sch, x)
     default = max(d for d in divisors(ow) if d <= rows)
@@ -244,6 +248,55 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     if at.same_as(xo) and order == 0 and not _exists(sch, at):
         at = fused  # a small output's pixel tiles fused into the parallel loop (8×8 on 4 cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, vec, cpu, cores, dot=family, intrinsic=intrinsic)
+
+
+def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: bool, family: str, depth: int,
+                   cpu: CpuFacts, cores: int, order: int) -> None:
+    """The integer micro-kernel over partial sums (:func:`..kernels.dot.partial_lanes`: the
+    Pi 4's NEON step over 16 input channels): a register tile of one pixel × one block of 16
+    output channels — 16 int32x4 accumulators, the weights reloaded per pixel from L1 (the A72's
+    load pipe has the room: 9 loads per 32 multiplies) —, then per tile the ``lanes`` stage
+    sums each output's partial sums and the epilogue runs, both from registers."""
+    from ..kernels import dot as dots
+
+    *lead, x, o, lane, ry, rx, rc, e = sch.get_loops(main)
+    xo, xi = sch.split(x, [None, 1])
+    oo, oi = sch.split(o, [None, dots.BLOCK])
+    og, ol = sch.split(oi, [None, dots.lanes(family)])
+    if order == 0:
+        sch.reorder(*lead, xo, oo, ry, rx, rc, xi, og, ol, lane, e)
+        at, par = (xo if ragged else oo), [*lead, xo]
+    else:
+        sch.reorder(*lead, oo, xo, ry, rx, rc, xi, og, ol, lane, e)
+        at, par = xo, [*lead, oo]
+    sch.unroll(og)
+    fused = parallel_outer(sch, par, cpu, cores)
+    if at.same_as(xo) and order == 0 and not _exists(sch, at):
+        at = fused
+    sch.reverse_compute_at(lanes, at, preserve_unit_loops=True)
+    sch.set_scope(main, 0, "local")
+    if epi is not None:
+        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
+        sch.set_scope(lanes, 0, "local")
+    init = sch.decompose_reduction(main, ry)
+    narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
+    sch.tensorize(ol, dots.intrinsic(family, "int8", depth, narrow))
+    *_, channels, partial = sch.get_loops(init)
+    sch.unroll(channels)
+    sch.vectorize(partial)
+    # the sums: the output channels in vector registers, one add per partial sum
+    *_, channels, partial = sch.get_loops(lanes)
+    sch.reorder(partial, channels)
+    sch.unroll(partial)
+    _vector_registers(sch, channels, cpu)
+    if epi is not None:
+        _vector_registers(sch, sch.get_loops(epi)[-1], cpu)
+
+
+def _consumer(sch: Any, block: Any) -> Any:
+    """The one block that reads ``block``'s output."""
+    (consumer,) = sch.get_consumers(block)
+    return consumer
 
 
 def _exists(sch: Any, loop: Any) -> bool:
