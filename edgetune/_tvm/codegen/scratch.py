@@ -61,19 +61,26 @@ def stack_scratch() -> Any:
 def _register_bound(func: Any) -> bool:
     """Whether ``func``'s inner loop already fills the register file: NEON table lookups (their
     table is 16 vector registers, hoisted out of every loop) or the Pi 4's int8 step over 4
-    input channels (``smull`` pairs, their widening adds and the ``addp`` tree per step, without
-    ``sdot``). Promoted beside those, the accumulators spill: Pi 4 estimate, VGG-style int8
-    +29–34 %, YOLO int8's lookup layers +20–35 % each. The step over 16 channels into partial
-    sums (``sadalp``, no ``addp``: kernels.dot.partial_lanes) keeps 16 accumulators, 4 weights,
-    the input and 4 products in 25 registers: promoted, a VGG block's int8 kernels took 2.4 %
-    fewer cycles (415.3 → 405.5 M)."""
+    input channels (``smull`` pairs, their widening adds and an ``addp`` tree over them per
+    step, without ``sdot``). Promoted beside those, the accumulators spill: Pi 4 estimate,
+    VGG-style int8 +29–34 %, YOLO int8's lookup layers +20–35 % each. The step over 16
+    channels into partial sums (``sadalp``; its ``addp`` tree sums the partial sums once per
+    tile: kernels.dot.partial_lanes) keeps 16 accumulators, 4 weights, the input and 4
+    products in 25 registers: promoted, a VGG block's int8 kernels took 2.4 % fewer cycles
+    (415.3 → 405.5 M)."""
     import tvm_ffi
     from tvm import ir
 
-    ids, pure, found = _crowding_intrinsics(), ir.Op.get("tirx.call_llvm_pure_intrin"), []
+    (tbl, tbx, addp, saddlp), pure, found = _crowding_intrinsics(), ir.Op.get("tirx.call_llvm_pure_intrin"), []
+
+    def intrinsic(expr: Any) -> int | None:
+        if isinstance(expr, ir.Call) and expr.op.same_as(pure) and expr.args:
+            return getattr(expr.args[0], "value", None)
+        return None
 
     def on_call(call: Any) -> Any:
-        if call.op.same_as(pure) and call.args and getattr(call.args[0], "value", None) in ids:
+        which = intrinsic(call)
+        if which in (tbl, tbx) or (which == addp and any(intrinsic(a) == saddlp for a in call.args[1:])):
             found.append(call)
         return call
 
@@ -82,12 +89,14 @@ def _register_bound(func: Any) -> bool:
 
 
 @functools.cache
-def _crowding_intrinsics() -> frozenset[int]:
-    """LLVM intrinsic ids of the instructions :func:`_register_bound` looks for."""
+def _crowding_intrinsics() -> tuple[int, ...]:
+    """LLVM intrinsic ids of the instructions :func:`_register_bound` looks for: ``tbl4``,
+    ``tbx4``, ``addp`` and ``saddlp`` (an ``addp`` over pairwise sums: the int8 step's tree)."""
     from tvm.target import codegen
 
-    names = ("llvm.aarch64.neon.tbl4", "llvm.aarch64.neon.tbx4", "llvm.aarch64.neon.addp.v4i32")
-    return frozenset(int(codegen.llvm_lookup_intrinsic_id(name)) for name in names)
+    names = ("llvm.aarch64.neon.tbl4", "llvm.aarch64.neon.tbx4", "llvm.aarch64.neon.addp.v4i32",
+             "llvm.aarch64.neon.saddlp.v4i32.v8i16")
+    return tuple(int(codegen.llvm_lookup_intrinsic_id(name)) for name in names)
 
 
 def small_local(buffer: Any) -> bool:
