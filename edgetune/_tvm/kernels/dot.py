@@ -243,6 +243,14 @@ def _products(x: Any, y: Any) -> Any:
                                    dtype="int16x8")
 
 
+def _addp(x: Any, y: Any) -> Any:
+    """Two int32x4 → their adjacent lanes summed, ``x``'s then ``y``'s (``addp``)."""
+    from tvm.script import tirx as T  # noqa: N812
+
+    return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), x, y,
+                                   dtype="int32x4")
+
+
 def _neon_lanes(narrow: bool) -> tuple[Any, Any]:
     """(description, implementation) of :data:`NEON_LANES` (``narrow``: weights within ±127,
     :data:`NEON_LANES_NARROW`): four output channels' :data:`LANES` partial sums += one
@@ -306,9 +314,7 @@ def _lanes_sum() -> tuple[Any, Any]:
                     vi, vl = T.axis.remap("SR", [i, lane])
                     C[vi] = C[vi] + P[vi, vl]
 
-    def addp(x: Any, y: Any) -> Any:
-        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), x, y,
-                                       dtype="int32x4")
+    addp = _addp
 
     @T.prim_func(s_tir=True)
     def impl(p: T.handle, c: T.handle) -> None:
@@ -424,11 +430,7 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                     dtype=wide)
 
     else:  # NEON: smull (int8 pairs → int16 products), pairwise adds up to int32
-        pairs, products = _pairs, _products
-
-        def addp(x: Any, y: Any) -> Any:
-            return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.aarch64.neon.addp.v4i32"), x, y,
-                                           dtype="int32x4")
+        pairs, products, addp = _pairs, _products, _addp
 
         # 4 input channels: the quad twice in a d register, each half of the 16 weights two channels
         @T.prim_func(s_tir=True)
