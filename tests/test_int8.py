@@ -649,6 +649,45 @@ def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
     assert "vpdpbusd" in asm
 
 
+@pytest.mark.parametrize("rescaled", [False, True], ids=["same-scale", "rescaled"])
+def test_qdq_layout_moves_run_on_the_int8_tensor(tmp_path, rescaled):
+    """``quantize(reshape(transpose(dequantize(x))))`` — a QDQ graph moving an int8 tensor, as a
+    YOLO head does its outputs — moves the int8 tensor itself (:class:`Int8LayoutMoves`; a
+    rescale after it where the parameters differ): exact against onnxruntime, and no float
+    transpose left in the package's kernels."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    s, z, s2, z2 = 0.05, 3, (0.07 if rescaled else 0.05), (-5 if rescaled else 3)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", s, np.float32), ("z", z, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8),
+        ("shape", [1, -1, 16], np.int64))]
+    inits += [numpy_helper.from_array(rng.integers(-127, 128, (16, 8, 1, 1)).astype(np.int8), "w"),
+              numpy_helper.from_array(np.full(16, 0.004, np.float32), "ws"),
+              numpy_helper.from_array(np.zeros(16, np.int8), "wz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"]),
+             helper.make_node("Transpose", ["cd"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["t", "shape"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 36, 16])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
+    assert scheme["layout_moves"] == 1, scheme
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
+    kernels = list(result.manifest["kernels"])
+    assert not any(re.search(r"dequantize\d*_transpose", name) for name in kernels), kernels  # float moved
+    assert any(re.search(r"transpose\d*_transpose\d*_reshape", name) for name in kernels), kernels  # int8 moved
+
+
 def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path):
     """A quantized layer edgetune cannot compute as the runtime's integer kernel — here a QDQ
     convolution whose bias is on another scale than ``sx·sw`` — keeps TVM's float path; the
