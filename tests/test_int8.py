@@ -276,8 +276,8 @@ def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, q
 def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_cnn, tmp_path, qemu):
     """Pi 5: a layer of 16·k input channels loads four quads of a pixel's input at once and
     multiplies each by lane (``sdot v.4s, v.16b, v.4b[j]``: :data:`dot.SDOT_QUADS`) instead of
-    broadcasting every quad first (``ld1r``, which takes the vector pipes beside the sdots);
-    exact under qemu."""
+    broadcasting every quad first (``ld1r``, which takes the vector pipes beside the sdots),
+    and requantizes with ``fcvtns``; exact under qemu."""
     import subprocess
 
     result = package(PackageOptions(model=int8_cnn, device="pi5", output=tmp_path / "pkg"))
@@ -286,6 +286,8 @@ def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_c
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     assert re.search(r"\ssdot\s+v\d+\.4s, v\d+\.16b, v\d+\.4b\[[0-3]\]", asm), "no sdot by element"
+    # requantized by one rounding conversion (codegen/rounding.py), not frintx + fcvtzs
+    assert re.search(r"\sfcvtns\s+v\d+\.4s", asm), "no fcvtns"
 
 
 @pytest.mark.parametrize(("family", "rows", "computed"), [
