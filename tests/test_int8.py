@@ -229,6 +229,40 @@ def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_pa
     assert v["status"] == "passed" and v["max_abs_error"] == 0, v
 
 
+def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size: int, rng: np.random.Generator,
+               bias: int, low: int = -127) -> Path:
+    """A QDQ chain of convolutions as onnxruntime's quantizer writes them: the input quantized
+    (scale 0.05, zero point 3), then per layer ``(in, out, kernel, weight scale, bias scale)``
+    int8 weights in [``low``, 127] (the first one ``low``), int32 biases within ±``bias``, the
+    result quantized on the input's parameters; ``size``² pixels, padded to keep them."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    s, z = 0.05, 3
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (("s", s, np.float32), ("z", z, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["d0"])]
+    for n, (cin, cout, k, weight_scale, bias_scale) in enumerate(layers):
+        w = rng.integers(low, 128, (cout, cin, k, k)).astype(np.int8)
+        w.flat[0] = low
+        inits += [numpy_helper.from_array(w, f"w{n}"),
+                  numpy_helper.from_array(np.full(cout, weight_scale, np.float32), f"ws{n}"),
+                  numpy_helper.from_array(np.zeros(cout, np.int8), f"wz{n}"),
+                  numpy_helper.from_array(rng.integers(-bias, bias, cout).astype(np.int32), f"b{n}"),
+                  numpy_helper.from_array(np.full(cout, bias_scale, np.float32), f"bs{n}"),
+                  numpy_helper.from_array(np.zeros(cout, np.int32), f"bz{n}")]
+        nodes += [helper.make_node("DequantizeLinear", [f"w{n}", f"ws{n}", f"wz{n}"], [f"wd{n}"], axis=0),
+                  helper.make_node("DequantizeLinear", [f"b{n}", f"bs{n}", f"bz{n}"], [f"bd{n}"], axis=0),
+                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"], pads=[k // 2] * 4),
+                  helper.make_node("QuantizeLinear", [f"c{n}", "s", "z"], [f"q{n}"]),
+                  helper.make_node("DequantizeLinear", [f"q{n}", "s", "z"], [f"d{n + 1}"])]
+    last = f"d{len(layers)}"
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, layers[0][0], size, size])],
+                              [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, layers[-1][1], size, size])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(out))
+    return out
+
+
 @pytest.mark.parametrize("weights", ["narrow", "full"])
 def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, qemu, weights):
     """The Pi 4's int8 step over 16 input channels keeps four partial sums per output channel
@@ -238,31 +272,9 @@ def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, q
     exact against onnxruntime under qemu."""
     import subprocess
 
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(11)
-    s, z, low = 0.05, 3, -127 if weights == "narrow" else -128
-    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (("s", s, np.float32), ("z", z, np.int8))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["d0"])]
-    for n, (cin, cout, k) in enumerate([(32, 32, 3), (32, 40, 1)]):
-        w = rng.integers(low, 128, (cout, cin, k, k)).astype(np.int8)
-        w.flat[0] = low
-        inits += [numpy_helper.from_array(w, f"w{n}"),
-                  numpy_helper.from_array(np.full(cout, 0.002, np.float32), f"ws{n}"),
-                  numpy_helper.from_array(np.zeros(cout, np.int8), f"wz{n}"),
-                  numpy_helper.from_array(rng.integers(-3000, 3000, cout).astype(np.int32), f"b{n}"),
-                  numpy_helper.from_array(np.full(cout, s * 0.002, np.float32), f"bs{n}"),
-                  numpy_helper.from_array(np.zeros(cout, np.int32), f"bz{n}")]
-        nodes += [helper.make_node("DequantizeLinear", [f"w{n}", f"ws{n}", f"wz{n}"], [f"wd{n}"], axis=0),
-                  helper.make_node("DequantizeLinear", [f"b{n}", f"bs{n}", f"bz{n}"], [f"bd{n}"], axis=0),
-                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"], pads=[k // 2] * 4),
-                  helper.make_node("QuantizeLinear", [f"c{n}", "s", "z"], [f"q{n}"]),
-                  helper.make_node("DequantizeLinear", [f"q{n}", "s", "z"], [f"d{n + 1}"])]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 9, 9])],
-                              [helper.make_tensor_value_info("d2", TensorProto.FLOAT, [1, 40, 9, 9])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    _qdq_convs(tmp_path / "m.onnx", [(32, 32, 3, 0.002, 0.05 * 0.002), (32, 40, 1, 0.002, 0.05 * 0.002)], size=9,
+               rng=np.random.default_rng(11), bias=3000, low=-127 if weights == "narrow" else -128)
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="pi4", output=tmp_path / "pkg"))
     v = result.verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
@@ -695,29 +707,10 @@ def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path
     convolution whose bias is on another scale than ``sx·sw`` — keeps TVM's float path; the
     package still passes its check against onnxruntime, the layer next to it runs on integer
     kernels, and the import note (package summary, ``inspect``) names the layer that does not."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(5)
-    s, z = 0.05, 3
-    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (("s", s, np.float32), ("z", z, np.int8))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["d0"])]
-    for n, (cin, cout, bias_scale) in enumerate([(4, 8, s * 0.004), (8, 16, s * 0.004 * 3)]):  # the second: another scale
-        inits += [numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 1, 1)).astype(np.int8), f"w{n}"),
-                  numpy_helper.from_array(np.full(cout, 0.004, np.float32), f"ws{n}"),
-                  numpy_helper.from_array(np.zeros(cout, np.int8), f"wz{n}"),
-                  numpy_helper.from_array(rng.integers(-300, 300, cout).astype(np.int32), f"b{n}"),
-                  numpy_helper.from_array(np.full(cout, bias_scale, np.float32), f"bs{n}"),
-                  numpy_helper.from_array(np.zeros(cout, np.int32), f"bz{n}")]
-        nodes += [helper.make_node("DequantizeLinear", [f"w{n}", f"ws{n}", f"wz{n}"], [f"wd{n}"], axis=0),
-                  helper.make_node("DequantizeLinear", [f"b{n}", f"bs{n}", f"bz{n}"], [f"bd{n}"], axis=0),
-                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"]),
-                  helper.make_node("QuantizeLinear", [f"c{n}", "s", "z"], [f"q{n}"]),
-                  helper.make_node("DequantizeLinear", [f"q{n}", "s", "z"], [f"d{n + 1}"])]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [helper.make_tensor_value_info("d2", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    s = 0.05
+    _qdq_convs(tmp_path / "m.onnx", [(4, 8, 1, 0.004, s * 0.004), (8, 16, 1, 0.004, s * 0.004 * 3)],  # the second: another scale
+               size=8, rng=np.random.default_rng(5), bias=300)
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed", result.verification
     scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
