@@ -702,6 +702,49 @@ def test_qdq_layout_moves_run_on_the_int8_tensor(tmp_path, rescaled):
     assert any(re.search(r"transpose\d*_transpose\d*_reshape", name) for name in kernels), kernels  # int8 moved
 
 
+def test_qdq_residual_add_requantizes_without_a_divide(tmp_path):
+    """A QDQ residual add after a convolution, ``quantize(dequantize(conv) + dequantize(x))``, is
+    requantized by a multiply by ``1/s`` where that equals the division for every one of the
+    65,536 input pairs (:class:`Int8SumsWithoutDivide`): within a step of onnxruntime (whose
+    float path sums the convolution in float32 — one output here lands on the other side of a
+    rounding tie from the exact integer sum, with or without the rewrite), and no vector divide
+    in the convolution's kernel."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune._tvm.codegen import lookups
+    from edgetune._tvm.passes import pipeline
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", 0.05, np.float32), ("z", 3, np.int8), ("s2", 0.04, np.float32), ("z2", -2, np.int8),
+        ("s3", 0.07, np.float32), ("z3", 5, np.int8), ("ws", np.full(16, 0.01), np.float32), ("wz", np.zeros(16), np.int8))]
+    inits.append(numpy_helper.from_array(rng.integers(-127, 128, (16, 16, 1, 1)).astype(np.int8), "w"))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "s2", "z2"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s2", "z2"], ["cd"]),
+             helper.make_node("Add", ["cd", "xd"], ["a"]),
+             helper.make_node("QuantizeLinear", ["a", "s3", "z3"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "s3", "z3"], ["y"])]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    mod = import_model(tmp_path / "m.onnx").mod
+    assert _tvm.quantization_scheme(mod)["sums_without_divide"] == 1
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed", result.verification
+    target = _tvm.make_target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76", "num-cores": 4})
+    fused = pipeline.fuse(mod, target, _tvm.lowering_for(target, "auto"))
+    conv = next(f for gv, f in fused.functions_items() if "conv2d_nhwc_int8" in gv.name_hint)
+    lookups.register()
+    lib = _tvm.tvm().compile(_tvm.default_schedule(conv.with_attr("global_symbol", "main"), target).sch.mod,
+                             target=target, tir_pipeline=lookups.PIPELINE)
+    assert " fdiv " not in lib.mod.inspect_source("ll")
+
+
 def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path):
     """A quantized layer edgetune cannot compute as the runtime's integer kernel — here a QDQ
     convolution whose bias is on another scale than ``sx·sw`` — keeps TVM's float path; the

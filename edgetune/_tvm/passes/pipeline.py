@@ -35,7 +35,16 @@ from .cleanups import (
 from .common import relax
 from .fusion import BroadcastsApart, CroppedKernelsFusable, TableLookupsElementwise
 from .gpu import IntegerPowersAsProducts, TwoStepReductions
-from .int8_elementwise import Int8Concats, Int8LayoutMoves, Int8MaxPools, Int8Relus, Int8Rescales, Int8Tables, XnnpackInt8Adds
+from .int8_elementwise import (
+    Int8Concats,
+    Int8LayoutMoves,
+    Int8MaxPools,
+    Int8Relus,
+    Int8Rescales,
+    Int8SumsWithoutDivide,
+    Int8Tables,
+    XnnpackInt8Adds,
+)
 from .int8_kernels import (
     Int8Convolutions,
     Int8ConvolutionsInFloat,
@@ -62,18 +71,18 @@ def integer_layers(mod: Any, tflite: bool) -> Any:
     module. A float model gets only the elementwise passes (QDQ chains as tables)."""
     scheme = quantization_scheme(mod)
     concats, pools, moves = Int8Concats(), Int8MaxPools(), Int8LayoutMoves()
-    rescales, tables = Int8Rescales(), Int8Tables()
+    rescales, sums, tables = Int8Rescales(), Int8SumsWithoutDivide(), Int8Tables()
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
-        return _run([moves, concats, pools, rescales, tables], mod)
+        return _run([moves, concats, pools, rescales, sums, tables], mod)
     layers = quantized_layers(mod)
     exact, adds, relus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus()
-    mod = _run([exact, *([adds, relus] if tflite else []), moves, concats, pools, rescales, tables], mod)
+    mod = _run([exact, *([adds, relus] if tflite else []), moves, concats, pools, rescales, sums, tables], mod)
     counts = exact.counts
     float_layers = list((Counter(layers) - Counter(counts["rewritten"])).elements())
     scheme.update(exact=counts["layers"], exact_bounded=counts["bounded"], integer=counts["integer"],
                   float_layers=float_layers, fixed_point_adds=adds.count if tflite else 0,
                   relus=relus.count if tflite else 0, concats=concats.count, max_pools=pools.count,
-                  layout_moves=moves.count, rescales=rescales.count,
+                  layout_moves=moves.count, rescales=rescales.count, sums_without_divide=sums.count,
                   tables=tables.count,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
                   runs_as=integer_runs_as(None, known=False))
