@@ -264,7 +264,9 @@ class Int8SumsWithoutDivide(QuantizeRewrite):
     """``quantize(dequantize(a) ⊕ dequantize(b))`` — a QDQ graph's residual add or gating
     multiply of two 8-bit tensors, per tensor — with its result multiplied by ``1/s`` where
     ``quantize`` divides by its scale ``s``, kept only when that gives the float path's result
-    for every one of the 65,536 input pairs (checked here in float32, as TVM computes them).
+    for every one of the 65,536 input pairs (checked here in float32, as TVM computes them). It
+    runs after :class:`Int8Tables`, which takes the products of one source (hard-swish's
+    ``x · hardsigmoid(x)``) as one lookup.
     A vector divide in a convolution's epilogue costs more than the rest of it (a ResNet-style
     int8 block's 1×1 convolutions with the residual add in their epilogue filled 24 % of the Pi 5's
     dot-product slots, those without it 47 %)."""

@@ -73,10 +73,10 @@ def integer_layers(mod: Any, tflite: bool) -> Any:
     concats, pools, moves = Int8Concats(), Int8MaxPools(), Int8LayoutMoves()
     rescales, sums, tables = Int8Rescales(), Int8SumsWithoutDivide(), Int8Tables()
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
-        return _run([moves, concats, pools, rescales, sums, tables], mod)
+        return _run([moves, concats, pools, rescales, tables, sums], mod)
     layers = quantized_layers(mod)
     exact, adds, relus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus()
-    mod = _run([exact, *([adds, relus] if tflite else []), moves, concats, pools, rescales, sums, tables], mod)
+    mod = _run([exact, *([adds, relus] if tflite else []), moves, concats, pools, rescales, tables, sums], mod)
     counts = exact.counts
     float_layers = list((Counter(layers) - Counter(counts["rewritten"])).elements())
     scheme.update(exact=counts["layers"], exact_bounded=counts["bounded"], integer=counts["integer"],
