@@ -281,6 +281,8 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     if epi is not None:
         sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
         sch.set_scope(lanes, 0, "local")
+    else:  # the sums are the kernel's output (ConvInteger's int32): summed locally, then stored
+        epi = sch.cache_write(lanes, 0, "local")
     init = sch.decompose_reduction(main, ry)
     narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
     sch.tensorize(ol, dots.intrinsic(family, "int8", depth, narrow))
