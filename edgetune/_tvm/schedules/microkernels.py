@@ -296,8 +296,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     sch.tensorize(four, dots.LANES_SUM)
     sch.unroll(group)
     _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
-    if epi is not None:
-        _vector_registers(sch, sch.get_loops(epi)[-1], cpu)
+    _vector_registers(sch, sch.get_loops(epi)[-1], cpu)
 
 
 def _consumer(sch: Any, block: Any) -> Any:
