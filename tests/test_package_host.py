@@ -121,6 +121,21 @@ def test_verification_failure_leaves_nothing(tmp_path, squeezenet):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pkg")]
 
 
+def test_a_mismatch_of_dequantized_int8_outputs_is_told_in_steps_with_the_atol_that_allows_it():
+    """A failed check names each failing output's error, in quantization steps where the output
+    is int8 values dequantized, and for those says why an int8 network drifts from the float
+    reference and which --atol allows it (rounded up: that --atol passes); other outputs keep
+    the default hint."""
+    from edgetune.package import mismatch
+
+    outputs = {"boxes": {"passed": False, "max_abs_error": 0.024981588}, "scores": {"passed": True, "max_abs_error": 0.0}}
+    message, hint = mismatch(outputs, {"boxes": 0.0049963146}, "onnxruntime 1.31.1", 0.001, 1e-5)
+    assert "boxes: max abs 0.024981588 (5 quantization steps of 0.004996)" in message and "scores" not in message
+    assert hint is not None and "--atol 0.025 " in hint and "float32" in hint
+    message, hint = mismatch({"y": {"passed": False, "max_abs_error": 0.3}}, {}, "onnxruntime 1.31.1", 0.001, 1e-5)
+    assert "steps" not in message and hint is None
+
+
 def test_existing_output_needs_force(tmp_path, exporter_onnx):
     from edgetune.errors import PackageError
 
