@@ -232,27 +232,26 @@ def _dot_sums(shape: tuple[Any, ...], read: Any, kernel: tuple[int, int], flip: 
     (kh, kw), (*_, ico, block, depth) = kernel, (int(x) for x in weights.shape)
     ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
 
-    def product(at: Any, o: Any, rc: Any, c: Any) -> Any:  # input channel c of step rc
-        pixel = read(*at, ry, rx, rc * depth + c)
+    def product(at: Any, o: Any, channel: Any, step: Any, c: Any) -> Any:
+        """Input ``channel`` (channel ``c`` of ``step`` in the packed weights) · its weight."""
+        pixel = read(*at, ry, rx, channel)
         pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
-        return pixel * weights[o // block, ry, rx, rc, o % block, c].astype("int32")
+        return pixel * weights[o // block, ry, rx, step, o % block, c].astype("int32")
 
     if not dot.partial_lanes(family, depth):
         rc = te.reduce_axis((0, ico * depth), "rc")
 
         def total(*idx: Any) -> Any:
             *at, o = idx
-            pixel = read(*at, ry, rx, rc)
-            pixel = (dot.flip_sign(pixel) if flip else pixel).astype("int32")
-            return te.sum(pixel * weights[o // block, ry, rx, rc // depth, o % block, rc % depth].astype("int32"),
-                          axis=[ry, rx, rc])
+            return te.sum(product(at, o, rc, rc // depth, rc % depth), axis=[ry, rx, rc])
 
         return te.compute(shape, total, name="conv2d_nhwc_int8", attrs=attrs)
     rc, e = te.reduce_axis((0, ico), "rc"), te.reduce_axis((0, 4), "e")
 
     def partial(*idx: Any) -> Any:
         *at, o, lane = idx
-        return te.sum(product(at, o, rc, dot.lane_input(lane, e)), axis=[ry, rx, rc, e])
+        c = dot.lane_input(lane, e)
+        return te.sum(product(at, o, rc * depth + c, rc, c), axis=[ry, rx, rc, e])
 
     sums = te.compute((*shape, dot.LANES), partial, name="conv2d_nhwc_int8", attrs={**attrs, "edgetune.dot_lanes": 1})
     lane = te.reduce_axis((0, dot.LANES), "lane")

@@ -105,6 +105,17 @@ def packed_weights(ohwi: Any, family: str) -> Any:
             .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
 
 
+def int8_weights(weights: Any) -> bool:
+    """Whether integer ``weights`` (numpy) are all int8 values, as the kernels multiply them."""
+    return int(weights.min(initial=0)) >= -128 and int(weights.max(initial=0)) <= 127
+
+
+def narrow_weights(weights: Any) -> bool:
+    """Whether int8 ``weights`` are all within ±127: two products then fit an int16 lane (the
+    NEON family pairs them, ``smlal2``)."""
+    return int(weights.min(initial=0)) > -128
+
+
 def data_shift(data_dtype: str, family: str) -> int:
     """What ``family``'s kernel adds to each value of ``data_dtype`` data to multiply it (+128:
     int8 as uint8 for an unsigned family, −128: uint8 as int8 for a signed one; 0)."""
@@ -314,8 +325,6 @@ def _lanes_sum() -> tuple[Any, Any]:
                     vi, vl = T.axis.remap("SR", [i, lane])
                     C[vi] = C[vi] + P[vi, vl]
 
-    addp = _addp
-
     @T.prim_func(s_tir=True)
     def impl(p: T.handle, c: T.handle) -> None:
         P = T.match_buffer(p, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
@@ -323,9 +332,9 @@ def _lanes_sum() -> tuple[Any, Any]:
         with T.sblock("root"):
             T.reads(C[0:4], P[0:4, 0:LANES])
             T.writes(C[0:4])
-            C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
-                addp(P.vload([0, 0], dtype="int32x4"), P.vload([1, 0], dtype="int32x4")),
-                addp(P.vload([2, 0], dtype="int32x4"), P.vload([3, 0], dtype="int32x4")))
+            C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + _addp(
+                _addp(P.vload([0, 0], dtype="int32x4"), P.vload([1, 0], dtype="int32x4")),
+                _addp(P.vload([2, 0], dtype="int32x4"), P.vload([3, 0], dtype="int32x4")))
 
     return desc, impl
 
@@ -429,10 +438,9 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                     B.vload([0, 0], dtype=weights_t),
                     dtype=wide)
 
-    else:  # NEON: smull (int8 pairs → int16 products), pairwise adds up to int32
-        pairs, products, addp = _pairs, _products, _addp
+    else:  # NEON: smull (int8 pairs → int16 products), pairwise adds up to int32; the quad twice
+        # in a d register, each half of the 16 weights two channels
 
-        # 4 input channels: the quad twice in a d register, each half of the 16 weights two channels
         @T.prim_func(s_tir=True)
         def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
             A = T.match_buffer(a, (4,), "int8", offset_factor=1)  # noqa: N806
@@ -443,8 +451,8 @@ def _intrinsic(family: str, flip: bool = False) -> tuple[Any, Any]:
                 T.writes(C[0:4])
                 a8 = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "int8x4"), dtype="int32"), 2), dtype="int8x8")
                 w = B.vload([0, 0], dtype="int8x16")
-                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + addp(
-                    pairs(products(a8, T.vectorlow(w, dtype="int8x8"))),
-                    pairs(products(a8, T.vectorhigh(w, dtype="int8x8"))))
+                C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + _addp(
+                    _pairs(_products(a8, T.vectorlow(w, dtype="int8x8"))),
+                    _pairs(_products(a8, T.vectorhigh(w, dtype="int8x8"))))
 
     return desc, impl

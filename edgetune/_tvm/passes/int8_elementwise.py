@@ -188,11 +188,7 @@ class Int8MaxPools(QuantizeRewrite):
                                         dilation=a.dilation, ceil_mode=bool(a.ceil_mode),
                                         count_include_pad=bool(a.count_include_pad), layout=str(a.layout),
                                         out_layout=str(a.out_layout))
-        if params == out:
-            return pooled
-        pooled = mutator.builder_.emit(pooled)
-        back = mutator.builder_.emit(relax.op.dequantize(pooled, d.args[1], d.args[2], axis=int(d.attrs.axis)))
-        return relax.op.quantize(back, q.args[1], q.args[2], axis=int(q.attrs.axis), out_dtype=dtype)
+        return _on_scale_of(mutator, pooled, d, q) if params != out else pooled
 
 
 LAYOUT_OPS = ("relax.reshape", "relax.permute_dims", "relax.expand_dims", "relax.squeeze", "relax.flatten")
@@ -224,10 +220,17 @@ class Int8LayoutMoves(QuantizeRewrite):
         moved = expr.args[0]
         for move in reversed(moves):
             moved = mutator.builder_.emit(relax.Call(move.op, [moved, *move.args[1:]], move.attrs, move.ty_args))
-        if params == out:
-            return moved
-        back = mutator.builder_.emit(relax.op.dequantize(moved, expr.args[1], expr.args[2], axis=int(expr.attrs.axis)))
-        return relax.op.quantize(back, q.args[1], q.args[2], axis=int(q.attrs.axis), out_dtype=dtype)
+        return _on_scale_of(mutator, moved, expr, q) if params != out else moved
+
+
+def _on_scale_of(mutator: Any, x: Any, d: Any, q: Any) -> Any:
+    """The 8-bit ``x``, on the scale and zero point of ``d`` (a ``dequantize``), rescaled to
+    those of ``q`` (a ``quantize``): ``quantize(dequantize(x))``, which :class:`Int8Rescales`
+    makes arithmetic or a lookup."""
+    emit = mutator.builder_.emit
+    back = emit(relax.op.dequantize(x if isinstance(x, relax.Var) else emit(x), d.args[1], d.args[2],
+                                    axis=int(d.attrs.axis)))
+    return relax.op.quantize(back, q.args[1], q.args[2], axis=int(q.attrs.axis), out_dtype=str(q.attrs.out_dtype))
 
 
 @module_pass(opt_level=0)
@@ -284,23 +287,18 @@ class Int8SumsWithoutDivide(QuantizeRewrite):
         params, out = [_per_tensor(d) for d in ds], _per_tensor(q)
         if any(p is None for p in params) or out is None or out[0] <= 0:
             return None
-        (a, b), (scale, zero) = (_dequantized_values(str(d.args[0].ty.dtype), *p) for d, p in zip(ds, params)), out
+        (a, b), (scale, zero) = (_dequantized(_all_values(d.args[0]), *p) for d, p in zip(ds, params)), out
         x = ufunc.outer(a, b)  # float32, as the kernel computes it
-        lo, hi = INT_RANGE[str(q.attrs.out_dtype)]
+        dtype = str(q.attrs.out_dtype)
+        lo, hi = INT_RANGE[dtype]
         ratio = np.float32(np.float32(1) / scale)
-        divided = np.clip(np.round(x / scale) + np.float32(zero), lo, hi)
-        if not np.array_equal(divided, np.clip(np.round(x * ratio) + np.float32(zero), lo, hi)):
+        multiplied = np.clip(np.round(x * ratio) + np.float32(zero), lo, hi).astype(dtype)
+        if not np.array_equal(_quantized(x, scale, zero, dtype), multiplied):
             return None
         emit = mutator.builder_.emit
         scaled = emit(relax.op.multiply(q.args[0], relax.const(ratio, "float32")))
         shifted = emit(relax.op.add(emit(relax.op.round(scaled)), relax.const(np.float32(zero), "float32")))
-        return relax.op.astype(emit(relax.op.clip(shifted, float(lo), float(hi))), str(q.attrs.out_dtype))
-
-
-def _dequantized_values(dtype: str, scale: np.float32, zero: int) -> np.ndarray:
-    """Every value of an 8-bit ``dtype`` dequantized as TVM does: float32(v − zero) · scale."""
-    lo, hi = INT_RANGE[dtype]
-    return (np.arange(lo, hi + 1, dtype=np.int32) - np.int32(zero)).astype(np.float32) * np.float32(scale)
+        return relax.op.astype(emit(relax.op.clip(shifted, float(lo), float(hi))), dtype)
 
 
 @module_pass(opt_level=0)
@@ -388,6 +386,19 @@ def _all_values(expr: Any) -> np.ndarray:
     return np.arange(low, high + 1, dtype=np.int32).astype(dtype)
 
 
+def _dequantized(values: np.ndarray, scale: Any, zero: Any) -> np.ndarray:
+    """8-bit ``values`` dequantized as TVM computes it: float32(v − zero) · scale."""
+    return (values.astype(np.int32) - np.asarray(zero).astype(np.int32)).astype(np.float32) * np.float32(scale)
+
+
+def _quantized(values: np.ndarray, scale: Any, zero: Any, dtype: str) -> np.ndarray:
+    """float32 ``values`` quantized to ``dtype`` as TVM computes it: round(v / scale) + zero
+    (ties to even), saturated."""
+    low, high = INT_RANGE[dtype]
+    rounded = np.round(values / np.float32(scale)) + np.float32(zero)
+    return np.clip(rounded, np.float32(low), np.float32(high)).astype(dtype)
+
+
 def _call_values(mutator: Any, call: Any, source: list[Any], depth: int) -> np.ndarray | None:
     """:func:`chain_values` of one call."""
     name = op_name(call)
@@ -397,15 +408,11 @@ def _call_values(mutator: Any, call: Any, source: list[Any], depth: int) -> np.n
             return None  # parameters: scalar constants (per-tensor)
         data, scale, zero = args
         if name == "relax.dequantize":
-            if str(call.attrs.out_dtype) != "float32":
-                return None
-            return (data.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * np.float32(scale)
+            return _dequantized(data, scale, zero) if str(call.attrs.out_dtype) == "float32" else None
         out_dtype = str(call.attrs.out_dtype)
         if out_dtype not in INT_RANGE or data.dtype != np.float32:
             return None
-        low, high = INT_RANGE[out_dtype]
-        rounded = np.round(data / np.float32(scale)) + np.float32(zero)
-        return np.clip(rounded, np.float32(low), np.float32(high)).astype(out_dtype)
+        return _quantized(data, scale, zero, out_dtype)
     if name == "relax.take":
         table, index = const_array(call.args[0]), chain_values(mutator, call.args[1], source, depth)
         if table is None or index is None or table.ndim != 1 or int(call.attrs.axis) != 0:

@@ -92,9 +92,8 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         shift = dot.data_shift("int8", family)  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
         offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift else []
-        narrow = int(weights.min(initial=0)) > -128  # two products fit an int16 (the NEON kernel pairs them)
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
-                  narrow=narrow, signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+                  narrow=dot.narrow_weights(weights), signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
         return call, False, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
@@ -312,13 +311,12 @@ def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
     computed as whole tiles. None where the rows are not a constant count or a weight is outside
     int8 (uint8 weights less a zero point)."""
     shape, (data, zero) = static_shape(x), _data_and_zero(mutator, x)
-    if (shape is None or len(shape) < 2 or data is None or int(weights.min(initial=0)) < -128
-            or int(weights.max(initial=0)) > 127):
+    if shape is None or len(shape) < 2 or data is None or not dot.int8_weights(weights):
         return None
     (k, n), rows = weights.shape, shape[-2]
     b = mutator.builder_
     out = b.emit(b.call_te(dense_int8, data, relax.const(dot.packed_weights(weights.T.reshape(n, 1, 1, k), family)),
-                           out_channels=n, family=family, narrow=int(weights.min(initial=0)) > -128,
+                           out_channels=n, family=family, narrow=dot.narrow_weights(weights),
                            rows_to=dot.dot_rows(family, rows), primfunc_name_hint="dense_int8"))
     return _less_zero(b, out, zero, dot.data_shift(str(data.ty.dtype), family), weights.sum(axis=0))
 
@@ -348,8 +346,7 @@ def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
     one_d = op_name(conv) == "relax.nn.conv1d"
     layouts = (str(a.data_layout), str(a.kernel_layout), str(a.out_layout))
     nhwc = layouts == ("NHWC", "OHWI", "NHWC")  # (ToNHWC's: its input a transpose of the NCHW one)
-    if (weights is None or shape is None or int(a.groups) != 1 or int(weights.min(initial=0)) < -128
-            or int(weights.max(initial=0)) > 127
+    if (weights is None or shape is None or int(a.groups) != 1 or not dot.int8_weights(weights)
             or not (nhwc or layouts == (("NCW", "OIW", "NCW") if one_d else ("NCHW", "OIHW", "NCHW")))):
         return None
     moved = bound_value(mutator, x) if nhwc else None
@@ -381,7 +378,7 @@ def _dot_conv(mutator: Any, conv: Any, family: str) -> Any | None:
     b = mutator.builder_
     image = data if nhwc else b.emit(relax.op.permute_dims(relax.op.reshape(data, (n, c, h, width)), [0, 2, 3, 1]))
     out = b.emit(b.call_te(conv2d_nhwc_int8, image, relax.const(dot.packed_weights(ohwi, family)), **geometry,
-                           out_channels=oc, family=family, fill=fill, narrow=int(weights.min(initial=0)) > -128,
+                           out_channels=oc, family=family, fill=fill, narrow=dot.narrow_weights(weights),
                            signature=conv_signature([n, h, width, c], ohwi.shape, **geometry),
                            primfunc_name_hint="conv2d_nhwc_int8"))
     if not nhwc:

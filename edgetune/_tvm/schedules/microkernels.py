@@ -202,7 +202,7 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     # depends on the tile, so TVM leaves the epilogue scalar (120 channels: 0.116 ms, 0.068
     # once per row of pixels after all tiles, its channel loop cut into whole registers —
     # measured). Then it runs once per row of pixels, from the accumulators in L1.
-    lanes = _consumer(sch, main) if sch.get(main).annotations.get("edgetune.dot_lanes") else None
+    lanes = sch.get_consumers(main)[0] if sch.get(main).annotations.get("edgetune.dot_lanes") else None
     epi, cropped = fold_epilogue(sch, main if lanes is None else lanes)
     ragged = cropped or (epi is not None and "if_then_else" in str(sch.get(epi).body))
     from ..kernels import dot as dots
@@ -237,17 +237,25 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
         sch.unroll(og)
     else:
         inner = [xi, ob, oi, rci]
-    if order == 0:
-        sch.reorder(*lead, xo, oo, ry, rx, rco, *inner)
-        at, par = (xo if ragged else oo), [*lead, xo]
-    else:
-        sch.reorder(*lead, oo, xo, ry, rx, rco, *inner)
-        at, par = xo, [*lead, oo]
     sch.unroll(ob)
-    fused = parallel_outer(sch, par, cpu, cores)
-    if at.same_as(xo) and order == 0 and not _exists(sch, at):
-        at = fused  # a small output's pixel tiles fused into the parallel loop (8×8 on 4 cores)
+    at = _tile_order(sch, lead, xo, oo, [ry, rx, rco], inner, ragged, order, cpu, cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, vec, cpu, cores, dot=family, intrinsic=intrinsic)
+
+
+def _tile_order(sch: Any, lead: list[Any], xo: Any, oo: Any, reduce: list[Any], inner: list[Any], ragged: bool,
+                order: int, cpu: CpuFacts, cores: int) -> Any:
+    """The integer micro-kernel's loops in order: ``lead``, the pixel tiles ``xo`` and channel
+    blocks ``oo`` (``order`` 0: pixels first), the reduction, the tile's ``inner`` loops — the
+    outer ones parallel. Returns the loop the epilogue goes under: each channel block, or each
+    pixel tile where the epilogue is ``ragged`` or the blocks come first (a small output's
+    pixel tiles fused into the parallel loop: that loop, 8×8 on 4 cores)."""
+    outer = [xo, oo] if order == 0 else [oo, xo]
+    sch.reorder(*lead, *outer, *reduce, *inner)
+    at = xo if ragged or order != 0 else oo
+    fused = parallel_outer(sch, [*lead, outer[0]], cpu, cores)
+    if at.same_as(xo) and order == 0 and not _exists(sch, at):
+        at = fused
+    return at
 
 
 def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: bool, family: str, depth: int,
@@ -266,16 +274,8 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     xo, xi = sch.split(x, [None, 1])
     oo, oi = sch.split(o, [None, dots.BLOCK])
     og, ol = sch.split(oi, [None, dots.lanes(family)])
-    if order == 0:
-        sch.reorder(*lead, xo, oo, ry, rx, rc, xi, og, ol, lane, e)
-        at, par = (xo if ragged else oo), [*lead, xo]
-    else:
-        sch.reorder(*lead, oo, xo, ry, rx, rc, xi, og, ol, lane, e)
-        at, par = xo, [*lead, oo]
     sch.unroll(og)
-    fused = parallel_outer(sch, par, cpu, cores)
-    if at.same_as(xo) and order == 0 and not _exists(sch, at):
-        at = fused
+    at = _tile_order(sch, lead, xo, oo, [ry, rx, rc], [xi, og, ol, lane, e], ragged, order, cpu, cores)
     sch.reverse_compute_at(lanes, at, preserve_unit_loops=True)
     sch.set_scope(main, 0, "local")
     if epi is not None:
@@ -297,12 +297,6 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     sch.unroll(group)
     _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
     _vector_registers(sch, sch.get_loops(epi)[-1], cpu)
-
-
-def _consumer(sch: Any, block: Any) -> Any:
-    """The one block that reads ``block``'s output."""
-    (consumer,) = sch.get_consumers(block)
-    return consumer
 
 
 def _exists(sch: Any, loop: Any) -> bool:
