@@ -35,6 +35,7 @@ from .errors import PackageError, VerificationError
 from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
 from .model import ImportedModel, save_state
 from .profiles import Profile
+from .toolchain import local_gpu
 from .util import process_alive, sha256_file
 
 log = logging.getLogger(__name__)
@@ -155,10 +156,11 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
 
     Returns (result of ``edgetune_runtime`` check, where it ran) or (None, why not).
     """
-    if profile.is_native:
+    gpu = None if profile.is_native else local_gpu(profile)
+    if profile.is_native or gpu:
         import edgetune_runtime
 
-        return edgetune_runtime.load(root).check(), "host"
+        return edgetune_runtime.load(root).check(), gpu or "host"
     reason = emulation.unavailable_reason(profile)
     if reason:
         return None, reason

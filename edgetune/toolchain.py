@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import _tvm
 from .errors import ToolchainError
-from .profiles import Profile
+from .profiles import Profile, host_arch
 from .util import cache_dir
 
 
@@ -122,3 +122,25 @@ def find_cuda(profile: Profile) -> _tvm.CudaToolchain:
         f"profile '{profile.name}' needs nvcc from CUDA {want} to compile kernels for the board{found}",
         "pip install 'edgetune[jetson]' (NVIDIA's nvcc wheels), or set EDGETUNE_NVCC=/path/to/nvcc",
     )
+
+
+def local_gpu(profile: Profile) -> str | None:
+    """This machine's GPU, as "NVIDIA H200 (sm_90)", where it can run the CUDA profile's kernels
+    itself: the profile's host code is this machine's architecture, a GPU and its driver are
+    here, and the profile's sm arch runs on it. None otherwise (a Jetson profile on an x86 host)."""
+    if profile.runtime != "cuda" or profile.arch != host_arch():
+        return None
+    try:
+        gpu = _tvm.local_gpu(find_cuda(profile))
+    except ToolchainError:
+        return None
+    if gpu is None:
+        return None
+    from edgetune_runtime.loader import PackageMismatchError, check_gpu
+
+    name, version = gpu
+    try:
+        check_gpu({"runtime": {"cuda_archs": [profile.target.get("arch", "")]}}, version, name)
+    except PackageMismatchError:
+        return None
+    return f"{name} (sm_{version.replace('.', '')})"

@@ -62,6 +62,23 @@ def cuda_compile_env(cuda: CudaToolchain) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def local_gpu(cuda: CudaToolchain) -> tuple[str, str] | None:
+    """This machine's first NVIDIA GPU as (name, compute capability such as "9.0"), or None
+    where there is no driver or no GPU. Loads TVM's CUDA runtime with ``cuda``'s libcudart."""
+    if not real_libcuda():
+        return None
+    from tvm import base
+    from tvm.backend import cuda as tvm_cuda
+
+    from .core import tvm
+
+    if "tvm_runtime_cuda" not in base._LOADED_LIBS:
+        ctypes.CDLL(str(cuda.cudart), mode=ctypes.RTLD_GLOBAL)
+        tvm_cuda.register_backend()
+    device = tvm().cuda(0)
+    return (device.device_name, device.compute_version) if device.exist else None
+
+
 def real_libcuda() -> bool:
     try:
         ctypes.CDLL("libcuda.so.1")

@@ -5,13 +5,15 @@ board becomes failed candidates (then a lost board), never a hang."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EdgetuneError, RemoteError, UsageError
-from ..profiles import Profile
+from ..profiles import Profile, host_arch
+from ..toolchain import find_cuda, local_gpu
 from .options import TuneOptions
 
 
@@ -41,19 +43,40 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         return
     board = _board(opts.device)
     if board is None:
-        if not profile.is_native:
-            raise UsageError(f"profile '{profile.name}' ({profile.arch}) cannot be measured on this host",
+        gpu = None if profile.is_native else local_gpu(profile)
+        if not profile.is_native and gpu is None:
+            here = (f" (no GPU of {profile.target.get('arch')} with its driver here)" if profile.runtime == "cuda"
+                    and profile.arch == host_arch() else "")
+            raise UsageError(f"profile '{profile.name}' ({profile.arch}) cannot be measured on this host{here}",
                              "tune on a board: `edgetune devices add NAME ...` then --device NAME, or --tracker HOST:PORT")
         from edgetune_runtime.loader import default_threads
 
         default_threads()  # the workers that time candidates inherit the threads a package gets
-        runner = ms.local_runner(evaluator, opts.timeout)
-        try:
-            yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions, load_s=3.0)
-        finally:
-            runner.close()
+        with _cudart_on_library_path(profile) if gpu else contextlib.nullcontext():
+            if gpu:
+                notice(f"timing candidates on this machine's {gpu}")
+            runner = ms.local_runner(evaluator, opts.timeout)
+            try:
+                yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions, load_s=3.0)
+            finally:
+                runner.close()
         return
     yield from _board_runner(opts, board, evaluator, device_type, notice)
+
+
+@contextlib.contextmanager
+def _cudart_on_library_path(profile: Profile) -> Iterator[None]:
+    """The workers that time candidates import TVM afresh: its CUDA runtime loads only where the
+    dynamic loader finds the profile's libcudart, which a pip-installed CUDA keeps off its path."""
+    saved = os.environ.get("LD_LIBRARY_PATH")
+    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(find_cuda(profile).cudart.parent), saved]))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
 
 
 def _local_conditions() -> list[dict[str, str]]:
