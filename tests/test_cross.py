@@ -109,6 +109,34 @@ def test_a_cuda_package_says_which_library_or_gpu_it_lacks(tmp_path, monkeypatch
             "hint: put the CUDA runtime's library directory on LD_LIBRARY_PATH") in proc.stderr
 
 
+@pytest.mark.cuda
+def test_a_gpu_profile_is_timed_here_only_with_its_gpu(tmp_path, monkeypatch, exporter_onnx):
+    """A CUDA profile tunes and checks on this machine only where its host code is this machine's
+    and a GPU of its arch is here with a driver: a Jetson profile never (aarch64 host code), the
+    x86-64 stand-in not on this GPU-less host — and tuning says why rather than failing every
+    candidate. (On the lent H100 the same profile found "NVIDIA H100 80GB HBM3 (sm_90)".)"""
+    from edgetune.errors import UsageError
+    from edgetune.toolchain import find_cuda, local_gpu
+    from edgetune.tuning.options import TuneOptions
+    from edgetune.tuning.session import tune
+
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(Path(__file__).parents[1] / "benchmarks" / "cuda"))
+    try:
+        find_cuda(get_profile("gpu-sm90"))
+    except ToolchainError as err:
+        pytest.skip(f"no CUDA 13 nvcc: {err.message}")
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(Path(__file__).parents[1] / "targets"))
+    assert local_gpu(get_profile("jetson-orin-nano")) is None
+    monkeypatch.setenv("EDGETUNE_TARGETS_DIR", str(Path(__file__).parents[1] / "benchmarks" / "cuda"))
+    driver = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"], capture_output=True)
+    if driver.returncode == 0:
+        pytest.skip("this host has an NVIDIA driver: the check below is of a host without one")
+    assert local_gpu(get_profile("gpu-sm90")) is None
+    with pytest.raises(UsageError) as info:
+        tune(TuneOptions(models=(exporter_onnx,), device="gpu-sm90", trials=4, records=tmp_path / "r"))
+    assert "cannot be measured on this host (no GPU of sm_90 with its driver here)" in info.value.message
+
+
 def test_missing_cross_compiler_fails_fast(tmp_path, monkeypatch, exporter_onnx):
     targets = tmp_path / "targets"
     targets.mkdir()
