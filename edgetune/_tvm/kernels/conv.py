@@ -164,6 +164,7 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     the shift off; for a signed one uint8 data is shifted to int8 (``offset``: +128·Σw).
     ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel then sums two products
     in int16)."""
+    from tvm import te, tirx
 
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
@@ -175,13 +176,20 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0
     src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
+    # A width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3 pixels)
+    # is computed as the padded width that costs least (dot.dot_rows: 13 as 14 in tiles of 7
+    # on x86), the pixels past the end reading the last one again, cropped
+    width = ow if dot.partial_lanes(family, depth) else dot.dot_rows(family, ow)
+
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
+        x = x if width == ow else tirx.min(x, ow - 1)
         return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
-    out = _dot_sums((n, oh, ow, oco * block), pixel, (kh, kw), flip, weights, family,
+    out = _dot_sums((n, oh, width, oco * block), pixel, (kh, kw), flip, weights, family,
                     {"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
                      "edgetune.dot_narrow": int(narrow)})
-    out = crop(out, out_channels)
+    if width != ow or oco * block != out_channels:
+        out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     return _plus_channels(out, offset)
 
 
