@@ -176,10 +176,12 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0
     src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
-    # A width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3 pixels)
-    # is computed as the padded width that costs least (dot.dot_rows: 13 as 14 in tiles of 7
-    # on x86), the pixels past the end reading the last one again, cropped
-    width = ow if dot.partial_lanes(family, depth) else dot.dot_rows(family, ow)
+    # On x86 a width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3
+    # pixels) is computed as the padded width that costs least (dot.dot_rows: 13 as 14 in tiles
+    # of 7), the pixels past the end reading the last one again, cropped: SqueezeNet int8 0.99 →
+    # 0.51 ms. On the Pi 5 (sdot) the same rule (55 as 56, 13 as 16, in tiles of 4) cost
+    # SqueezeNet 18.8 → 19.8 M cycles by the A76 estimate: Arm keeps the width
+    width = dot.dot_rows(family, ow) if family == "vnni" else ow
 
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
         x = x if width == ow else tirx.min(x, ow - 1)
