@@ -89,13 +89,21 @@ def classify(func: Any) -> str:
     return "elementwise" if reductions == 0 else "reduction"
 
 
+# The loop order an untuned kernel takes (0: pixel / row tiles outermost, 1: blocks of output
+# channels; tuning measures both). An integer dense layer goes over its weights once, each
+# block reused by every row tile from L1, where rows first streamed all the weights once per
+# row tile: on this AVX-512 VNNI host (packages timed alternately, fresh processes) ViT-S int8
+# at 17 tokens 1.27-1.36 -> 1.08 ms, at 122 tokens 5.7-6.5 -> 5.3-5.8, BERT-base at 128 tokens
+# 17.9-18.5 -> 16.7-17.2; MiniLM at 256 tokens the same (6.89 vs 6.77 median)
+DEFAULT_ORDER = {"dense_int8": 1}
+
 MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
 
 
 def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
     """The default (first) sketch of a micro-kernel task, decisions at their defaults."""
     block, _kind, fn = _main_microkernel(sch)  # type: ignore[misc]
-    fn(sch, block, cpu, cores, Decider(sch, False), 0)
+    fn(sch, block, cpu, cores, Decider(sch, False), DEFAULT_ORDER.get(kernel_of(sch, block), 0))
 
 
 def design_space(sch: Any, target: Any) -> list[Any]:
