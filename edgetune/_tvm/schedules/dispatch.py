@@ -90,12 +90,15 @@ def classify(func: Any) -> str:
 
 
 # The loop order an untuned kernel takes (0: pixel / row tiles outermost, 1: blocks of output
-# channels; tuning measures both). An integer dense layer goes over its weights once, each
-# block reused by every row tile from L1, where rows first streamed all the weights once per
-# row tile: on this AVX-512 VNNI host (packages timed alternately, fresh processes) ViT-S int8
-# at 17 tokens 1.27-1.36 -> 1.08 ms, at 122 tokens 5.7-6.5 -> 5.3-5.8, BERT-base at 128 tokens
-# 17.9-18.5 -> 16.7-17.2; MiniLM at 256 tokens the same (6.89 vs 6.77 median)
-DEFAULT_ORDER = {"dense_int8": 1}
+# channels; tuning measures both). A dense layer goes over its weights once, each block reused
+# by every row tile from L1, where rows first streamed all the weights once per row tile (and
+# split the few row tiles of a short sequence unevenly between the cores). On this AVX-512 VNNI
+# host (packages timed alternately, fresh processes, medians): int8 — ViT-S at 17 tokens
+# 1.27-1.36 -> 1.08 ms, at 122 tokens 5.7-6.5 -> 5.3-5.8, BERT-base at 128 tokens 17.9-18.5 ->
+# 16.7-17.2, MiniLM at 256 tokens the same (6.89 vs 6.77); fp32 — MiniLM at 16 tokens 2.28 ->
+# 1.27, ViT-S at 17 tokens 4.57 -> 3.41, MiniLM at 128 tokens 8.64 -> 8.30, Whisper-tiny at
+# 256 frames the same (12.22 vs 12.30)
+DEFAULT_ORDER = {"dense_int8": 1, "dense_packed": 1}
 
 MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
 
