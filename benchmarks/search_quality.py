@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/search_quality.py [--tasks conv2d,depthwise,dense,batch_matmul,softmax]
         [--searches evolutionary,droplet,hybrid,gensor] [--budgets 16,64,256] [--seeds 0,1,2]
-        [--device host] [--rules generic] [--networks] [--minutes 10] [--report]
+        [--device host] [--rules generic] [--networks] [--minutes 10] [--out DIR] [--report]
 
 Each task is one operator with a shape from a real network, as a one-node ONNX model:
 conv2d (ResNet-50 v1.5 stage 3 entry, 3×3/2, 128→128 on 56²; stride 2: no Winograd variant, whose
@@ -21,8 +21,8 @@ Reported, medians over seeds: the best kernel time per task and budget; at equal
 seed's shortest run, the others read at that time); trials and seconds each search took to come
 within 5 % of the best time any search found. ``--networks`` adds end-to-end runs: two networks
 (a small CNN and a transformer encoder block) tuned ``--minutes`` each per search, their
-estimated latency at equal time. Prints tables, writes benchmarks/results/search_quality.json and
-a PNG of the curves. For CUDA tasks pass a GPU profile as ``--device`` on a machine with the GPU.
+estimated latency at equal time. Prints tables, writes search_quality.json (after every run) and
+a PNG of the curves to ``--out`` (benchmarks/results). For CUDA tasks pass a GPU profile as ``--device`` on a machine with the GPU.
 """
 
 from __future__ import annotations
@@ -138,9 +138,12 @@ def main() -> None:
     p.add_argument("--report", action="store_true", help="only rebuild the tables and plot from the saved JSON")
     p.add_argument("--add", action="store_true", help="keep the saved runs (of other tasks, searches or seeds: "
                    "a benchmark run in parts)")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"),
+                   help="where the JSON (rewritten after every run) and the PNG go: on a lent machine, a folder "
+                   "that comes back even when the run is cut off")
     args = p.parse_args()
-    out = REPO / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "search_quality.json"
     if args.report:
         saved = json.loads(path.read_text())
