@@ -180,7 +180,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # pixels) is computed as the padded width that costs least (dot.dot_rows: 13 as 14 in tiles
     # of 7), the pixels past the end reading the last one again, cropped: SqueezeNet int8 0.99 →
     # 0.51 ms. On the Pi 5 (sdot) the same rule (55 as 56, 13 as 16, in tiles of 4) cost
-    # SqueezeNet 18.8 → 19.8 M cycles by the A76 estimate: Arm keeps the width
+    # SqueezeNet 18.8 → 20.2 M cycles by the A76 estimate, MobileNetV3 31.3 → 32.5: Arm keeps
+    # the width
     width = dot.dot_rows(family, ow) if family == "vnni" else ow
 
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
