@@ -129,7 +129,7 @@ def tile_rows(family: str) -> int:
     return 8 if family == "vnni" else 4
 
 
-def dot_rows(family: str, rows: int) -> int:
+def dot_rows(family: str, rows: int, channels: int = 0) -> int:
     """The rows a dense layer of ``rows`` rows computes on ``family``'s kernel: ``rows`` when
     they fit one register tile or a divisor of them makes at least half a tile (the schedule's
     tile height ``h``: the largest divisor up to the tile's), else the padded count that costs
@@ -137,7 +137,11 @@ def dot_rows(family: str, rows: int) -> int:
     197 tokens, prime, would take one row per tile). ViT-S's 17 tokens: 18 rows in tiles of 6
     on x86, 0.85× the time of 24 in tiles of 8, and in tiles of 3 on the Pi 4 (55.7 → 50.8 ms by
     its estimate); 122 tokens: 128 on x86 (124 in tiles of 4 measured 1.08× slower), on Arm
-    122 in tiles of 2 (as 124 in tiles of 4: 1.03× the A72's cycles)."""
+    122 in tiles of 2 (as 124 in tiles of 4: 1.03× the A72's cycles). A layer of ``channels``
+    input channels whose kernel keeps partial sums (:func:`partial_lanes`: the Pi 4 over 16
+    channels a step) computes one row per tile: its rows as they are."""
+    if channels and partial_lanes(family, depth(family, channels)):
+        return rows
     tile = tile_rows(family)
 
     def height(p: int) -> int:

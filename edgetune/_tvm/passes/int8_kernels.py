@@ -317,7 +317,7 @@ def _dot_dense(mutator: Any, x: Any, weights: Any, family: str) -> Any | None:
     b = mutator.builder_
     out = b.emit(b.call_te(dense_int8, data, relax.const(dot.packed_weights(weights.T.reshape(n, 1, 1, k), family)),
                            out_channels=n, family=family, narrow=dot.narrow_weights(weights),
-                           rows_to=dot.dot_rows(family, rows), primfunc_name_hint="dense_int8"))
+                           rows_to=dot.dot_rows(family, rows, k), primfunc_name_hint="dense_int8"))
     return _less_zero(b, out, zero, dot.data_shift(str(data.ty.dtype), family), weights.sum(axis=0))
 
 
