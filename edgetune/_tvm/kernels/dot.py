@@ -135,11 +135,12 @@ def dot_rows(family: str, rows: int, channels: int = 0) -> int:
     tile height ``h``: the largest divisor up to the tile's), else the padded count that costs
     least, each tile costing a row more (its weight loads and epilogue: ``rows·(h + 1)/h``;
     197 tokens, prime, would take one row per tile). ViT-S's 17 tokens: 18 rows in tiles of 6
-    on x86, 0.85× the time of 24 in tiles of 8, and in tiles of 3 on the Pi 4 (55.7 → 50.8 ms by
-    its estimate); 122 tokens: 128 on x86 (124 in tiles of 4 measured 1.08× slower), on Arm
-    122 in tiles of 2 (as 124 in tiles of 4: 1.03× the A72's cycles). A layer of ``channels``
-    input channels whose kernel keeps partial sums (:func:`partial_lanes`: the Pi 4 over 16
-    channels a step) computes one row per tile: its rows as they are."""
+    on x86, 0.85× the time of 24 in tiles of 8; 122 tokens: 128 on x86 (124 in tiles of 4
+    measured 1.08× slower), on Arm 122 in tiles of 2 (as 124 in tiles of 4: 1.03× the A72's
+    cycles). A layer of ``channels`` input channels whose kernel keeps partial sums
+    (:func:`partial_lanes`: the Pi 4 over 16 channels a step) computes one row per tile: its
+    rows as they are (ViT-S's 17 tokens on the Pi 4: 50.8 ms as 18 rows, 42.1 as 17, by its
+    estimate)."""
     if channels and partial_lanes(family, depth(family, channels)):
         return rows
     tile = tile_rows(family)
