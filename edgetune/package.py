@@ -156,11 +156,11 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
 
     Returns (result of ``edgetune_runtime`` check, where it ran) or (None, why not).
     """
-    gpu = None if profile.is_native else local_gpu(profile)
+    gpu = local_gpu(profile)
     if profile.is_native or gpu:
         import edgetune_runtime
 
-        return edgetune_runtime.load(root).check(), gpu or "host"
+        return edgetune_runtime.load(root).check(), gpu.name if gpu else "host"
     reason = emulation.unavailable_reason(profile)
     if reason:
         return None, reason

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import _tvm
@@ -124,14 +125,24 @@ def find_cuda(profile: Profile) -> _tvm.CudaToolchain:
     )
 
 
-def local_gpu(profile: Profile) -> str | None:
-    """This machine's GPU, as "NVIDIA H200 (sm_90)", where it can run the CUDA profile's kernels
-    itself: the profile's host code is this machine's architecture, a GPU and its driver are
-    here, and the profile's sm arch runs on it. None otherwise (a Jetson profile on an x86 host)."""
+@dataclass(frozen=True)
+class LocalGpu:
+    """This machine's GPU (``name``: "NVIDIA H200 (sm_90)") and the profile's libcudart that
+    TVM's CUDA runtime was loaded with."""
+
+    name: str
+    cudart: Path
+
+
+def local_gpu(profile: Profile) -> LocalGpu | None:
+    """This machine's GPU where it can run the CUDA profile's kernels itself: the profile's host
+    code is this machine's architecture, a GPU and its driver are here, and the profile's sm
+    arch runs on it. None otherwise (any CPU profile; a Jetson profile on an x86 host)."""
     if profile.runtime != "cuda" or profile.arch != host_arch():
         return None
     try:
-        gpu = _tvm.local_gpu(find_cuda(profile))
+        cuda = find_cuda(profile)
+        gpu = _tvm.local_gpu(cuda)
     except ToolchainError:
         return None
     if gpu is None:
@@ -143,4 +154,4 @@ def local_gpu(profile: Profile) -> str | None:
         check_gpu({"runtime": {"cuda_archs": [profile.target.get("arch", "")]}}, version, name)
     except PackageMismatchError:
         return None
-    return f"{name} (sm_{version.replace('.', '')})"
+    return LocalGpu(f"{name} (sm_{version.replace('.', '')})", cuda.cudart)

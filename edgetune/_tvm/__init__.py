@@ -13,7 +13,7 @@ kernels, fusion) → schedules (default micro-kernel schedules) or metaschedule 
 from __future__ import annotations
 
 from .build import BuildInfo, build
-from .core import TVM_FFI_VERSION, TVM_VERSION, tvm, version
+from .core import TVM_FFI_VERSION, TVM_VERSION, last_line, tvm, version
 from .cuda import CudaToolchain, cuda_runtime_library, local_gpu
 from .facts import estimate_flops, kernel_table, quantization_notes, quantization_scheme, relax_signature, symbolic_axes
 from .frontend.common import NodeConversionError
@@ -27,7 +27,7 @@ from .targets import LOWERINGS, Lowering, host_cpu, lowering_for, make_target, t
 
 __all__ = [
     "LOWERINGS", "TVM_FFI_VERSION", "TVM_VERSION", "BuildInfo", "Lowering", "CudaToolchain", "NodeConversionError", "build",
-    "cuda_runtime_library", "local_gpu", "default_conv_variant", "default_schedule", "estimate_flops", "host_cpu", "kernel_table",
+    "cuda_runtime_library", "local_gpu", "default_conv_variant", "default_schedule", "estimate_flops", "host_cpu", "kernel_table", "last_line",
     "lowering_for", "make_target", "onnx_supported_ops", "onnx_to_relax", "parse_unsupported", "peak_gflops", "quantization_notes",
     "quantization_scheme", "relax_signature", "remote_bench", "symbolic_axes", "rename_inputs", "rpc_connect", "rpc_tracker_request",
     "rpc_tracker_summary", "target_to_json", "tflite_supported_ops", "tflite_to_relax",

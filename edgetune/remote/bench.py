@@ -80,7 +80,7 @@ def _measure(session: Any, package: Path, device: str, number: int, repeat: int)
         samples, outputs = _tvm.remote_bench(session, package / manifest["library"], inputs,
                                              manifest["runtime"]["kind"], number, repeat)
     except Exception as err:  # TVM raises TVMError on a dead server / dropped session
-        raise RpcError(f"benchmark on {device} failed: {_last_line(err)}") from err
+        raise RpcError(f"benchmark on {device} failed: {_tvm.last_line(err)[:300]}") from err
     got = {s["original_name"]: o for s, o in zip(manifest["outputs"], outputs)}
     tolerance = dict(DEFAULT_TOLERANCE, **manifest.get("verification", {}).get("tolerance", {}))
     ms = np.array(samples) * 1e3
@@ -99,13 +99,8 @@ def bench_on_board(package: Path, board: Board, number: int = 10, repeat: int = 
             try:
                 session = _tvm.rpc_connect("127.0.0.1", server.local_port, server.key)
             except Exception as err:  # the server died during the handshake (TVM's InternalError)
-                raise RpcError(f"no RPC session on {board.name}: {_last_line(err)}") from err
+                raise RpcError(f"no RPC session on {board.name}: {_tvm.last_line(err)[:300]}") from err
             return _measure(session, package, board.name, number, repeat)
-
-
-def _last_line(err: Exception) -> str:
-    """The line of a TVM error that says what failed (its last), at most 300 characters."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[-1][:300]
 
 
 def bench_on_tracker(package: Path, tracker: tuple[str, int], key: str, number: int = 10, repeat: int = 10, timeout: float = 120) -> BenchResult:

@@ -9,11 +9,12 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import EdgetuneError, RemoteError, UsageError
 from ..profiles import Profile, host_arch
-from ..toolchain import find_cuda, local_gpu
+from ..toolchain import local_gpu
 from .options import TuneOptions
 
 
@@ -43,7 +44,7 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         return
     board = _board(opts.device)
     if board is None:
-        gpu = None if profile.is_native else local_gpu(profile)
+        gpu = local_gpu(profile)
         if not profile.is_native and gpu is None:
             here = (f" (no GPU of {profile.target.get('arch')} with its driver here)" if profile.runtime == "cuda"
                     and profile.arch == host_arch() else "")
@@ -52,9 +53,9 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
         from edgetune_runtime.loader import default_threads
 
         default_threads()  # the workers that time candidates inherit the threads a package gets
-        with _cudart_on_library_path(profile) if gpu else contextlib.nullcontext():
+        with _cudart_on_library_path(gpu.cudart) if gpu else contextlib.nullcontext():
             if gpu:
-                notice(f"timing candidates on this machine's {gpu}")
+                notice(f"timing candidates on this machine's {gpu.name}")
             runner = ms.local_runner(evaluator, opts.timeout)
             try:
                 yield RunnerHandle(runner, "local", device_type, lambda: 1, conditions=_local_conditions, load_s=3.0)
@@ -65,11 +66,11 @@ def open_runner(opts: TuneOptions, profile: Profile, notice: Callable[[str], Non
 
 
 @contextlib.contextmanager
-def _cudart_on_library_path(profile: Profile) -> Iterator[None]:
+def _cudart_on_library_path(cudart: Path) -> Iterator[None]:
     """The workers that time candidates import TVM afresh: its CUDA runtime loads only where the
     dynamic loader finds the profile's libcudart, which a pip-installed CUDA keeps off its path."""
     saved = os.environ.get("LD_LIBRARY_PATH")
-    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(find_cuda(profile).cudart.parent), saved]))
+    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(cudart.parent), saved]))
     try:
         yield
     finally:
