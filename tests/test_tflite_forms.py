@@ -45,6 +45,20 @@ def test_float16_weights_behind_dequantize(tmp_path):
     packaged(tflite_models.fp16_weights(tmp_path / "fp16.tflite"), tmp_path)
 
 
+def test_prelu_fuses_into_the_convolution_before_it(tmp_path):
+    """Each PRELU slope form matches LiteRT, and a per-channel or single slope runs in its
+    convolution's kernel, not as a kernel of its own over a flattened tensor."""
+    import tflite_models
+
+    import edgetune_runtime
+
+    out = packaged(tflite_models.prelu_slopes(tmp_path / "prelu.tflite"), tmp_path)
+    profile = edgetune_runtime.load(out).measure(runs=3, profile=True)["profile"]["kernels"]
+    kernels = [k["name"] for k in profile if k["kind"] != "runtime"]
+    assert len(kernels) == 2 and all("conv2d" in k for k in kernels), kernels
+    assert "prelu" in kernels[0] + kernels[1] and not any("reshape" in k for k in kernels), kernels
+
+
 def test_dynamic_shape_signature_needs_and_takes_input_shape(tmp_path):
     import tflite_models
 

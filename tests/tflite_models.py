@@ -10,6 +10,8 @@ object API (``ai_edge_litert.schema_py_generated``), each as TensorFlow's conver
 * ``int8_slicing``: int8 data movement — ``STRIDED_SLICE`` with masks and ``SPLIT_V`` with an
   inferred (−1) size, between int8 layers.
 * ``fp16_weights``: weights stored as float16 behind ``DEQUANTIZE`` (TF's float16 quantization).
+* ``prelu_slopes``: ``PRELU`` after convolutions as MediaPipe's landmark models have it — a
+  per-channel slope ``[1, 1, C]``, one slope ``[1]``, and a slope per element ``[H, W, C]``.
 * ``dynamic_signature``: an input whose shape signature is ``[-1, -1, F]`` and a reshape computed
   at run time from ``SHAPE`` (``[1, 1, F]`` stored as its shape).
 """
@@ -230,6 +232,36 @@ def fp16_weights(out: Path, seed: int = 0) -> Path:
     y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 5])
     bld.op(sub, ops.FULLY_CONNECTED, [flat, half("fc/w", rng.standard_normal((5, 384)) * 0.05), half("fc/b", np.zeros(5))], [y],
            *bld.options("FullyConnectedOptions"))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+def prelu_slopes(out: Path, seed: int = 0) -> Path:
+    """conv 3×3 → PRELU (slope [1, 1, C]) → conv 1×1 → PRELU (slope [1]) → + input → PRELU
+    (slope [H, W, C]); slopes of both signs."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    shape = [1, 6, 7, 8]
+    x = bld.tensor(sub, "serving_default_x:0", shape)
+
+    def conv(name: str, src: int, k: int) -> int:
+        y = bld.tensor(sub, name, shape)
+        w = bld.const(sub, f"{name}/w", (rng.standard_normal((8, k, k, 8)) * 0.3).astype(np.float32))
+        b = bld.const(sub, f"{name}/b", (rng.standard_normal(8) * 0.1).astype(np.float32))
+        bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
+        return y
+
+    def prelu(name: str, src: int, slope: np.ndarray) -> int:
+        y = bld.tensor(sub, name, shape)
+        bld.op(sub, ops.PRELU, [src, bld.const(sub, f"{name}/alpha", slope.astype(np.float32))], [y])
+        return y
+
+    a = prelu("prelu1", conv("conv1", x, 3), rng.uniform(-0.5, 0.5, (1, 1, 8)))
+    b = prelu("prelu2", conv("conv2", a, 1), np.array([0.25]))
+    summed = bld.tensor(sub, "sum", shape)
+    bld.op(sub, ops.ADD, [b, x], [summed], *bld.options("AddOptions"))
+    y = prelu("StatefulPartitionedCall:0", summed, rng.uniform(-0.5, 0.5, shape[1:]))
     sub.inputs, sub.outputs = [x], [y]
     return bld.save(out)
 

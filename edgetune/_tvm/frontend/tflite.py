@@ -69,6 +69,23 @@ def converter_class() -> Any:
                 operands.append(x)
             return relax.op.matmul(*operands)
 
+        def convert_prelu(self, op: Any) -> Any:
+            """PRELU with its slope broadcast as it is. TVM's converter flattened the input to one
+            axis and the slope to a constant the size of the input, so the op fused with nothing
+            (a reshape after a convolution ends its fusion group) and read a full-size slope;
+            MediaPipe's landmark models put one after nearly every convolution."""
+            if self.is_quantized(op):
+                return super().convert_prelu(op)
+            data, alpha = self.get_input_tensors(op)
+            x = self.get_tensor_expr(data)
+            shape = [int(d) for d in data.tensor.ShapeAsNumpy()]
+            slope_shape = [int(d) for d in alpha.tensor.ShapeAsNumpy()]
+            slope = self.get_tensor_expr(alpha)
+            if slope_shape and slope_shape[-1] == shape[-1] and all(d == 1 for d in slope_shape[:-1]):
+                return relax.op.nn.prelu(x, relax.op.reshape(slope, [shape[-1]]), axis=len(shape) - 1)
+            zero = relax.const(0, self.get_tensor_type_str(data.tensor.Type()))
+            return relax.op.where(relax.op.greater_equal(x, zero), x, relax.op.multiply(x, slope))
+
         def convert_split_v(self, op: Any) -> Any:
             """SPLIT_V with its sizes resolved first: one size may be −1 (the rest of the axis),
             which TVM's converter folded into its split points as −1."""
