@@ -128,6 +128,24 @@ def test_conv1d_front_end_runs_on_the_packed_convolution_kernel(tmp_path, reques
     assert set(kinds) <= {"conv2d", "elementwise"} and kinds.get("conv2d"), kinds
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k,s,pads,out_pad", [(2, 2, [0, 0, 0, 0], 0), (4, 2, [1, 1, 2, 1], 0), (3, 2, [1, 1, 1, 1], 1),
+                                              (5, 3, [4, 2, 1, 0], 2), (3, 1, [1, 1, 1, 1], 0)])
+def test_transposed_convolutions_run_as_phase_convolutions(tmp_path, request, device, k, s, pads, out_pad):
+    # a DB-head / segmenter upsampling: kernels a multiple of the stride or not, padding larger
+    # than the stride (whole phases skipped), output padding, then a ReLU
+    rng = np.random.default_rng(k * 10 + s)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], kernel_shape=[k, k], strides=[s, s], pads=pads,
+                              output_padding=[out_pad, out_pad]),
+             helper.make_node("Relu", ["t"], ["y"])]
+    size = [(n - 1) * s + k - pads[a] - pads[a + 2] + out_pad for a, n in enumerate((9, 7))]
+    model = _model(tmp_path / "deconv.onnx", nodes, [("x", [1, 12, 9, 7])], [("y", [1, 10, *size])],
+                   [_const("w", rng.standard_normal((12, 10, k, k)) / 8), _const("b", rng.standard_normal(10))])
+    kinds = _packaged(model, tmp_path, device, request)
+    convs = {kind: n for kind, n in kinds.items() if kind != "elementwise"}
+    assert convs in ({"conv2d": 1}, {"winograd": 1}), kinds  # stride 1, 3 × 3: a Winograd convolution
+
+
 def test_whole_tensor_min_and_max_reduce_in_vector_lanes(tmp_path):
     # a dynamically quantized activation's range: min and max over all of it, to scalars
     nodes = [helper.make_node("ReduceMax", ["x"], ["hi"], keepdims=0),

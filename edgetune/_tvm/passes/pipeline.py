@@ -31,6 +31,7 @@ from .cleanups import (
     FoldRest,
     NCHWConv2dTranspose,
     SumOfStackToAdd,
+    TransposedConvAsConv,
 )
 from .common import relax
 from .fusion import BroadcastsApart, CroppedKernelsFusable, TableLookupsElementwise
@@ -102,7 +103,7 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
     if lowering == NATIVE:
         return passes
     passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), ClippedDivideAsMultiply(),
-               FoldConstantsNumpy(),
+               FoldConstantsNumpy(), TransposedConvAsConv(),
                relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
     if lowering.layout == "nhwc":
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
