@@ -180,6 +180,19 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
     assert depthwise_weights(np.ones((channels, 3, 3, 1)), cpu).shape[-1] == {42: 48, 28: 32, 6: 8}[channels]
 
 
+def test_a_depthwise_row_of_prime_width_takes_a_narrower_block_to_fill_its_tile():
+    from edgetune._tvm.kernels.cpu import CpuFacts
+    from edgetune._tvm.schedules.microkernels import depthwise_tile
+
+    avx512, neon = CpuFacts(lanes=16, registers=32, fma_latency=4), CpuFacts(lanes=4, registers=32, fma_latency=7)
+    # 7 pixels of 1152 channels: 4 zmm fit 6 pixels, so 1 per tile; 3 zmm fit all 7
+    assert depthwise_tile(1152, 7, avx512)[:2] == (48, 7)
+    assert depthwise_tile(1152, 7, neon)[:2] == (12, 7)
+    # where the widest block tiles well enough it stays (2 zmm x 8 measured slower than 4 x 4)
+    assert depthwise_tile(64, 56, avx512)[:2] == (64, 4)
+    assert depthwise_tile(672, 14, avx512)[:2] == (48, 7)
+
+
 @pytest.mark.parametrize("device", ["host", "pi5"])
 def test_an_int8_image_inputs_pad_is_split_off_so_llvm_vectorizes_it(tmp_path, device):
     # NCHW float in, the first convolution's padded NHWC int8 out, 3 channels innermost: with
