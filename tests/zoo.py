@@ -10,6 +10,9 @@ transfer. No model hub is reachable here; these are built from the architecture 
   an FPN/PAN neck with nearest Resize + Concat, and per-scale decoupled heads.
 * ``ocr_cls``: a PaddleOCR text-direction-classifier-style CNN on a 48×320 strip — stride (2, 1)
   pooling keeps the width, depthwise blocks, then a linear layer.
+* ``ocr_det``: a PP-OCRv4-mobile-detector-style DBNet on a 640² page — a depthwise-separable
+  backbone to 1/32, an FPN neck (nearest Resize ×2 top-down, ×8/×4/×2 to 1/4, Concat), and the DB
+  head's two 2×2 stride-2 transposed convolutions back to full size.
 * ``vgg_block``: 3×3-heavy (VGG-style stacks); ``bottleneck``: 1×1-heavy (ResNet bottlenecks).
 """
 
@@ -156,8 +159,8 @@ def _sppf(g: Graph, x: str, c: int) -> str:
     return g.conv(g.op("Concat", pools, axis=1), 4 * hidden, c, act="silu")
 
 
-def _up(g: Graph, x: str) -> str:
-    scales = g.const(np.array([1, 1, 2, 2], np.float32))
+def _up(g: Graph, x: str, factor: int = 2) -> str:
+    scales = g.const(np.array([1, 1, factor, factor], np.float32))
     return g.op("Resize", [x, "", scales], mode="nearest")
 
 
@@ -237,6 +240,34 @@ def ocr_rec(out: Path, seed: int = 0, height: int = 32, width: int | str = "widt
     return g.save(out, {"x": (1, 3, height, width)}, [y])
 
 
+def ocr_det(out: Path, seed: int = 0, size: int = 640) -> Path:
+    """PP-OCRv4-mobile-detector-style DBNet: depthwise-separable backbone (hard-swish), FPN neck
+    of 96 channels, DB head ending in two transposed convolutions and a sigmoid probability map."""
+    g = Graph("ocr_det", seed)
+    x = g.conv("x", 3, 16, 3, 2, act="hswish")
+    c, feats = 16, []
+    for cout, blocks in ((32, 1), (64, 1), (128, 2), (256, 2)):  # 1/4, 1/8, 1/16, 1/32
+        x = g.conv(g.conv(x, c, c, 3, 2, groups=c, act="hswish"), c, cout, act="hswish")
+        c = cout
+        for _ in range(blocks):
+            x = g.conv(g.conv(x, c, c, 5, groups=c, act="hswish"), c, c, act="hswish")
+        feats.append((x, c))
+    lateral = [g.conv(f, cf, 96, bn=False, act=None) for f, cf in feats]
+    for i in (2, 1, 0):  # top-down
+        lateral[i] = g.op("Add", [lateral[i], _up(g, lateral[i + 1])])
+    smooth = [g.conv(lat, 96, 24, 3, bn=False, act=None) for lat in lateral]
+    fused = g.op("Concat", [_up(g, smooth[3], 8), _up(g, smooth[2], 4), _up(g, smooth[1], 2), smooth[0]], axis=1)
+    y = g.conv(fused, 96, 24, 3, act="relu")
+    for cout, last in ((24, False), (1, True)):
+        w = (g.rng.standard_normal((24, cout, 2, 2)) * np.sqrt(2.0 / 96)).astype(np.float32)
+        y = g.op("ConvTranspose", [y, g.const(w, "w"), g.const(np.zeros(cout, np.float32), "b")],
+                 kernel_shape=[2, 2], strides=[2, 2])
+        y = g.op("Sigmoid", [y]) if last else g.act(g.op("BatchNormalization", [y, *(
+            g.const(g.rng.uniform(lo, hi, cout).astype(np.float32))
+            for lo, hi in ((0.8, 1.2), (-0.1, 0.1), (-0.1, 0.1), (0.5, 1.5)))]), "relu")
+    return g.save(out, {"x": (1, 3, size, size)}, [y])
+
+
 # ---------------------------------------------------------------- kernel-shape-heavy stacks
 
 
@@ -269,4 +300,4 @@ def bottleneck(out: Path, seed: int = 0, size: int = 56) -> Path:
 
 
 ZOO = {"mobilenet_v3": mobilenet_v3, "yolo": yolo, "ocr_cls": ocr_cls, "vgg_block": vgg_block,
-       "bottleneck": bottleneck}
+       "bottleneck": bottleneck, "ocr_det": ocr_det}
