@@ -242,7 +242,12 @@ def _looped(bb: Any, xp: Any, states: list[Any], lay: Layer) -> Any:
     steps, batch, _ = _dims(xp)
     ndir, hid = len(lay.directions), lay.hidden
     gv = bb.add_func(loop_kernel(lay, steps if isinstance(steps, int) else None, batch), f"{lay.op.lower()}_loop")
-    extra = [relax.const(np.ascontiguousarray(lay.r.transpose(0, 2, 1)))]  # [D, H, G·H]
+    width, (_, columns, _) = panel_width(hid), lay.r.shape
+    if width:  # [D, G·H / P, H, P]: panel, row, column in the panel
+        rt = lay.r.reshape(ndir, columns // width, width, hid).transpose(0, 1, 3, 2)
+    else:  # [D, H, G·H]
+        rt = lay.r.transpose(0, 2, 1)
+    extra = [relax.const(np.ascontiguousarray(rt))]
     if lay.op == "LSTM":
         p = lay.peephole if lay.peephole is not None else np.zeros((ndir, 3 * hid), "float32")
         extra.append(relax.const(np.ascontiguousarray(p)))
@@ -269,21 +274,46 @@ def _vector_block(columns: int) -> int:
     return 1
 
 
+def panel_width(hidden: int) -> int:
+    """Columns per panel of the packed recurrent weights (``[D, G·H / P, H, P]``: each panel's
+    rows contiguous, one cache line per row at 16 floats), 0 where the hidden size has no
+    vector-wide divisor (the weights stay ``[D, H, G·H]``). Unpacked, a column block's rows lay
+    a whole gate row apart — 4 kB at H = 256, LSTM: every row in the same L1 sets."""
+    width = min(16, _vector_block(hidden))
+    return width if width >= 4 else 0
+
+
 def _matvec(src: str, first: int, columns: int, batch: int, hidden: int, parallel: bool, indent: str) -> list[str]:
     """``g[d, :, first:first+columns] = src[d] @ rt[d, :, first:first+columns]``, vectorized over
-    columns; parallel over column blocks when allowed (one direction) and a step has enough
-    multiply-adds to pay for a thread launch."""
+    columns, a block of them in registers over the whole sum; parallel over column blocks when
+    allowed (one direction) and a step has enough multiply-adds to pay for a thread launch."""
     lanes = _vector_block(columns)
     loop = "T.parallel" if parallel and batch * columns * hidden >= 32768 and columns // lanes > 1 else "T.serial"
-    col = f"{first} + jo * {lanes} + ji"
+    width = panel_width(hidden)
+    if not width:
+        col = f"{first} + jo * {lanes} + ji"
+        return [
+            f"{indent}for jo in {loop}({columns // lanes}):",
+            f"{indent}    for b in range({batch}):",
+            f"{indent}        for ji in T.vectorized({lanes}):",
+            f"{indent}            g[d, b, {col}] = T.float32(0)",
+            f"{indent}        for k in range({hidden}):",
+            f"{indent}            for ji in T.vectorized({lanes}):",
+            f"{indent}                g[d, b, {col}] = g[d, b, {col}] + {src}[d, b, k] * rt[d, k, {col}]",
+        ]
+    panels = lanes // width
+    col = f"{first} + jo * {lanes} + u * {width} + ji"
+    weight = f"rt[d, {first // width} + jo * {panels} + u, k, ji]"
     return [
         f"{indent}for jo in {loop}({columns // lanes}):",
         f"{indent}    for b in range({batch}):",
-        f"{indent}        for ji in T.vectorized({lanes}):",
-        f"{indent}            g[d, b, {col}] = T.float32(0)",
+        f"{indent}        for u in T.unroll({panels}):",
+        f"{indent}            for ji in T.vectorized({width}):",
+        f"{indent}                g[d, b, {col}] = T.float32(0)",
         f"{indent}        for k in range({hidden}):",
-        f"{indent}            for ji in T.vectorized({lanes}):",
-        f"{indent}                g[d, b, {col}] = g[d, b, {col}] + {src}[d, b, k] * rt[d, k, {col}]",
+        f"{indent}            for u in T.unroll({panels}):",
+        f"{indent}                for ji in T.vectorized({width}):",
+        f"{indent}                    g[d, b, {col}] = g[d, b, {col}] + {src}[d, b, k] * {weight}",
     ]
 
 
@@ -326,7 +356,7 @@ def _direction_steps(lay: Layer, d: int, steps: int, batch: int, parallel: bool,
 
 def loop_kernel(lay: Layer, steps: int | None, batch: int) -> Any:
     """The TIR function running every step of every direction: parameters ``xp [T, B, D·G·H]``,
-    ``rt [D, H, G·H]``, (LSTM) ``p [D, 3H]`` / (GRU) ``rb_h [D, H]``, the initial states
+    ``rt`` (the recurrent weights, packed: :func:`panel_width`), (LSTM) ``p [D, 3H]`` / (GRU) ``rb_h [D, H]``, the initial states
     ``[D, B, H]``; outputs ``y [T, D, B, H]`` and the final states. Two directions run in
     parallel, one thread each (no synchronisation per step); one direction parallelizes each
     step's matvec instead. ``steps`` None: T is read from ``xp`` at run time (a symbolic length)."""
@@ -342,8 +372,10 @@ def loop_kernel(lay: Layer, steps: int | None, batch: int) -> Any:
         buffers = ["    steps = T.int64()",
                    f"    xp = T.match_buffer(xp_h, (steps, {batch}, {ndir * gh}), {f32})",
                    f"    y = T.match_buffer(y_h, (steps, {ndir}, {batch}, {hid}), {f32})"]
+    width = panel_width(hid)
+    packed = f"({ndir}, {gh // width}, {hid}, {width})" if width else f"({ndir}, {hid}, {gh})"
     params = ["xp_h: T.handle" if symbolic else f"xp: T.Buffer(({steps}, {batch}, {ndir * gh}), {f32})",
-              f"rt: T.Buffer(({ndir}, {hid}, {gh}), {f32})"]
+              f"rt: T.Buffer({packed}, {f32})"]
     states = ["h"] + (["c"] if lay.op == "LSTM" else [])
     if lay.op == "LSTM":
         params.append(f"p: T.Buffer(({ndir}, {3 * hid}), {f32})")
