@@ -59,6 +59,27 @@ def test_prelu_fuses_into_the_convolution_before_it(tmp_path):
     assert "prelu" in kernels[0] + kernels[1] and not any("reshape" in k for k in kernels), kernels
 
 
+def test_a_foreign_custom_op_is_named_not_blamed_on_input_shapes(tmp_path):
+    """MediaPipe's face-landmark-with-attention model holds custom ops of MediaPipe's resolver:
+    LiteRT (run to learn shapes) fails on them first; the error names them."""
+    import tflite_models
+
+    from edgetune.errors import UnsupportedOpsError
+
+    bld = tflite_models.Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "x", [1, 4])
+    y = bld.tensor(sub, "y", [1, 4])
+    shape = bld.tensor(sub, "shape", [2], tflite_models.INT32)
+    bld.op(sub, tflite_models._ops().SHAPE, [x], [shape], *bld.options("ShapeOptions", outType=tflite_models.INT32))
+    bld.op(sub, tflite_models._ops().CUSTOM, [x], [y])
+    bld.model.operatorCodes[-1].customCode = "TransformLandmarks"
+    sub.inputs, sub.outputs = [x], [y, shape]
+    with pytest.raises(UnsupportedOpsError, match="CUSTOM:TransformLandmarks") as info:
+        import_model(bld.save(tmp_path / "custom.tflite"))
+    assert "framework that made the model" in info.value.hint
+
+
 def test_dynamic_shape_signature_needs_and_takes_input_shape(tmp_path):
     import tflite_models
 

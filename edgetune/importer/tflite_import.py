@@ -172,13 +172,19 @@ def sanitize(name: str) -> str:
 def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> ImportedModel:
     """Convert a .tflite file; UnsupportedOpsError lists every operator TVM lacks at once."""
     _check_input_names(path, overrides)
-    prepared = prepare_tflite(path, overrides)
+    try:
+        prepared = prepare_tflite(path, overrides)
+    except InputShapeError as err:  # LiteRT ran the model to learn its shapes: a custom op it
+        custom = _foreign_custom_ops(path)  # lacks is the model's problem, not its input shapes
+        if custom:
+            raise _unsupported(custom) from err
+        raise
     model = prepared.model
     if model.SubgraphsLength() < 1:
         raise ModelFormatError(f"'{path.name}' has no subgraph")
     missing = unsupported_ops(model)
     if missing:
-        raise UnsupportedOpsError(missing, "TFLite")
+        raise _unsupported(missing)
     sub = model.Subgraphs(0)
     shapes = prepared.shapes
     inputs = tuple(tensor_spec(sub.Tensors(sub.Inputs(i)), shape) for i, shape in enumerate(shapes.values()))
@@ -192,6 +198,22 @@ def import_tflite(path: Path, overrides: dict[str, tuple[int, ...]]) -> Imported
     notes = prepared.notes + (("input shapes overridden",) if overrides else ()) + tuple(_tvm.quantization_notes(mod))
     state = tuple(StateSpec(v.input, v.output, v.initial) for v in prepared.state)
     return ImportedModel(path, "tflite", sha256_file(path), inputs, outputs, mod, prepared.reference, notes, state=state)
+
+
+def _unsupported(ops: list[str]) -> UnsupportedOpsError:
+    if any(op.startswith("CUSTOM:") for op in ops):
+        return UnsupportedOpsError(ops, "TFLite", "CUSTOM ops belong to the framework that made the model "
+                                   "(MediaPipe's op resolver, …): neither TVM nor LiteRT alone runs them; export the "
+                                   "model without them, or run `edgetune inspect MODEL` for the full operator table")
+    return UnsupportedOpsError(ops, "TFLite")
+
+
+def _foreign_custom_ops(path: Path) -> list[str]:
+    """Custom operators of ``path`` that no rewrite of edgetune's replaces."""
+    from .tflite_rewrite import MEDIAPIPE_DECONV
+
+    _, model = load_tflite(path)
+    return [op for op in op_histogram(model) if op.startswith("CUSTOM:") and op != f"CUSTOM:{MEDIAPIPE_DECONV}"]
 
 
 def _check_input_names(path: Path, overrides: dict[str, tuple[int, ...]]) -> None:
