@@ -336,6 +336,14 @@ class Int8Tables(QuantizeRewrite):
         return relax.op.astype(emit(relax.op.take(table, index, axis=0, mode="clip")), str(q.attrs.out_dtype))
 
 
+# How many calls back an elementwise chain is followed. Each level costs about five Python frames
+# inside TVM's visitor (itself called back from C++): 256 levels overflowed Python's recursion
+# limit on a PP-OCR-style detector quantized with QDQ (its FPN's chains of int8 resizes and adds).
+# An activation's chain (dequantize, a few ops, quantize) is under 20; beyond the cap the chain's
+# tensor so far is the table's source (a correct, shorter table).
+MAX_CHAIN_DEPTH = 64
+
+
 def chain_values(mutator: Any, expr: Any, source: list[Any], depth: int = 0) -> np.ndarray | None:
     """The value of ``expr`` for each of the 256 values of the one 8-bit tensor it is an
     elementwise function of (set as ``source[0]``; a preset ``source`` must be that tensor), in
@@ -365,7 +373,7 @@ def _chain(mutator: Any, expr: Any, depth: int) -> tuple[np.ndarray | None, Any]
         return memo[expr]
     result: tuple[np.ndarray | None, Any] = (None, None)
     call = bound_value(mutator, expr)
-    if isinstance(call, relax.Call) and depth < 256:
+    if isinstance(call, relax.Call) and depth < MAX_CHAIN_DEPTH:
         source: list[Any] = []
         values = _call_values(mutator, call, source, depth + 1)
         if values is not None:
