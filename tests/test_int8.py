@@ -232,12 +232,15 @@ def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_pa
 def test_qdq_detector_with_long_int8_chains_packages_within_steps(tmp_path):
     """A DBNet-style text detector quantized with QDQ (an FPN of int8 resizes, adds and a concat;
     transposed convolutions that stay float): following its elementwise chains once overflowed
-    Python's recursion limit at import."""
+    Python's recursion limit at import. Its transposed convolutions, weights int8 behind
+    dequantize, run as convolutions of their phases like float ones (not as generic loops)."""
     import zoo
 
     qdq = quant_models.qdq_onnx(zoo.ocr_det(tmp_path / "det.onnx", size=128), tmp_path / "det-qdq.onnx", count=2)
     result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed", result.verification
+    kinds = result.manifest["schedules"]["kinds"]
+    assert "reduction" not in kinds and kinds.get("conv2d") == 2, kinds
 
 
 def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size: int, rng: np.random.Generator,

@@ -113,6 +113,22 @@ def phase_weights(w_iohw: np.ndarray, strides: tuple[int, int], taps: tuple[int,
     return np.ascontiguousarray(phases.transpose(3, 5, 1, 0, 2, 4).reshape(sh * sw * oc, ic, th, tw))
 
 
+def _constant_weights(w: Any, bound: Any) -> np.ndarray | None:
+    """A constant's value, or that of ``dequantize`` of constants (a QDQ layer kept in float:
+    its weights int8 per channel, dequantized as TVM computes it); else None."""
+    value = const_array(w)
+    if value is not None or op_name(w) != "relax.dequantize":
+        return value
+    data, scale, zero = (const_array(bound(arg)) for arg in w.args)
+    if data is None or scale is None or zero is None or str(w.attrs.out_dtype) != "float32":
+        return None
+    shape = [1] * data.ndim
+    if scale.size > 1 or zero.size > 1:
+        shape[int(w.attrs.axis) % data.ndim] = -1
+    centred = data.astype(np.int32) - zero.astype(np.int32).reshape(shape)
+    return centred.astype(np.float32) * scale.astype(np.float32).reshape(shape)
+
+
 @relax.expr_functor.mutator
 class _DeconvAsConv(relax.PyExprMutator):
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
@@ -120,7 +136,7 @@ class _DeconvAsConv(relax.PyExprMutator):
         if op_name(new) != "relax.nn.conv2d_transpose":
             return new
         a, (x, w) = new.attrs, new.args
-        weights = const_array(bound_value(self, w))
+        weights = _constant_weights(bound_value(self, w), lambda e: bound_value(self, e))
         shape, out = static_shape(x), static_shape(new)
         if (weights is None or shape is None or out is None or (a.data_layout, a.kernel_layout) != ("NCHW", "IOHW")
                 or (a.out_layout or "NCHW") != "NCHW" or int(a.groups) != 1 or ints(a.dilation) != [1, 1]
