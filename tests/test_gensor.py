@@ -90,6 +90,19 @@ def test_a_round_stops_at_its_evaluation_budget():
     assert stats.walks == 1 and stats.evaluated <= 6 + 8  # the walk in progress finishes its chunk
 
 
+def test_the_gpu_model_knows_the_size_of_the_gpu_it_tunes_for():
+    """A GPU of the profile's arch on this machine is asked for its SMs and L2; elsewhere the
+    arch's table row (an H100-class sm_90 was once taken for 16 SMs and 4 MB)."""
+    from edgetune._tvm.core import tvm
+    from edgetune._tvm.metaschedule.gensor import GPU_SIZES, hardware_of, local_gpu_size
+
+    for arch in ("sm_87", "sm_90"):
+        hw = hardware_of(tvm().target.Target({"kind": "cuda", "arch": arch}))
+        here = local_gpu_size(arch)
+        assert (hw.sms, hw.l2) == (here or GPU_SIZES[arch]) and hw.gpu
+    assert GPU_SIZES["sm_90"][0] > 100 and GPU_SIZES["sm_87"][0] == 8
+
+
 def test_state_graph_of_a_real_task(tmp_path):
     """A dense layer in MetaSchedule's generic design space: every evaluated neighbour is one
     decision away and replays; rows sum to one; walks are absorbed; a batch is distinct states."""

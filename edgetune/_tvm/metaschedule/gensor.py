@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import plain
+from ..core import plain, tvm
 from .base import meta_schedule
 from .search import decisions, realize
 
@@ -91,14 +91,35 @@ class Hardware:
         return self.registers * self.lanes * 4 * 0.75  # a quarter of the file for operands in flight
 
 
+# (SMs, L2 bytes) by CUDA architecture where the GPU is not here to ask: the Jetsons (Orin, Xavier,
+# TX2, Nano) exactly; for data-centre and desktop archs, whose parts differ in SM count, the
+# flagship (A100, RTX 3090, RTX 4090, H100). A GPU of the target's arch on this machine is asked
+# instead (local_gpu_size): the H100 comparison of an earlier stop ran with 16 SMs and 4 MB
+# assumed for sm_90 (it has 132 and 50 MB), rating block counts for a far smaller GPU.
+GPU_SIZES = {"sm_87": (8, 4 << 20), "sm_72": (6, 512 << 10), "sm_62": (2, 512 << 10), "sm_53": (1, 256 << 10),
+             "sm_80": (108, 40 << 20), "sm_86": (82, 6 << 20), "sm_89": (128, 72 << 20), "sm_90": (132, 50 << 20)}
+
+
+def local_gpu_size(arch: str) -> tuple[int, int] | None:
+    """(SMs, L2 bytes) of this machine's first CUDA GPU when its compute capability is ``arch``
+    (``sm_90`` ↔ 9.0), else None (no GPU, no driver, another arch)."""
+    try:
+        dev = tvm().cuda(0)
+        if not dev.exist or f"sm_{str(dev.compute_version).replace('.', '')}" != arch:
+            return None
+        return int(dev.multi_processor_count), int(dev.l2_cache_size_bytes)
+    except Exception:  # noqa: BLE001 — TVM built without CUDA, or the driver refuses: no local GPU
+        return None
+
+
 def hardware_of(target: Any) -> Hardware:
     """The model's parameters from a TVM target (its cores, ISA, or CUDA architecture)."""
     attrs = {str(k): plain(v) for k, v in target.attrs.items()}
     if target.kind.name == "cuda":
         arch = str(attrs.get("arch", ""))
-        sms = {"sm_87": 8, "sm_72": 6, "sm_53": 1, "sm_62": 2}.get(arch, 16)
+        sms, l2 = local_gpu_size(arch) or GPU_SIZES.get(arch, (16, 4 << 20))
         return Hardware(cores=sms, lanes=1, registers=255, l1=int(attrs.get("max_shared_memory_per_block", 49152)),
-                        l2=4 * 1024 * 1024, gpu=True, sms=sms, warp=int(attrs.get("thread_warp_size", 32)),
+                        l2=l2, gpu=True, sms=sms, warp=int(attrs.get("thread_warp_size", 32)),
                         max_threads=int(attrs.get("max_num_threads", 1024)))
     mcpu = str(attrs.get("mcpu", ""))
     mattr = " ".join(str(a) for a in (attrs.get("mattr") or []))
