@@ -57,13 +57,14 @@ class TuneLoop:
 
     def __init__(self, opts: TuneOptions, profile: Profile, tasks: TaskSet, store: RecordStore,
                  runner: RunnerHandle, toolchain: tuple[str | None, Any], progress: Progress, notice: Notice,
-                 peak_gflops: float | None = None, reserve_s: float = 0.0):
+                 peak_gflops: float | None = None, reserve_s: float = 0.0, began: float | None = None):
         from .._tvm import metaschedule as ms
 
         self.ms, self.opts, self.profile, self.taskset = ms, opts, profile, tasks
         self.store, self.runner, self.progress, self.notice = store, runner, progress, notice
         self.peak_gflops = peak_gflops
         self.reserve_s = reserve_s  # of a time budget: kept for the network check after the search
+        self.began = began  # when the command started (``time.monotonic``): a time budget counts from it
         self.threads = os.cpu_count() or 1  # host threads for the search; the board's cores are in the target
         self.scheduler = self._scheduler()  # checks the options (may raise): before anything needs cleaning up
         self.database = ms.open_database(store.dir)
@@ -185,7 +186,7 @@ class TuneLoop:
     def _budget_spent(self) -> str | None:
         if self._trials_left() == 0:
             return "budget spent"
-        if self.opts.time_s is not None and self.seconds + self.reserve_s >= self.opts.time_s:
+        if self._past_deadline():
             return "time budget spent"
         return None
 
@@ -546,8 +547,14 @@ class TuneLoop:
 
     @property
     def deadline(self) -> float | None:
-        """When the time budget runs out, on ``time.monotonic``'s clock (None: no time budget)."""
-        return None if self.opts.time_s is None else self.start + self.opts.time_s - self.seconds_before - self.reserve_s
+        """When the time budget runs out, on ``time.monotonic``'s clock (None: no time budget):
+        counted from the command's start (importing, extracting tasks, reaching the board are
+        the user's time too), less what earlier runs of the job spent and the network check's
+        share."""
+        if self.opts.time_s is None:
+            return None
+        began = self.began if self.began is not None else self.start
+        return began + self.opts.time_s - self.seconds_before - self.reserve_s
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline

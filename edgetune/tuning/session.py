@@ -48,6 +48,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     from .loop import TuneLoop
     from .runners import open_runner
 
+    began = time.monotonic()  # a time budget counts from here: the whole command is the user's wait
     opts.check()
     profile = resolve_device(opts.device)
     cc, cuda = check_toolchain(profile)
@@ -64,11 +65,10 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
         store.prepare(_tvm.target_to_json(tasks.target), tasks.lowering)
         _check_shape_weights(store, tasks)
         checker = stack.enter_context(NetworkChecker(opts, store, notice)) if opts.network_check else None
-        t0 = time.monotonic()
         reserve = _reserve(checker, opts, notice) if checker else 0.0
         with open_runner(opts, profile, notice) as runner:
             peak = _tvm.peak_gflops(profile, tasks.target)
-            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak, reserve)
+            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak, reserve, began)
             result = loop.run()
         if checker is None:
             return result
@@ -76,7 +76,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
             notice("network check skipped (interrupted): run the same `edgetune tune` again to resume and check")
             return result
         # the end of this run's share of a time budget (earlier runs of the job spent the rest)
-        deadline = t0 + opts.time_s - loop.seconds_before if opts.time_s is not None else None
+        deadline = began + opts.time_s - loop.seconds_before if opts.time_s is not None else None
         return replace(result, checks=tuple(checker.run(deadline)))
 
 
@@ -98,9 +98,10 @@ def _check_shape_weights(store: RecordStore, tasks: TaskSet) -> None:
 
 def _reserve(checker: NetworkChecker, opts: TuneOptions, notice: Notice) -> float:
     """Build (and with a time budget, time) the default packages the network check compares
-    with; the seconds of a time budget kept for it: what it took so far and what the rest is
-    expected to take — with per-kernel verdicts where that fits in ``MAX_RESERVE`` of the budget,
-    else only the network's time deciding."""
+    with; the seconds of a time budget kept for the rest of it (what this took is on the
+    budget's clock already) — with per-kernel verdicts where the whole check fits in
+    ``MAX_RESERVE`` of the budget, else only the network's time deciding, else none (the check
+    will not fit before the deadline and is skipped then)."""
     t0 = time.monotonic()
     checker.prepare(time_it=opts.time_s is not None)
     if opts.time_s is None:
@@ -110,15 +111,16 @@ def _reserve(checker: NetworkChecker, opts: TuneOptions, notice: Notice) -> floa
     cap = MAX_RESERVE * opts.time_s
     if full <= cap:
         notice(f"keeping {full:.0f} s of the {opts.time_s:.0f} s budget for the network check")
-        return full
+        return full - spent
     checker.per_kernel = False
     if light <= cap:
         notice(f"keeping {light:.0f} s of the {opts.time_s:.0f} s budget for the network check: only the networks' "
                f"times decide (judging each kernel would take ~{full:.0f} s; give --time more for that)")
-        return light
-    notice(f"the network check needs ~{light:.0f} s, over half of the {opts.time_s:.0f} s budget: keeping {cap:.0f} s, "
-           "it may run past the budget (give --time more, or --no-network-check)")
-    return cap
+        return light - spent
+    # kept or not, a check that does not fit before the deadline is skipped: the search gets the time
+    notice(f"the network check needs ~{light:.0f} s, over half of the {opts.time_s:.0f} s budget: the search takes "
+           "the budget and the records stay unchecked (give --time more for the check, or pass --no-network-check)")
+    return 0.0
 
 
 def _time_baselines(opts: TuneOptions, profile: Any, tasks: TaskSet, notice: Notice) -> TuneOptions:
