@@ -19,6 +19,7 @@ from .common import (
     parallel_outer,
     register_pieces,
     select_edges,
+    static_extent,
     vector_factor,
 )
 from .rules import schedule_elementwise
@@ -107,7 +108,29 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
             for part in sch.loop_partition(loops[-1], [*sizes, None]):
                 _vector_registers(sch, part, cpu)
             continue
-        _vector_registers(sch, loops[-1], cpu)
+        _vector_registers(sch, loops[-1], cpu, lanes=_lookup_lanes(sch, block, cpu) if block == writer else None)
+
+
+def _lookup_lanes(sch: Any, block: Any, cpu: CpuFacts) -> int | None:
+    """16 where ``block`` writes 8-bit values through a lookup in a table of ≤ 256 entries (an
+    int8 epilogue's SiLU or hard-swish, :class:`..passes.int8_elementwise.Int8Tables`) on
+    AArch64, else None (the native register). NEON's ``tbl`` / ``tbx`` look up 16 bytes at a
+    time (:mod:`..codegen.lookups`): vectorized one q register of int32 at a time, each 4 lanes
+    were narrowed, padded to 16 bytes and looked up alone — a quarter of each lookup used."""
+    if not cpu.aarch64 or cpu.lanes >= 16:
+        return None
+    info = sch.get(block)
+    if not info.writes or str(info.writes[0].source.dtype) not in ("int8", "uint8"):
+        return None
+    for region in info.reads:
+        # a table is read whole (its index is data); a per-channel bias at the block's channel
+        shape = region.source.shape
+        entries = getattr(shape[0], "value", None) if len(shape) == 1 else None
+        read = getattr(region.region[0].extent, "value", None) if len(shape) == 1 else None
+        if str(region.source.dtype) == "int32" and isinstance(entries, int) and 1 < entries <= 256 and read == entries:
+            extent = static_extent(sch, sch.get_loops(block)[-1])
+            return 16 if extent and extent % 16 == 0 else None
+    return None
 
 
 def _lane_cuts(sch: Any, block: Any, loop: Any, cpu: CpuFacts) -> list[int]:
@@ -148,12 +171,13 @@ def _body_size(sch: Any, block: Any) -> int:
     return sum(1 for _ in ir_nodes(sch.get(block).body))
 
 
-def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True) -> None:
-    """Vectorize ``loop`` one native register at a time (the register copies unrolled): LLVM
-    handles <16 x float> well and <48 x float> badly (measured 30× slower)."""
-    ext = loop_extent(sch, loop)
-    if ext > cpu.lanes and ext % cpu.lanes == 0:
-        outer, loop = sch.split(loop, [None, cpu.lanes])
+def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True, lanes: int | None = None) -> None:
+    """Vectorize ``loop`` one native register at a time (the register copies unrolled), or
+    ``lanes`` at a time: LLVM handles <16 x float> well and <48 x float> badly (measured 30×
+    slower)."""
+    ext, lanes = loop_extent(sch, loop), lanes or cpu.lanes
+    if ext > lanes and ext % lanes == 0:
+        outer, loop = sch.split(loop, [None, lanes])
         if unroll:
             sch.unroll(outer)
     sch.vectorize(loop)
@@ -296,7 +320,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     sch.tensorize(four, dots.LANES_SUM)
     sch.unroll(group)
     _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
-    _vector_registers(sch, sch.get_loops(epi)[-1], cpu)
+    _vector_registers(sch, sch.get_loops(epi)[-1], cpu, lanes=_lookup_lanes(sch, epi, cpu))
 
 
 def _exists(sch: Any, loop: Any) -> bool:
