@@ -50,7 +50,14 @@ def _cnn_int8(out: Path) -> Path:  # the same, quantized as onnxruntime's users 
     return quant_models.qdq_onnx(_cnn(out), out / "cnn-32x48-qdq.onnx")
 
 
-MODELS = {"mobilenet_v3@96": _mobilenet, "bert-2x128@32": _encoder, "cnn-32x48": _cnn, "cnn-32x48-int8": _cnn_int8}
+def _mobilenet_int8(out: Path) -> Path:  # hard-swish as table lookups in the int8 epilogues (NEON tbl)
+    import quant_models
+
+    return quant_models.qdq_onnx(_mobilenet(out), out / "mobilenet_v3-96-qdq.onnx")
+
+
+MODELS = {"mobilenet_v3@96": _mobilenet, "bert-2x128@32": _encoder, "cnn-32x48": _cnn, "cnn-32x48-int8": _cnn_int8,
+          "mobilenet_v3@96-int8": _mobilenet_int8}
 
 
 @pytest.fixture(scope="module")
