@@ -17,7 +17,8 @@ three (an 8-bit output on x86 then needs only the narrowing ``vpmovdb``).
 On AArch64 ``lrint`` is still two instructions (``frintx`` + ``fcvtzs``: LLVM 19 folds neither
 it nor ``roundeven`` + ``fptosi`` into one), so there the conversion is ``fcvtns`` itself —
 round to nearest, ties to even, whatever the rounding mode, as the default mode ``lrint``
-follows does —, in the 2- and 4-lane vectors TVM vectorized.
+follows does —, in the 2- and 4-lane vectors TVM vectorized, and four lanes at a time in wider
+ones.
 """
 
 from __future__ import annotations
@@ -70,13 +71,32 @@ def _rounded(cast: Any, arm: bool = False) -> Any | None:
     lanes = source.lanes
     low, high = _like(v, lo - z), _like(v, hi - z)
     wide = f"int32x{lanes}" if lanes > 1 else "int32"
+    clamped = tirx.Max(tirx.Min(v, high), low)
     # (scalar code keeps lrint: LLVM's loop vectorizer widens it, not the target's intrinsic —
     # a scalar fcvtns made an image model's input kernel 2.2× slower, measured)
-    convert = "llvm.aarch64.neon.fcvtns" if arm and lanes in (2, 4) else "llvm.lrint"
-    out = tirx.call_llvm_pure_intrin(wide, convert, tirx.Max(tirx.Min(v, high), low))
+    if arm and lanes in (2, 4):
+        out = tirx.call_llvm_pure_intrin(wide, "llvm.aarch64.neon.fcvtns", clamped)
+    elif arm and lanes % 4 == 0 and lanes > 4:
+        out = _by_quads(clamped, lanes)
+    else:
+        out = tirx.call_llvm_pure_intrin(wide, "llvm.lrint", clamped)
     if z:
         out = out + _like(out, int(z))
     return out if str(cast.ty.dtype) == wide else tirx.Cast(str(cast.ty.dtype), out)
+
+
+def _by_quads(value: Any, lanes: int) -> Any:
+    """``fcvtns`` of a float32 vector wider than a q register (an epilogue vectorized 16 lanes
+    at a time for its table lookups: microkernels._lookup_lanes), four lanes a call, joined:
+    LLVM's own ``lrint`` of it is ``frintx`` + ``fcvtzs`` per register."""
+    from tvm import tirx
+
+    var = tirx.Var("rounded", f"float32x{lanes}")
+    quads = [tirx.call_llvm_pure_intrin("int32x4", "llvm.aarch64.neon.fcvtns",
+                                        tirx.Shuffle([var], [tirx.const(4 * q + i, "int32") for i in range(4)]))
+             for q in range(lanes // 4)]
+    joined = tirx.Shuffle(quads, [tirx.const(i, "int32") for i in range(lanes)])
+    return tirx.Let(var, value, joined)
 
 
 def _clip(expr: Any) -> tuple[Any, float, float] | None:
