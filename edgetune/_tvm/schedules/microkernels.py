@@ -96,7 +96,7 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         loops = sch.get_loops(block)
         if len(loops) > 1:
             sch.unroll(loops[-2])
-        lanes = _lookup_lanes(sch, block, cpu) if block == writer else None
+        lanes = _byte_lanes(sch, block, cpu) if block == writer else None
         cuts = _lane_cuts(sch, block, loops[-1], cpu, lanes) if block == writer else []
         if cuts:
             # A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
@@ -111,17 +111,23 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         _vector_registers(sch, loops[-1], cpu, lanes=lanes)
 
 
-def _lookup_lanes(sch: Any, block: Any, cpu: CpuFacts) -> int | None:
-    """16 where ``block`` looks values up in a table of ≤ 256 entries (an int8 epilogue's SiLU
-    or hard-swish, a rescale: :class:`..passes.int8_elementwise.Int8Tables`; its result stored
-    as int8 or dequantized) on AArch64, else None (the native register). NEON's ``tbl`` /
-    ``tbx`` look up 16 bytes at a time (:mod:`..codegen.lookups`): vectorized one q register of
-    int32 at a time, each 4 lanes were narrowed, padded to 16 bytes and looked up alone — a
-    quarter of each lookup used. By the Pi estimate (A72 / A76 M cycles): a YOLOv8n-style
-    detector 237.8 / 78.3 → 214.0 / 67.3, an OCR classifier 69.5 / 28.5 → 51.8 / 20.5."""
+def _byte_lanes(sch: Any, block: Any, cpu: CpuFacts) -> int | None:
+    """16 where the epilogue ``block`` stores 8-bit values or looks values up in a table of
+    ≤ 256 entries (an int8 epilogue's SiLU or hard-swish, a rescale:
+    :class:`..passes.int8_elementwise.Int8Tables`; the result stored as int8 or dequantized) on
+    AArch64, else None (the native register). Vectorized one q register of int32 at a time,
+    NEON's ``tbl`` / ``tbx``, which look up 16 bytes at a time (:mod:`..codegen.lookups`), had 4
+    useful lanes each (narrowed and padded to 16 bytes); and every 4 outputs were narrowed to
+    bytes alone (``xtn``, ``uzp1``, a lane insert). 16 lanes are 4 q registers, narrowed by
+    ``uzp1`` pairs. By the Pi estimate (A72 / A76 M cycles): a YOLOv8n-style detector 237.8 /
+    78.3 → 211.6 / 64.6, an OCR classifier 69.5 / 28.5 → 52.2 / 19.6, MobileNetV3 74.1 / 31.3 →
+    64.1 / 25.1, a ResNet-style bottleneck stack 234.0 / 67.1 → 229.2 / 64.0."""
     if not cpu.aarch64 or cpu.lanes >= 16:
         return None
-    for region in sch.get(block).reads:
+    info = sch.get(block)
+    if info.writes and str(info.writes[0].source.dtype) in ("int8", "uint8"):
+        return 16
+    for region in info.reads:
         # a table is read whole (its index is data); a per-channel bias at the block's channel
         shape = region.source.shape
         entries = getattr(shape[0], "value", None) if len(shape) == 1 else None
@@ -321,7 +327,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     sch.tensorize(four, dots.LANES_SUM)
     sch.unroll(group)
     _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
-    _vector_registers(sch, sch.get_loops(epi)[-1], cpu, lanes=_lookup_lanes(sch, epi, cpu))
+    _vector_registers(sch, sch.get_loops(epi)[-1], cpu, lanes=_byte_lanes(sch, epi, cpu))
 
 
 def _exists(sch: Any, loop: Any) -> bool:
