@@ -87,7 +87,7 @@ def _rounded(cast: Any, arm: bool = False) -> Any | None:
 
 def _by_quads(value: Any, lanes: int) -> Any:
     """``fcvtns`` of a float32 vector wider than a q register (an epilogue vectorized 16 lanes
-    at a time for its table lookups: microkernels._lookup_lanes), four lanes a call, joined:
+    at a time on AArch64: microkernels._byte_lanes), four lanes a call, joined:
     LLVM's own ``lrint`` of it is ``frintx`` + ``fcvtzs`` per register."""
     from tvm import tirx
 
