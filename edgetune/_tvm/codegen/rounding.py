@@ -87,16 +87,14 @@ def _rounded(cast: Any, arm: bool = False) -> Any | None:
 
 def _by_quads(value: Any, lanes: int) -> Any:
     """``fcvtns`` of a float32 vector wider than a q register (an epilogue vectorized 16 lanes
-    at a time on AArch64: microkernels._byte_lanes), four lanes a call, joined:
-    LLVM's own ``lrint`` of it is ``frintx`` + ``fcvtzs`` per register."""
+    at a time on AArch64: microkernels._byte_lanes), four lanes a call, joined (the lookups'
+    split-and-join, :func:`.lookups._chunks`): LLVM's own ``lrint`` of it is ``frintx`` +
+    ``fcvtzs`` per register."""
     from tvm import tirx
 
-    var = tirx.Var("rounded", f"float32x{lanes}")
-    quads = [tirx.call_llvm_pure_intrin("int32x4", "llvm.aarch64.neon.fcvtns",
-                                        tirx.Shuffle([var], [tirx.const(4 * q + i, "int32") for i in range(4)]))
-             for q in range(lanes // 4)]
-    joined = tirx.Shuffle(quads, [tirx.const(i, "int32") for i in range(lanes)])
-    return tirx.Let(var, value, joined)
+    from .lookups import _chunks
+
+    return _chunks(value, 4, lambda quad, _count: tirx.call_llvm_pure_intrin("int32x4", "llvm.aarch64.neon.fcvtns", quad))
 
 
 def _clip(expr: Any) -> tuple[Any, float, float] | None:
