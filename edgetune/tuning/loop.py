@@ -57,7 +57,7 @@ class TuneLoop:
 
     def __init__(self, opts: TuneOptions, profile: Profile, tasks: TaskSet, store: RecordStore,
                  runner: RunnerHandle, toolchain: tuple[str | None, Any], progress: Progress, notice: Notice,
-                 peak_gflops: float | None = None, reserve_s: float = 0.0, began: float | None = None):
+                 began: float, peak_gflops: float | None = None, reserve_s: float = 0.0):
         from .._tvm import metaschedule as ms
 
         self.ms, self.opts, self.profile, self.taskset = ms, opts, profile, tasks
@@ -546,15 +546,20 @@ class TuneLoop:
     SLOWEST = 20.0
 
     @property
-    def deadline(self) -> float | None:
-        """When the time budget runs out, on ``time.monotonic``'s clock (None: no time budget):
-        counted from the command's start (importing, extracting tasks, reaching the board are
-        the user's time too), less what earlier runs of the job spent and the network check's
-        share."""
+    def budget_end(self) -> float | None:
+        """When this run's share of the time budget ends, on ``time.monotonic``'s clock (None: no
+        time budget): counted from the command's start (importing, extracting tasks, reaching the
+        board are the user's time too), less what earlier runs of the job spent. The network
+        check after the search ends by it."""
         if self.opts.time_s is None:
             return None
-        began = self.began if self.began is not None else self.start
-        return began + self.opts.time_s - self.seconds_before - self.reserve_s
+        return self.began + self.opts.time_s - self.seconds_before
+
+    @property
+    def deadline(self) -> float | None:
+        """When the search stops: :attr:`budget_end` less the network check's share."""
+        end = self.budget_end
+        return None if end is None else end - self.reserve_s
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline

@@ -68,16 +68,15 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
         reserve = _reserve(checker, opts, notice) if checker else 0.0
         with open_runner(opts, profile, notice) as runner:
             peak = _tvm.peak_gflops(profile, tasks.target)
-            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, peak, reserve, began)
+            loop = TuneLoop(opts, profile, tasks, store, runner, (cc, cuda), progress, notice, began,
+                            peak_gflops=peak, reserve_s=reserve)
             result = loop.run()
         if checker is None:
             return result
         if result.interrupted:
             notice("network check skipped (interrupted): run the same `edgetune tune` again to resume and check")
             return result
-        # the end of this run's share of a time budget (earlier runs of the job spent the rest)
-        deadline = began + opts.time_s - loop.seconds_before if opts.time_s is not None else None
-        return replace(result, checks=tuple(checker.run(deadline)))
+        return replace(result, checks=tuple(checker.run(loop.budget_end)))
 
 
 def _check_shape_weights(store: RecordStore, tasks: TaskSet) -> None:
