@@ -621,6 +621,61 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
+def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qemu):
+    """On the Pi 4 a quantize's division by its scale — a constant (``QuantizeLinear``) or one
+    computed at run time (``DynamicQuantizeLinear``) — is a float64 multiply by the reciprocal
+    (codegen/division.py: no vector ``fdiv`` left), and rounds as the float32 division does on
+    inputs one to three ulps either side of every rounding tie of the range: the integers equal
+    numpy's, under qemu."""
+    import hashlib
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune import emulation
+    from edgetune.profiles import get_profile
+
+    scale, zero = np.float32(0.0123), 131
+    ties = ((np.arange(-131, 125, dtype=np.float64) + 0.5) * np.float64(scale)).astype(np.float32)
+    steps = [ties]
+    for direction in (np.float32(np.inf), np.float32(-np.inf)):
+        near = ties
+        for _ in range(3):
+            near = np.nextafter(near, direction)
+            steps.append(near)
+    x = np.concatenate([*steps, np.float32([0.0, -0.0, 1e-30, 3.1, -1.6, 1e6, -1e6])])
+    x = x[: len(x) // 16 * 16].reshape(1, -1)
+    inits = [numpy_helper.from_array(np.array(scale), "s"), numpy_helper.from_array(np.array(zero, np.uint8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+             helper.make_node("DynamicQuantizeLinear", ["x"], ["dq", "ds", "dz"]),
+             helper.make_node("DequantizeLinear", ["dq", "ds", "dz"], ["d"])]
+    graph = helper.make_graph(nodes, "quantize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape)) for n in ("y", "d")], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "q.onnx"))
+    pi = package(PackageOptions(model=tmp_path / "q.onnx", device="pi4", output=tmp_path / "pi4", verify=False))
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\sfdiv\s+v\d+\.4s", asm), "a vector division left"
+    assert re.search(r"\sfcvtl2?\s+v\d+\.2d", asm) and re.search(r"\sfmul\s+v\d+\.2d", asm)
+
+    def fake_quant(values: np.ndarray, s: np.float32, z: int) -> np.ndarray:
+        q = np.clip(np.round(values / s) + z, 0, 255)  # float32 ÷ float32: IEEE-rounded, as onnxruntime
+        return ((q - z) * s).astype(np.float32)
+
+    lo, hi = min(0.0, float(x.min())), max(0.0, float(x.max()))
+    dscale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
+    dzero = int(np.clip(np.round(np.float32(0 - np.float32(lo)) / dscale), 0, 255))
+    expected = {"y": fake_quant(x, scale, zero), "d": fake_quant(x, dscale, dzero)}
+    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
+    manifest = json.loads((pi.path / "manifest.json").read_text())
+    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
+    (pi.path / "manifest.json").write_text(json.dumps(manifest))
+    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    assert all(checked["outputs"][k]["max_abs_error"] == 0 for k in expected), checked
+
+
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """``func`` (a PrimFunc) with its default schedule built for this host as tuning candidates
     are (edgetune's TIR pipeline), run on ``args`` (the last one written); (the arrays after the
@@ -640,7 +695,8 @@ def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
 
 
 @pytest.mark.parametrize(("dtype", "zero", "lo", "hi"), [("int8", -3, -128, 127), ("int32", 5, -128, 127),
-                                                         ("int8", -128, -128, 5)], ids=["int8", "widened", "relu6"])
+                                                         ("int8", -128, -128, 5), ("uint8", 131, 0, 255)],
+                         ids=["int8", "widened", "relu6", "uint8"])
 def test_requantize_rounds_in_the_conversion(dtype, zero, lo, hi):
     """``cast(clip(round(v) + z, lo, hi))`` — how every int8 layer ends — is built as one
     rounding conversion (x86: ``vcvtps2dq``, no ``vrndscaleps`` before a truncating one) of the

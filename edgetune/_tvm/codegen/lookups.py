@@ -7,7 +7,7 @@ load whose index is a vector that is not a ramp becomes one scalar load and one 
 (16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.
 
 This pipeline is TVM's own (``s_tir``) with passes added before the host code is finalized
-(also :mod:`.rounding` and :mod:`.scratch`). This one rewrites each such load of a clamped index
+(also :mod:`.rounding`, :mod:`.division` and :mod:`.scratch`). This one rewrites each such load of a clamped index
 (``take(table, i, mode="clip")``: the index is ``min(max(i, 0), n − 1)``, so every lane is in
 the table) on x86:
 
@@ -41,11 +41,12 @@ def register() -> None:
     def factory() -> tuple[Any, Any, Any]:
         from tvm import transform
 
+        from .division import exact_reciprocals
         from .rounding import rounded_conversions
         from .scratch import stack_scratch
 
         base, host, device = tirx.get_tir_pipeline("s_tir")
-        passes = [vector_lookups(), rounded_conversions(), stack_scratch()]
+        passes = [vector_lookups(), rounded_conversions(), exact_reciprocals(), stack_scratch()]
         return base, (lambda: transform.Sequential([*passes, host()])), device
 
     tirx.register_tir_pipeline(PIPELINE, factory)

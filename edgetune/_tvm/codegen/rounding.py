@@ -1,7 +1,7 @@
 """Requantization as one rounding conversion: a pass of the ``edgetune`` TIR pipeline
 (:mod:`.lookups`).
 
-Every int8 layer ends in ``cast(clip(round(v) + z, lo, hi))``: TVM's ``round`` is LLVM's
+Every int8 layer ends in ``cast(clip(round(v) + z, lo, hi))`` (a uint8 quantize too): TVM's ``round`` is LLVM's
 ``nearbyint`` (``vrndscaleps`` on x86, ``frinti`` on Arm), then the clipped float is converted
 by truncation (``vcvttps2dq``). The conversion that rounds by itself (``vcvtps2dq``; Arm
 ``frintx`` + ``fcvtzs``) gives the same integers — both round to nearest, ties to even, in the
@@ -56,15 +56,16 @@ def _rounded(cast: Any, arm: bool = False) -> Any | None:
 
     target = DataType(str(cast.ty.dtype))
     clipped = _clip(cast.value)
-    if clipped is None or not str(target).startswith("int") or target.bits > 32:
-        return None
+    unsigned = str(target).startswith("uint")
+    if clipped is None or not (str(target).startswith("int") or unsigned) or target.bits > (16 if unsigned else 32):
+        return None  # (an unsigned result of up to 16 bits: its whole range is an int32's)
     inner, lo, hi = clipped
     rounded = _round_plus(inner)
     if rounded is None:
         return None
     v, z = rounded
     source = DataType(str(v.ty.dtype))
-    info = np.iinfo(f"int{target.bits}")
+    info = np.iinfo(f"{'uint' if unsigned else 'int'}{target.bits}")
     if (not str(source).startswith("float32") or not info.min <= lo <= hi <= info.max
             or any(c != int(c) or abs(c) >= _LIMIT for c in (lo, hi, z))):
         return None
