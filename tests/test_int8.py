@@ -676,6 +676,36 @@ def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qem
     assert all(checked["outputs"][k]["max_abs_error"] == 0 for k in expected), checked
 
 
+def test_depthwise_int8_input_widens_through_16_bit_lanes_on_arm(tmp_path, qemu):
+    """An int8 depthwise layer on the Pi 4 runs on float kernels: its input is converted 16
+    lanes at a time through 16-bit lanes made with ``zip`` (codegen/widening.py: ``sshr`` of
+    eight 16-bit lanes), not LLVM's four-lane ``shl`` + ``sshr`` legalization, and the package
+    passes its check against onnxruntime under qemu."""
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 3, 1, 1)) * 0.5).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((32, 1, 3, 3)) * 0.3).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.uniform(-0.2, 0.2, 32).astype(np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=32, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "dw.onnx"))
+    qdq = quant_models.qdq_onnx(tmp_path / "dw.onnx", tmp_path / "dw-int8.onnx")
+    pi = package(PackageOptions(model=qdq, device="pi4", output=tmp_path / "pi4"))
+    assert pi.verification["status"] == "passed" and "qemu" in pi.verification["executed_on"], pi.verification
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    depthwise = "\n".join(f for f in asm.split("\n\n") if re.match(r"[0-9a-f]+ <\w*depthwise_conv2d\w*>:", f))
+    assert re.search(r"\ssshr\s+v\d+\.8h, v\d+\.8h, #(0x)?8\b", depthwise), depthwise[:3000]
+    assert not re.search(r"\sshl\s+v\d+\.4h, v\d+\.4h, #(0x)?8\b", depthwise), "int8 widened four lanes at a time"
+
+
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """``func`` (a PrimFunc) with its default schedule built for this host as tuning candidates
     are (edgetune's TIR pipeline), run on ``args`` (the last one written); (the arrays after the

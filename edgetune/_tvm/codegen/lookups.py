@@ -7,7 +7,7 @@ load whose index is a vector that is not a ramp becomes one scalar load and one 
 (16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.
 
 This pipeline is TVM's own (``s_tir``) with passes added before the host code is finalized
-(also :mod:`.rounding`, :mod:`.division` and :mod:`.scratch`). This one rewrites each such load of a clamped index
+(also :mod:`.rounding`, :mod:`.division`, :mod:`.widening` and :mod:`.scratch`). This one rewrites each such load of a clamped index
 (``take(table, i, mode="clip")``: the index is ``min(max(i, 0), n − 1)``, so every lane is in
 the table) on x86:
 
@@ -44,9 +44,10 @@ def register() -> None:
         from .division import exact_reciprocals
         from .rounding import rounded_conversions
         from .scratch import stack_scratch
+        from .widening import byte_conversions
 
         base, host, device = tirx.get_tir_pipeline("s_tir")
-        passes = [vector_lookups(), rounded_conversions(), exact_reciprocals(), stack_scratch()]
+        passes = [vector_lookups(), rounded_conversions(), exact_reciprocals(), byte_conversions(), stack_scratch()]
         return base, (lambda: transform.Sequential([*passes, host()])), device
 
     tirx.register_tir_pipeline(PIPELINE, factory)
