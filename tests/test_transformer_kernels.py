@@ -4,6 +4,7 @@ than a register, broadcast batch axes, fused producers and consumers — against
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -188,3 +189,61 @@ def test_layer_norm_written_out_below_opset_17_runs_on_the_row_kernel(tmp_path, 
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
     kinds = _packaged(path, tmp_path)
     assert kinds.get("layer-norm") == 1 and "reduction" not in kinds, kinds
+
+
+def test_slow_dividing_cores_compute_sigmoid_and_erf_without_a_division(tmp_path, request):
+    """On the Pi 4's Cortex-A72 (a vector fdiv ~34 cycles) the fast sigmoid's and fast erf's
+    divisions are Newton reciprocals (passes/legalize.py: ``_reciprocal``): no ``fdiv`` in a
+    dense + GELU + SiLU package, which passes its check against onnxruntime under qemu; the
+    reciprocal itself is within 2.5 ulps of 1/d, erf / sigmoid within 3e-7 of TOPI's and no
+    further from float64 math than TOPI's but an ulp. The Pi 5 (A76, a fast divider) keeps the division."""
+    import math
+    import subprocess
+
+    from tvm import te
+
+    from edgetune import _tvm
+    from edgetune._tvm.kernels.cpu import CpuFacts
+    from edgetune._tvm.passes import legalize
+    from edgetune.profiles import get_profile
+
+    assert CpuFacts.of(_tvm.make_target(get_profile("pi4").target_spec())).slow_divide
+    assert not CpuFacts.of(_tvm.make_target(get_profile("pi5").target_spec())).slow_divide
+    assert not CpuFacts.of(_tvm.make_target(get_profile("host").target_spec())).slow_divide
+
+    import tvm
+
+    x = te.placeholder((4096,), "float32", name="x")
+    outs = [legalize._fast_erf_reciprocal(x), legalize._fast_sigmoid(x, divide=False),
+            te.compute(x.shape, lambda i: legalize._reciprocal(x[i]), name="r"), tvm.topi.fast_erf(x),
+            legalize._fast_sigmoid(x)]
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, *outs]))
+    lib = tvm.compile(sch.mod, target="llvm")
+    grid = np.linspace(-9, 9, 4096, dtype=np.float32)
+    positive = np.exp(np.linspace(np.log(1e-3), np.log(1e30), 4096)).astype(np.float32)
+    args = [tvm.runtime.tensor(a) for a in (grid, *[np.zeros(4096, np.float32)] * 5)]
+    lib["main"](*args)
+    (erf, sigmoid, _, topi_erf, topi_sigmoid), wide = (a.numpy() for a in args[1:]), grid.astype(np.float64)
+    for ours, theirs, exact in ((erf, topi_erf, np.array([math.erf(v) for v in wide])),
+                                (sigmoid, topi_sigmoid, 1 / (1 + np.exp(-wide)))):
+        assert np.abs(ours - theirs).max() <= 3e-7  # a few ulps from TOPI's division
+        assert np.abs(ours - exact).max() <= np.abs(theirs - exact).max() + 1.2e-7
+    args = [tvm.runtime.tensor(a) for a in (positive, *[np.zeros(4096, np.float32)] * 5)]
+    lib["main"](*args)
+    assert np.abs(args[3].numpy() / (1 / positive.astype(np.float64)) - 1).max() < 2.5 * 2.0**-24
+
+    inits = [numpy_helper.from_array((np.random.default_rng(2).standard_normal((32, 48)) * 0.2).astype(np.float32), "w")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Gelu", ["h"], ["g"], domain="com.microsoft"),
+             helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["g", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", F, [1, 16, 32])],
+                              [helper.make_tensor_value_info("y", F, [1, 16, 48])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    onnx.save(model, str(tmp_path / "gelu.onnx"))
+    request.getfixturevalue("qemu")
+    result = package(PackageOptions(model=tmp_path / "gelu.onnx", device="pi4", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed" and "qemu" in result.verification["executed_on"], result.verification
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "erf" in asm and "sigmoid" in asm, "the kernels are named after what they compute"
+    assert not re.search(r"\sfdiv\s", asm), "a division left in the Pi 4's sigmoid or erf"

@@ -16,6 +16,9 @@ class CpuFacts:
     registers: int  # vector registers
     fma_latency: int  # cycles; with 2 pipes, 2 × latency independent accumulators keep them busy
     aarch64: bool = False
+    # a vector float division many times an FMA's cost (Cortex-A72: 34 cycles per 4 lanes by
+    # llvm-mca's model; the A76's 7 are less than a Newton reciprocal's 10 multiply-adds)
+    slow_divide: bool = False
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -31,10 +34,11 @@ class CpuFacts:
             registers = 32 if triple.startswith("aarch64") else 16
         else:
             registers = 32 if bits >= 512 else 16
-        # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency; A76+ and x86 ~4.
-        slow_fma = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
-        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow_fma else 4,
-                   aarch64=triple.startswith("aarch64"))
+        # In-order-ish Cortex-A53/A55/A72 chain FMAs with ~7 cycles latency, and divide slowly;
+        # A76+ and x86 ~4.
+        slow = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
+        return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow else 4,
+                   aarch64=triple.startswith("aarch64"), slow_divide=slow and arm)
 
 
 def has_feature(target: Any, feature: str) -> bool:
