@@ -1,6 +1,7 @@
 """Real TVM builds for the host, checked against onnxruntime / LiteRT."""
 
 import json
+import re
 
 import models
 import numpy as np
@@ -196,8 +197,9 @@ def test_a_depthwise_row_of_prime_width_takes_a_narrower_block_to_fill_its_tile(
 @pytest.mark.parametrize("device", ["host", "pi5"])
 def test_an_int8_image_inputs_pad_is_split_off_so_llvm_vectorizes_it(tmp_path, device):
     # NCHW float in, the first convolution's padded NHWC int8 out, 3 channels innermost: with
-    # the pad's conditions inside, every element was scalar. Now a vector fill, then the
-    # in-bound part without a condition, which LLVM vectorizes (on Arm with interleaved st3)
+    # the pad's conditions inside, every element was scalar. Now a fill, rows in parallel, which
+    # LLVM makes a memset or vector stores per row, then the in-bound part without a condition, which LLVM
+    # vectorizes (on Arm with interleaved st3)
     import quant_models
 
     from edgetune import _tvm
@@ -213,14 +215,18 @@ def test_an_int8_image_inputs_pad_is_split_off_so_llvm_vectorizes_it(tmp_path, d
     found = _tvm.default_schedule(layout.mod, target, layout.name)
     assert found.kind == "elementwise", found.why
     script = found.sch.mod.script()
-    assert "_pad_const" in script and "T.vectorized" in script and "if_then_else" not in script, script
+    assert "_pad_const" in script and "if_then_else" not in script, script
+    # (fused and vectorized by TVM the fill's indices were divisions: a byte store per lane)
+    assert "T.vectorized" not in script and "//" not in script, script
     if device == "host":
         v = _package(model, tmp_path / "pkg").verification
         assert v["status"] == "passed", v
     else:
         lookups.register()
         lib = _tvm.tvm().compile(found.sch.mod, target=target, tir_pipeline=lookups.PIPELINE)
-        assert "st3\t" in lib.mod.inspect_source("asm")
+        asm = lib.mod.inspect_source("asm")
+        # the fill: a memset, or (rows this short) one register stored over and over
+        assert "st3\t" in asm and ("memset" in asm or re.search(r"\tstp\tq(\d+), q\1,", asm)), asm
 
 
 @pytest.mark.parametrize("device", ["host", "pi5"])

@@ -136,12 +136,7 @@ def _split_pad(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> bool:
     except Exception:  # noqa: BLE001 — not a pad TVM can split off
         return False
     fill, inner = child_blocks(sch)
-    whole = sch.fuse(*sch.get_loops(fill))
-    width = vector_factor(loop_extent(sch, whole), cpu)
-    if width:
-        outer, lanes = sch.split(whole, [None, width])
-        sch.parallel(outer)
-        sch.vectorize(lanes)
+    parallel_outer(sch, sch.get_loops(fill)[:-2], cpu, cores)
     parallel_outer(sch, sch.get_loops(inner)[:-1], cpu, cores)
     return True
 
