@@ -33,26 +33,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .common import aarch64_rewrite
+
 
 def exact_reciprocals() -> Any:
     """The pass: on AArch64, each float32 division by a constant or (vectors) by a broadcast
     value as the float64 multiply by its reciprocal, rounded to float32."""
-    import tvm_ffi
-    from tvm import tirx
-
-    @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.ExactReciprocals")
-    def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
-        target = func.attrs.get("target") if func.attrs is not None else None
-        if target is None or not str(target.attrs.get("mtriple", "")).startswith("aarch64"):
-            return func
-
-        def on_div(div: Any) -> Any:
-            replaced = _by_reciprocal(div)
-            return div if replaced is None else replaced
-
-        return tvm_ffi.structural_map(func, [(tirx.Div, on_div)], order="post")
-
-    return rewrite
+    return aarch64_rewrite("edgetune.ExactReciprocals", "Div", _by_reciprocal)
 
 
 def _by_reciprocal(div: Any) -> Any | None:

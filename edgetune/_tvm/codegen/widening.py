@@ -18,26 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .common import aarch64_rewrite
+
 
 def byte_conversions() -> Any:
     """The pass: on AArch64, 8-bit integer vectors (≥ 8 lanes) converted to float through
     16-bit lanes made by interleaving with zero bytes."""
-    import tvm_ffi
-    from tvm import tirx
-
-    @tirx.transform.prim_func_pass(opt_level=0, name="edgetune.ByteConversions")
-    def rewrite(func: Any, _mod: Any, _ctx: Any) -> Any:
-        target = func.attrs.get("target") if func.attrs is not None else None
-        if target is None or not str(target.attrs.get("mtriple", "")).startswith("aarch64"):
-            return func
-
-        def on_cast(cast: Any) -> Any:
-            replaced = _through_halves(cast)
-            return cast if replaced is None else replaced
-
-        return tvm_ffi.structural_map(func, [(tirx.Cast, on_cast)], order="post")
-
-    return rewrite
+    return aarch64_rewrite("edgetune.ByteConversions", "Cast", _through_halves)
 
 
 def _through_halves(cast: Any) -> Any | None:
