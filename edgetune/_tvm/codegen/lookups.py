@@ -7,9 +7,9 @@ load whose index is a vector that is not a ramp becomes one scalar load and one 
 (16 of each per AVX-512 register), which cost as much as the rest of a depthwise layer.
 
 This pipeline is TVM's own (``s_tir``) with passes added before the host code is finalized
-(also :mod:`.rounding`, :mod:`.division`, :mod:`.widening` and :mod:`.scratch`). This one rewrites each such load of a clamped index
-(``take(table, i, mode="clip")``: the index is ``min(max(i, 0), n − 1)``, so every lane is in
-the table) on x86:
+(also :mod:`.rounding`, :mod:`.division`, :mod:`.widening` and :mod:`.scratch`). This one
+rewrites each such load of a clamped index (``take(table, i, mode="clip")``: the index is
+``min(max(i, 0), n − 1)``, so every lane is in the table) on x86:
 
 * with AVX-512 VBMI (Ice Lake and later, Zen 4), where the loaded int32 is narrowed to 8 bits
   (the lookup feeds an int8 result): as byte permutes. The table's 256 entries narrowed to bytes
