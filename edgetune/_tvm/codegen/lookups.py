@@ -25,6 +25,7 @@ and on Arm (NEON), where the loaded int32 is narrowed to 8 bits, as table lookup
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 PIPELINE = "edgetune"
@@ -154,6 +155,73 @@ def _bounds(index: Any) -> tuple[int, int] | None:
     return None if lo is None or hi is None else (lo, hi)
 
 
+def _clamped(index: Any) -> Any | None:
+    """What the min / max with constants of ``index`` clamp (None: it is not clamped so)."""
+    from tvm import tirx
+
+    e = index
+    while isinstance(e, (tirx.Min, tirx.Max)):
+        if _broadcast_int(e.a) is not None:
+            e = e.b
+        elif _broadcast_int(e.b) is not None:
+            e = e.a
+        else:
+            return None
+    return None if e is index else e
+
+
+def _span(expr: Any) -> tuple[float, float] | None:
+    """(lo, hi) that an integer vector ``expr`` provably lies in, from its form: a constant, a
+    float clipped to constant bounds and converted, a widening cast, or a sum with a constant;
+    None where the form says nothing."""
+    from tvm import DataType, tirx
+
+    c = _broadcast_int(expr)
+    if c is not None:
+        return float(c), float(c)
+    if isinstance(expr, tirx.Cast):
+        source = str(expr.value.ty.dtype)
+        if source.startswith("float"):
+            clip = _float_clip(expr.value)  # converted by truncation: integer bounds stay bounds
+            return None if clip is None else (math.ceil(clip[0]), math.floor(clip[1]))
+        inner = _span(expr.value)
+        bits = DataType(str(expr.ty.dtype)).bits
+        if inner is not None and str(expr.ty.dtype).startswith("int") and -(2.0 ** (bits - 1)) <= inner[0] \
+                and inner[1] < 2.0 ** (bits - 1):
+            return inner
+        return None
+    if isinstance(expr, (tirx.Add, tirx.Sub)):
+        a, b = _span(expr.a), _span(expr.b)
+        if a is None or b is None:
+            return None
+        return (a[0] + b[0], a[1] + b[1]) if isinstance(expr, tirx.Add) else (a[0] - b[1], a[1] - b[0])
+    return None
+
+
+def _float_clip(expr: Any) -> tuple[float, float] | None:
+    """(lo, hi) of a float vector min(max(x, lo), hi) / max(min(x, hi), lo) with constant
+    bounds, else None."""
+    from tvm import tirx
+
+    def constant(e: Any) -> float | None:
+        if isinstance(e, tirx.Broadcast):
+            e = e.value
+        return float(e.value) if isinstance(e, tirx.FloatImm) else None
+
+    lo = hi = None
+    e = expr
+    while isinstance(e, (tirx.Min, tirx.Max)):
+        c, rest = (constant(e.a), e.b) if constant(e.a) is not None else (constant(e.b), e.a)
+        if c is None:
+            break
+        if isinstance(e, tirx.Min):
+            hi = c if hi is None else min(hi, c)
+        else:
+            lo = c if lo is None else max(lo, c)
+        e = rest
+    return None if lo is None or hi is None else (lo, hi)
+
+
 def _broadcast_int(expr: Any) -> int | None:
     from tvm import tirx
 
@@ -215,6 +283,13 @@ def _permute(cast: Any, kind: str) -> Any | None:
     index, size = found
     if size > 256:
         return None
+    if kind == "tbl":
+        # an index already in the table by construction needs no clamp: 8 smax/smin per 16
+        # lanes of an int8 epilogue on NEON (the int8 value + 128 of a requantize's clip)
+        inner = _clamped(index)
+        span = _span(inner) if inner is not None else None
+        if span is not None and 0 <= span[0] and span[1] < size:
+            index = inner
     scalar = str(index.ty.dtype).split("x")[0]
 
     def table_bytes(first: int) -> Any:  # entries first … first+15 as 16 bytes (past the end: 0)
