@@ -588,11 +588,14 @@ def test_lookups_in_vector_epilogues_are_byte_permutes_or_gathers(tmp_path):
         np.testing.assert_array_equal(ours, reference, err_msg=name)
 
 
-def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
+@pytest.mark.parametrize("conv", [True, False], ids=["after-conv", "alone"])
+def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     """On the Pi 4 a lookup narrowed to int8 is a NEON ``tbl`` over the table's first 64 bytes
     and three ``tbx`` over the rest, per 16 lanes; every one of the 256 int8 inputs gives what
     the x86 build gives (exact integer sums on both). 8×8 pixels on 4 cores: the ragged
-    epilogue's pixel tiles are fused into the parallel loop (it had left the kernel unscheduled)."""
+    epilogue's pixel tiles are fused into the parallel loop (it had left the kernel unscheduled).
+    Alone (on the quantized input) the index is the int8 value + 128 with no clamp — TVM drops
+    it, the type bounds it — and is a ``tbl`` too (it was a scalar load per lane)."""
     import hashlib
     import subprocess
 
@@ -600,7 +603,7 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu):
     from edgetune import emulation
     from edgetune.profiles import get_profile
 
-    model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=True, channels=40)
+    model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=conv, channels=40)
     x = ((np.arange(-128, 128) - zero) * np.float32(scale)).astype(np.float32).reshape(1, 8, 8, 4)
     host = package(PackageOptions(model=model, device="host", output=tmp_path / "host", verify=False))
     expected = edgetune_runtime.load(host.path).run(x)["y"]

@@ -110,9 +110,10 @@ def _dtype(expr: Any) -> Any:
     return DataType(str(expr.ty.dtype))
 
 
-def _lookup(load: Any) -> tuple[Any, int] | None:
+def _lookup(load: Any, by_form: bool = False) -> tuple[Any, int] | None:
     """(index, table entries) of a load from a 1-D buffer at a vector index clamped into it
-    (min/max with constants), else None."""
+    (min/max with constants) — with ``by_form``, or one whose form bounds it inside the table
+    (:func:`_span`: TVM drops the clamp of an int8 value + 128) —, else None."""
     from tvm import ir, tirx
 
     if not isinstance(load, ir.TensorLoad) or len(load.indices) != 1:
@@ -124,6 +125,8 @@ def _lookup(load: Any) -> tuple[Any, int] | None:
     if len(buf.shape) != 1 or not isinstance(buf.shape[0], tirx.IntImm) or not _is_zero(buf.elem_offset):
         return None
     bounds = _bounds(index)
+    if bounds is None and by_form:
+        bounds = _span(index)
     size = int(buf.shape[0].value)
     if bounds is None or bounds[0] < 0 or bounds[1] >= size:
         return None
@@ -171,14 +174,17 @@ def _clamped(index: Any) -> Any | None:
 
 
 def _span(expr: Any) -> tuple[float, float] | None:
-    """(lo, hi) that an integer vector ``expr`` provably lies in, from its form: a constant, a
-    float clipped to constant bounds and converted, a widening cast, or a sum with a constant;
-    None where the form says nothing."""
+    """(lo, hi) that an integer vector ``expr`` provably lies in, from its form: a constant, an
+    8-bit value, a float clipped to constant bounds and converted, a widening cast, or a sum
+    with a constant; None where the form says nothing."""
     from tvm import DataType, tirx
 
     c = _broadcast_int(expr)
     if c is not None:
         return float(c), float(c)
+    dtype = DataType(str(expr.ty.dtype))
+    if dtype.bits == 8 and str(dtype).startswith(("int", "uint")):  # any 8-bit value: its type's range
+        return (-128.0, 127.0) if str(dtype).startswith("int") else (0.0, 255.0)
     if isinstance(expr, tirx.Cast):
         source = str(expr.value.ty.dtype)
         if source.startswith("float"):
@@ -277,7 +283,7 @@ def _permute(cast: Any, kind: str) -> Any | None:
 
     out = _dtype(cast)
     load = cast.value
-    found = _lookup(load)
+    found = _lookup(load, by_form=kind == "tbl")
     if found is None or out.bits != 8 or _dtype(load).bits != 32 or str(_dtype(load)).startswith("float"):
         return None
     index, size = found
