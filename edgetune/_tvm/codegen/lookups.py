@@ -139,22 +139,31 @@ def _is_zero(expr: Any) -> bool:
     return isinstance(expr, tirx.IntImm) and expr.value == 0
 
 
-def _bounds(index: Any) -> tuple[int, int] | None:
-    """(lo, hi) that ``index`` is clamped to by min / max with broadcast constants, else None."""
+def _clip_chain(expr: Any, constant: Any) -> tuple[Any, float | None, float | None]:
+    """(what is clamped, lo, hi) of a chain of min / max of ``expr`` with constants
+    (``constant``: a node's value or None); lo / hi None where no max / min bounds it."""
     from tvm import tirx
 
     lo = hi = None
-    e = index
+    e = expr
     while isinstance(e, (tirx.Min, tirx.Max)):
-        const, rest = (e.a, e.b) if _broadcast_int(e.a) is not None else (e.b, e.a)
-        c = _broadcast_int(const)
-        if c is None:
+        if constant(e.a) is not None:
+            c, rest = constant(e.a), e.b
+        elif constant(e.b) is not None:
+            c, rest = constant(e.b), e.a
+        else:
             break
         if isinstance(e, tirx.Min):
             hi = c if hi is None else min(hi, c)
         else:
             lo = c if lo is None else max(lo, c)
         e = rest
+    return e, lo, hi
+
+
+def _bounds(index: Any) -> tuple[int, int] | None:
+    """(lo, hi) that ``index`` is clamped to by min / max with broadcast constants, else None."""
+    _, lo, hi = _clip_chain(index, _broadcast_int)
     return None if lo is None or hi is None else (lo, hi)
 
 
@@ -162,15 +171,8 @@ def _clamped(index: Any) -> Any | None:
     """What the min / max with constants of ``index`` clamp (None: it is not clamped so)."""
     from tvm import tirx
 
-    e = index
-    while isinstance(e, (tirx.Min, tirx.Max)):
-        if _broadcast_int(e.a) is not None:
-            e = e.b
-        elif _broadcast_int(e.b) is not None:
-            e = e.a
-        else:
-            return None
-    return None if e is index else e
+    inner, _, _ = _clip_chain(index, _broadcast_int)
+    return None if inner is index or isinstance(inner, (tirx.Min, tirx.Max)) else inner
 
 
 def _span(expr: Any) -> tuple[float, float] | None:
@@ -188,8 +190,8 @@ def _span(expr: Any) -> tuple[float, float] | None:
     if isinstance(expr, tirx.Cast):
         source = str(expr.value.ty.dtype)
         if source.startswith("float"):
-            clip = _float_clip(expr.value)  # converted by truncation: integer bounds stay bounds
-            return None if clip is None else (math.ceil(clip[0]), math.floor(clip[1]))
+            clip = _float_clip(expr.value)  # converted by truncation, which is monotone
+            return None if clip is None else (math.trunc(clip[0]), math.trunc(clip[1]))
         inner = _span(expr.value)
         bits = DataType(str(expr.ty.dtype)).bits
         if inner is not None and str(expr.ty.dtype).startswith("int") and -(2.0 ** (bits - 1)) <= inner[0] \
@@ -214,17 +216,7 @@ def _float_clip(expr: Any) -> tuple[float, float] | None:
             e = e.value
         return float(e.value) if isinstance(e, tirx.FloatImm) else None
 
-    lo = hi = None
-    e = expr
-    while isinstance(e, (tirx.Min, tirx.Max)):
-        c, rest = (constant(e.a), e.b) if constant(e.a) is not None else (constant(e.b), e.a)
-        if c is None:
-            break
-        if isinstance(e, tirx.Min):
-            hi = c if hi is None else min(hi, c)
-        else:
-            lo = c if lo is None else max(lo, c)
-        e = rest
+    _, lo, hi = _clip_chain(expr, constant)
     return None if lo is None or hi is None else (lo, hi)
 
 
