@@ -112,8 +112,10 @@ def _dtype(expr: Any) -> Any:
 
 def _lookup(load: Any, by_form: bool = False) -> tuple[Any, int] | None:
     """(index, table entries) of a load from a 1-D buffer at a vector index clamped into it
-    (min/max with constants) — with ``by_form``, or one whose form bounds it inside the table
-    (:func:`_span`: TVM drops the clamp of an int8 value + 128) —, else None."""
+    (min/max with constants), else None. With ``by_form`` an index whose form bounds it inside
+    the table (:func:`_span`: an int8 value + 128) is taken too, and returned without its clamp:
+    TVM drops the clamp itself where it knows the range, and a kept one costs NEON 8 ``smax`` /
+    ``smin`` per 16 lanes of an int8 epilogue once the requantize is ``fcvtns``."""
     from tvm import ir, tirx
 
     if not isinstance(load, ir.TensorLoad) or len(load.indices) != 1:
@@ -124,11 +126,12 @@ def _lookup(load: Any, by_form: bool = False) -> tuple[Any, int] | None:
         return None
     if len(buf.shape) != 1 or not isinstance(buf.shape[0], tirx.IntImm) or not _is_zero(buf.elem_offset):
         return None
-    bounds = _bounds(index)
-    if bounds is None and by_form:
-        bounds = _span(index)
+    inner, lo, hi = _clip_chain(index, _broadcast_int)
     size = int(buf.shape[0].value)
-    if bounds is None or bounds[0] < 0 or bounds[1] >= size:
+    span = _span(inner) if by_form else None
+    if span is not None and 0 <= span[0] and span[1] < size:
+        return inner, size
+    if lo is None or hi is None or lo < 0 or hi >= size:
         return None
     return index, size
 
@@ -159,20 +162,6 @@ def _clip_chain(expr: Any, constant: Any) -> tuple[Any, float | None, float | No
             lo = c if lo is None else max(lo, c)
         e = rest
     return e, lo, hi
-
-
-def _bounds(index: Any) -> tuple[int, int] | None:
-    """(lo, hi) that ``index`` is clamped to by min / max with broadcast constants, else None."""
-    _, lo, hi = _clip_chain(index, _broadcast_int)
-    return None if lo is None or hi is None else (lo, hi)
-
-
-def _clamped(index: Any) -> Any | None:
-    """What the min / max with constants of ``index`` clamp (None: it is not clamped so)."""
-    from tvm import tirx
-
-    inner, _, _ = _clip_chain(index, _broadcast_int)
-    return None if inner is index or isinstance(inner, (tirx.Min, tirx.Max)) else inner
 
 
 def _span(expr: Any) -> tuple[float, float] | None:
@@ -281,13 +270,6 @@ def _permute(cast: Any, kind: str) -> Any | None:
     index, size = found
     if size > 256:
         return None
-    if kind == "tbl":
-        # an index already in the table by construction needs no clamp: 8 smax/smin per 16
-        # lanes of an int8 epilogue on NEON (the int8 value + 128 of a requantize's clip)
-        inner = _clamped(index)
-        span = _span(inner) if inner is not None else None
-        if span is not None and 0 <= span[0] and span[1] < size:
-            index = inner
     scalar = str(index.ty.dtype).split("x")[0]
 
     def table_bytes(first: int) -> Any:  # entries first … first+15 as 16 bytes (past the end: 0)

@@ -3,9 +3,9 @@
 
 Every int8 layer (and a uint8 quantize) ends in ``cast(clip(round(v) + z, lo, hi))``: TVM's
 ``round`` is LLVM's ``nearbyint`` (``vrndscaleps`` on x86, ``frinti`` on Arm), then the clipped
-float is converted by truncation (``vcvttps2dq``). The conversion that rounds by itself (``vcvtps2dq``; Arm
-``frintx`` + ``fcvtzs``) gives the same integers — both round to nearest, ties to even, in the
-current rounding mode — and the zero point is then an integer add. So each such cast becomes
+float is converted by truncation (``vcvttps2dq``). The conversion that rounds by itself
+(``vcvtps2dq``; Arm ``frintx`` + ``fcvtzs``) gives the same integers — both round to nearest,
+ties to even, in the current rounding mode — and the zero point is then an integer add. So each such cast becomes
 
     cast(lrint(clip(v, lo − z, hi − z)) + z)
 
