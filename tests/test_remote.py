@@ -522,7 +522,9 @@ def test_a_new_session_leaves_live_servers_alone_and_orphans_stop_themselves(boa
     setup_board(board)
     with RemoteBoard(board) as first, board_server(first) as server_a:
         with RemoteBoard(board) as second, board_server(second) as server_b:
-            assert first.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode == 0  # a survived b's start
+            # a survived b's start (on failure: a's log, the pid files and the board's processes say why)
+            why = f"cat {server_a.log_path}; cat {first.root}/rpc/*.pid; ps -eo pid,ppid,pgid,lstart,args"
+            assert first.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode == 0, first.conn.run(why, check=False).stdout
             assert server_b.pid != server_a.pid
         # the first connection drops without stopping its server: the watchdog stops it
         first.conn.close()
@@ -531,6 +533,7 @@ def test_a_new_session_leaves_live_servers_alone_and_orphans_stop_themselves(boa
             while time.monotonic() < deadline and probe.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode == 0:
                 time.sleep(0.5)
             assert probe.conn.run(f"kill -0 -{server_a.pid}", check=False).returncode != 0, "orphaned server still runs"
+            assert "the SSH connection that started this server" in probe.conn.run(["cat", server_a.log_path]).stdout  # says why
     _no_orphans(sb)
 
 

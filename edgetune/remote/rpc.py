@@ -115,7 +115,10 @@ def _start(rb: RemoteBoard, port: int, extra: list[str], key: str = "") -> tuple
         _write_private(rb, key_file, key)
         extra = [*extra, "--key-file", key_file]
     args = ["-m", "edgetune_runtime.rpc_serve", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1), *extra]
+    # the watchdog says in the server's log why it stopped the server (read by `_log_tail`)
     watchdog = (f"while kill -0 $owner 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 5; done; "
+                f"kill -0 $owner 2>/dev/null || echo \"edgetune watchdog: the SSH connection that started this server "
+                f"(sshd pid $owner) is gone; stopping the server\" >> {q(log_path)}; "
                 f"kill -TERM -$pid 2>/dev/null; sleep 3; kill -KILL -$pid 2>/dev/null; rm -f {q(pid_file)}")
     cmd = (f"cd {q(rpc_dir)} && "
            f"PYTHONPATH={q(rb.runtime_dir())} TVM_USE_RUNTIME_LIB=1 setsid python3 {shlex.join(args)} "
