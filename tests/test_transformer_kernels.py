@@ -67,6 +67,39 @@ def test_attention_runs_on_matmul_and_softmax_kernels(tmp_path, request, device,
     assert kinds.get("matmul") == 2 and kinds.get("softmax") == 1, kinds
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_divisions_into_erf_and_softmax_are_multiplies_and_others_stay(tmp_path, request, device):
+    # GELU written out (erf(x / √2)) and attention's scaled, masked scores: their divisions feed
+    # approximations (fast erf, fast exp) and are multiplies; a plain quotient stays a division
+    # (on the Pi the exact float64 multiply: a quantize's rounding must match)
+    tokens, dh = 12, 8
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["xs"]),
+             helper.make_node("Erf", ["xs"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]),
+             helper.make_node("Mul", ["x", "e1"], ["xe"]),
+             helper.make_node("Mul", ["xe", "half"], ["gelu"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Div", ["s", "root"], ["ss"]),
+             helper.make_node("Add", ["ss", "mask"], ["sm"]),
+             helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("Div", ["x", "three"], ["third"])]
+    shape, qk = [1, tokens, 16], [1, tokens, dh]
+    mask = np.where(np.arange(tokens) % 5 == 4, -1e4, 0.0).reshape(1, 1, tokens)
+    model = _model(tmp_path / "divisions.onnx", nodes, [("x", shape), ("q", qk), ("k", qk)],
+                   [("gelu", shape), ("p", [1, tokens, tokens]), ("third", shape)],
+                   [_const("sqrt2", np.array(np.sqrt(2.0))), _const("one", np.array(1.0)), _const("half", np.array(0.5)),
+                    _const("root", np.array(np.sqrt(dh))), _const("mask", mask), _const("three", np.array(3.0))])
+    if device != "host":
+        request.getfixturevalue("qemu")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed" and result.verification["max_rel_error"] < 1e-4, result.verification
+    kernels = sorted(result.manifest["kernels"])
+    approximated = [k for k in kernels if "erf" in k or "softmax" in k or "matmul" in k]
+    assert approximated and not any("divide" in k for k in approximated), kernels
+    assert sum("divide" in k for k in kernels) == 1, kernels  # x / 3
+
+
 def test_dense_over_a_prime_token_count_and_a_broadcast_batch_matmul(tmp_path):
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
@@ -90,7 +123,7 @@ def test_a_classifier_softmax_of_one_row_gets_a_schedule(tmp_path):
 @pytest.mark.parametrize("width", [37, 10, 64])
 def test_layer_norm_and_softmax_rows_with_fused_neighbours(tmp_path, request, device, width):
     # a residual add fused before the layer norm, an activation after; rows of 37 (a register
-    # and a tail of 5 on AVX-512, 9 + 1 on NEON), 10 (partials of 4 lanes), 64 (whole registers)
+    # and a tail of 5 on AVX-512, 4 steps of two + 5 on NEON), 10 (partials of 4 lanes), 64 (whole registers)
     rng = np.random.default_rng(1)
     nodes = [helper.make_node("Add", ["x", "r"], ["h"]),
              helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"], axis=-1, epsilon=1e-5),

@@ -278,29 +278,61 @@ class DecomposedLayerNorm(MutatorPass):
     mutator = _DecomposedLayerNorm
 
 
+def _by_reciprocal(divide: Any) -> Any | None:
+    """``x / c`` (float32, ``c`` one finite non-zero constant) as ``x · (1 / c)`` — within an
+    ulp of the quotient —, else None."""
+    if op_name(divide) != "relax.divide" or str(divide.ty.dtype) != "float32":
+        return None
+    divisor = const_array(divide.args[1])
+    if divisor is None or divisor.size != 1 or not np.isfinite(divisor).all() or float(divisor.reshape(())) == 0.0:
+        return None
+    return relax.op.multiply(divide.args[0], relax.const(np.float32(1.0) / divisor.astype(np.float32)))
+
+
 @relax.expr_functor.mutator
-class _ClippedDivide(relax.PyExprMutator):
+class _DivideAsMultiply(relax.PyExprMutator):
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
         new = super().visit_call_(op)
-        if op_name(new) != "relax.divide" or str(new.ty.dtype) != "float32":
-            return new
-        divisor = const_array(new.args[1])
-        if (divisor is None or divisor.size != 1 or not np.isfinite(divisor).all() or float(divisor.reshape(())) == 0.0
-                or op_name(bound_value(self, new.args[0])) != "relax.clip"):
-            return new
-        return relax.op.multiply(new.args[0], relax.const(np.float32(1.0) / divisor.astype(np.float32)))
+        name = op_name(new)
+        if name == "relax.divide" and op_name(bound_value(self, new.args[0])) == "relax.clip":
+            product = _by_reciprocal(new)
+            return new if product is None else product
+        if name == "relax.erf":
+            scaled = self._scaled(new.args[0])
+            return new if scaled is None else relax.op.erf(scaled)
+        if name == "relax.nn.softmax":
+            scaled = self._scaled(new.args[0])
+            value = bound_value(self, new.args[0])
+            if scaled is None and op_name(value) == "relax.add":  # (a score matrix's mask added)
+                a, b = value.args
+                scaled_a, scaled_b = self._scaled(a), self._scaled(b)
+                if scaled_a is not None or scaled_b is not None:
+                    scaled = relax.op.add(a if scaled_a is None else scaled_a, b if scaled_b is None else scaled_b)
+            return new if scaled is None else relax.op.nn.softmax(scaled, axis=int(new.attrs.axis))
+        return new
+
+    def _scaled(self, arg: Any) -> Any | None:
+        return _by_reciprocal(bound_value(self, arg))
 
 
 @module_pass(opt_level=0)
-class ClippedDivideAsMultiply(MutatorPass):
-    """``clip(·) / c`` (hard-sigmoid and hard-swish written out: ``x · clip(x + 3, 0, 6) / 6``)
-    as a multiply by ``1 / c`` (within an ulp): a vector divide in a convolution's epilogue
-    took more cycles than the convolution's multiply-accumulates on the Cortex-A72 (the Pi 4
-    estimate of a MobileNetV3-style OCR classifier: 1×1 layers with it at 39–71 % of the FMA
-    peak, 96 % without). Other divides stay: a quantization scale's rounding must match the
-    reference's."""
+class DivideAsMultiply(MutatorPass):
+    """A division by a constant as a multiply by ``1 / c`` (within an ulp) where the ulp cannot
+    matter:
 
-    mutator = _ClippedDivide
+    * ``clip(·) / c`` (hard-sigmoid and hard-swish written out: ``x · clip(x + 3, 0, 6) / 6``):
+      a vector divide in a convolution's epilogue took more cycles than the convolution's
+      multiply-accumulates on the Cortex-A72 (the Pi 4 estimate of a MobileNetV3-style OCR
+      classifier: 1×1 layers with it at 39–71 % of the FMA peak, 96 % without);
+    * the argument of an ``erf`` (GELU's ``erf(x / √2)``) and a softmax's input (attention's
+      ``softmax(Q·Kᵀ / √d + mask)``), which the kernels approximate to ~1e-6 anyway (fast erf
+      and exp) — onnxruntime's fused GELU and attention multiply too. On AArch64 such a
+      division had become the exact float64 multiply of :mod:`..codegen.division` (conversions
+      to and from float64: 32 of the A72's cycles per 16 values where a multiply is 4).
+
+    Other divides stay: a quantization scale's rounding must match the reference's."""
+
+    mutator = _DivideAsMultiply
 
 
 _NUMPY_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multiply": "multiply",

@@ -23,9 +23,9 @@ from ..core import tvm
 from ..kernels.winograd import ConvChoice
 from ..targets import NATIVE, Lowering
 from .cleanups import (
-    ClippedDivideAsMultiply,
     Conv1dAsConv2d,
     DecomposedLayerNorm,
+    DivideAsMultiply,
     DropDropout,
     FoldConstantsNumpy,
     FoldRest,
@@ -102,7 +102,7 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
         passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
     if lowering == NATIVE:
         return passes
-    passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), ClippedDivideAsMultiply(),
+    passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), DivideAsMultiply(),
                FoldConstantsNumpy(), TransposedConvAsConv(),
                relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
     if lowering.layout == "nhwc":
