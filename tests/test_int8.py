@@ -626,6 +626,67 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
+def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu):
+    """On AArch64 an int8 layer's epilogue clips by saturating narrows (``fcvtns``, ``sqxtn`` to
+    int16, the zero point a saturating add, ``sqxtn`` / ``sqxtun`` to 8 bits: codegen/rounding.py
+    ``_narrowed``), not by a float clip and a four-register ``tbl``: in a chain of three int8
+    convolutions, one with a uint8 output at zero point 0 (a ReLU folded into it, as
+    onnxruntime's quantizer writes it; made int8 for the next layer, ``x − 128``, in the same
+    narrows) and one with an int8 output at −100 (24 channels: 8 lanes a step), their values
+    driven far past both ends of their ranges, equal the x86 package's integers under qemu."""
+    import hashlib
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import edgetune_runtime
+    from edgetune import emulation
+    from edgetune.profiles import get_profile
+
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", 0.05, np.float32), ("z", 131, np.uint8), ("as", 0.02, np.float32), ("az", 0, np.uint8),
+        ("bs", 0.03, np.float32), ("bz", -100, np.int8), ("cs", 0.1, np.float32), ("cz", 5, np.int8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
+    source, channels = "xd", 16
+    for name, out, k in (("a", 32, 1), ("b", 24, 3), ("c", 16, 1)):
+        w = rng.integers(-127, 128, (out, channels, k, k)).astype(np.int8)
+        inits += [numpy_helper.from_array(w, f"w{name}"), numpy_helper.from_array(np.full(out, 0.004, np.float32), f"ws{name}"),
+                  numpy_helper.from_array(np.zeros(out, np.int8), f"wz{name}")]
+        nodes += [helper.make_node("DequantizeLinear", [f"w{name}", f"ws{name}", f"wz{name}"], [f"wd{name}"], axis=0),
+                  helper.make_node("Conv", [source, f"wd{name}"], [f"c{name}"], pads=[k // 2] * 4),
+                  helper.make_node("QuantizeLinear", [f"c{name}", f"{name}s", f"{name}z"], [f"q{name}"]),
+                  helper.make_node("DequantizeLinear", [f"q{name}", f"{name}s", f"{name}z"], [name])]
+        source, channels = name, out
+    graph = helper.make_graph(nodes, "requantize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+    model = tmp_path / "requantize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
+    x = rng.uniform(-6.5, 6.2, (1, 16, 8, 8)).astype(np.float32)
+    host = package(PackageOptions(model=model, device="host", output=tmp_path / "host", verify=False))
+    expected = edgetune_runtime.load(host.path).run(x)
+    pi = package(PackageOptions(model=model, device="pi4", output=tmp_path / "pi4", verify=False))
+    assert pi.manifest["schedules"]["kinds"].get("conv2d-int8") == 3, sorted(pi.manifest["kernels"])
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    found: dict[str, set[str]] = {}
+    for fn, body in re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S):
+        found[fn] = set(re.findall(r"\s(sqxtun|sqxtn|sqadd|tbl|fminnm|fmaxnm)2?\s", body))
+    eight_bit = [ops for fn, ops in found.items() if "dequantize" not in fn]  # a and b: 8-bit outputs
+    assert len(eight_bit) == 2 and all(not ops & {"tbl", "fminnm", "fmaxnm"} for ops in eight_bit), found
+    assert all({"sqxtn", "sqadd"} <= ops for ops in eight_bit), found  # (a's uint8 output is made int8 for b)
+    assert re.search(r"\ssqxtun2?\s", asm)  # the input's uint8 quantize (zero point 131)
+    assert np.ptp(np.round(expected["c"] / 0.1)) > 100, expected["c"]  # the chain is not saturated to a constant
+    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
+    manifest = json.loads((pi.path / "manifest.json").read_text())
+    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
+    (pi.path / "manifest.json").write_text(json.dumps(manifest))
+    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
+
+
 def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qemu):
     """On the Pi 4 a quantize's division by its scale — a constant (``QuantizeLinear``) or one
     computed at run time (``DynamicQuantizeLinear``) — is a float64 multiply by the reciprocal

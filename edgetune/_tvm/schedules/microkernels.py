@@ -181,8 +181,10 @@ def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True, l
     ``lanes`` at a time: LLVM handles <16 x float> well and <48 x float> badly (measured 30×
     slower)."""
     ext = loop_extent(sch, loop)
-    if not lanes or (ext > lanes and ext % lanes):
-        lanes = cpu.lanes  # (a loop shorter than ``lanes`` is one vector)
+    if lanes and ext > lanes and ext % lanes:
+        # half of them where they divide it (24, 40, 72 channels: 8 lanes, two q registers)
+        lanes = lanes // 2 if lanes // 2 > cpu.lanes and ext % (lanes // 2) == 0 else cpu.lanes
+    lanes = lanes or cpu.lanes  # (a loop shorter than ``lanes`` is one vector)
     if ext > lanes and ext % lanes == 0:
         outer, loop = sch.split(loop, [None, lanes])
         if unroll:
