@@ -39,9 +39,11 @@ class Decider:
                                                  decision=decision))
 
 
-def default_rows(extent: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0) -> int:
-    """The register-tile height for a loop of ``extent``: the best-scoring divisor."""
-    fits = [rw for rw in divisors(extent) if rw <= max_rows(vectors, cpu)]
+def default_rows(extent: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0, accumulators: int = 0) -> int:
+    """The register-tile height for a loop of ``extent``: the best-scoring divisor (holding at
+    most ``accumulators`` registers of sums, where given)."""
+    fits = [rw for rw in divisors(extent)
+            if rw <= max_rows(vectors, cpu) and (not accumulators or rw * vectors <= accumulators)] or [1]
     return max(fits, key=lambda rw: (tile_rate(rw, vectors, cpu, weight_cost), rw))
 
 
@@ -166,6 +168,16 @@ def _pad_stages(sch: Any, cpu: CpuFacts, cores: int) -> None:
             schedule_elementwise(sch, block, cpu, cores)
 
 
+# Accumulators of an fp32 convolution tile over ≤ 4 input channels (a first layer) on AArch64.
+# Its whole reduction (ky, kx, channel) is unrolled, and LLVM keeps several input values in
+# flight for the by-element FMLAs: the 24 the model allows (8 pixels × 12 channels: BlazeFace's
+# 5×5 3 → 24 layer) spilled to the stack inside the tile. At ≤ 20 (4 × 12), by the Pi estimate
+# (A72 / A76 M cycles): that layer 1.82 → 1.14 on the A76, the face detector 11.3 / 6.4 →
+# 10.7 / 5.7, MobileNetV3 65.8 / 35.3 → 65.5 / 35.0; SqueezeNet, YOLO-style, OCR classifier,
+# VGG-style CNN unchanged. (The same cap on every layer made SqueezeNet 68.3 / 35.4 → 98.4 /
+# 80.4; 16 measured as 20, 24 as before.)
+FIRST_LAYER_ACCUMULATORS = 20
+
 # IR nodes of an epilogue's computation: bias + activation 13-40, a GELU or a SiLU with fast_exp
 # 370-470 (measured on BERT, YOLO, MobileNetV3, BlazeFace; host and Pi 5)
 EXPENSIVE_EPILOGUE = 200
@@ -206,8 +218,9 @@ def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decid
         xo, xi = sch.split(x, [None, int(tile)])
     else:
         ow = loop_extent(sch, x)
-        xo, xi = sch.split(x, decide.tile(x, [ow // default_rows(ow, vectors, cpu), default_rows(ow, vectors, cpu)],
-                                          max_rows(vectors, cpu)))
+        cap = FIRST_LAYER_ACCUMULATORS if cpu.aarch64 and loop_extent(sch, rc) <= 4 else 0
+        rows = default_rows(ow, vectors, cpu, accumulators=cap)
+        xo, xi = sch.split(x, decide.tile(x, [ow // rows, rows], max_rows(vectors, cpu)))
     oo, oi = sch.split(o, [None, oci])
     if order == 0:
         sch.reorder(b, y, xo, oo, ry, rx, rc, xi, oi)
