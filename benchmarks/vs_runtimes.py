@@ -214,7 +214,10 @@ def measure_one(kind: str, path: Path, inputs: Path, threads: int, runs: int) ->
         return edgetune_median_ms(path, runs)
     with np.load(inputs) as data:
         arrays = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
-    return Baseline(path, threads, Path(tempfile.mkdtemp(prefix="baseline-"))).median_ms(arrays, runs)
+    # (the baseline's cleaned copy of the model — 330 MB for BERT-base — goes with the directory:
+    # left behind, two runs of the transformer rows filled 7 GB of the temporary folder)
+    with tempfile.TemporaryDirectory(prefix="baseline-") as work:
+        return Baseline(path, threads, Path(work)).median_ms(arrays, runs)
 
 
 def _in_subprocess(kind: str, path: Path, inputs: Path, threads: int, runs: int) -> float:
