@@ -59,6 +59,23 @@ def test_prelu_fuses_into_the_convolution_before_it(tmp_path):
     assert "prelu" in kernels[0] + kernels[1] and not any("reshape" in k for k in kernels), kernels
 
 
+@pytest.mark.parametrize("device", ["host", pytest.param("pi4", marks=pytest.mark.qemu)])
+def test_hard_swish_divides_by_multiplying(tmp_path, request, device):
+    """TVM's TFLite converter writes ``HARD_SWISH`` as ``x · relu6(x + 3) / 6``: the division
+    is a multiply by 1/6 (passes/cleanups.py: DivideAsMultiply — on AArch64 a division by a
+    constant is otherwise the exact float64 path), checked against LiteRT, on the Pi 4 under
+    qemu."""
+    import tflite_models
+
+    if device != "host":
+        request.getfixturevalue("qemu")
+    model = tflite_models.hard_swish(tmp_path / "hswish.tflite")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed" and result.verification["max_rel_error"] < 1e-4, result.verification
+    kernels = sorted(result.manifest["kernels"])
+    assert len(kernels) == 2 and not any("divide" in k for k in kernels), kernels
+
+
 def test_a_foreign_custom_op_is_named_not_blamed_on_input_shapes(tmp_path):
     """MediaPipe's face-landmark-with-attention model holds custom ops of MediaPipe's resolver:
     LiteRT (run to learn shapes) fails on them first; the error names them."""

@@ -12,6 +12,7 @@ object API (``ai_edge_litert.schema_py_generated``), each as TensorFlow's conver
 * ``fp16_weights``: weights stored as float16 behind ``DEQUANTIZE`` (TF's float16 quantization).
 * ``prelu_slopes``: ``PRELU`` after convolutions as MediaPipe's landmark models have it — a
   per-channel slope ``[1, 1, C]``, one slope ``[1]``, and a slope per element ``[H, W, C]``.
+* ``hard_swish``: ``HARD_SWISH`` after convolutions (MediaPipe's segmenters and landmark models).
 * ``dynamic_signature``: an input whose shape signature is ``[-1, -1, F]`` and a reshape computed
   at run time from ``SHAPE`` (``[1, 1, F]`` stored as its shape).
 """
@@ -233,6 +234,26 @@ def fp16_weights(out: Path, seed: int = 0) -> Path:
     bld.op(sub, ops.FULLY_CONNECTED, [flat, half("fc/w", rng.standard_normal((5, 384)) * 0.05), half("fc/b", np.zeros(5))], [y],
            *bld.options("FullyConnectedOptions"))
     sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
+def hard_swish(out: Path, seed: int = 0) -> Path:
+    """conv 3×3 → HARD_SWISH → conv 1×1 → HARD_SWISH (TVM's converter writes it as
+    ``x · relu6(x + 3) / 6``)."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    shape = [1, 6, 7, 8]
+    x = bld.tensor(sub, "serving_default_x:0", shape)
+    src = x
+    for n, k in ((1, 3), (2, 1)):
+        c = bld.tensor(sub, f"conv{n}", shape)
+        w = bld.const(sub, f"conv{n}/w", (rng.standard_normal((8, k, k, 8)) * 0.4).astype(np.float32))
+        b = bld.const(sub, f"conv{n}/b", (rng.standard_normal(8) * 0.5).astype(np.float32))
+        bld.op(sub, ops.CONV_2D, [src, w, b], [c], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
+        src = bld.tensor(sub, "StatefulPartitionedCall:0" if n == 2 else f"hswish{n}", shape)
+        bld.op(sub, ops.HARD_SWISH, [c], [src])
+    sub.inputs, sub.outputs = [x], [src]
     return bld.save(out)
 
 

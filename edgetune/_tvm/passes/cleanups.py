@@ -294,7 +294,7 @@ class _DivideAsMultiply(relax.PyExprMutator):
     def visit_call_(self, op: Any) -> Any:  # noqa: N802
         new = super().visit_call_(op)
         name = op_name(new)
-        if name == "relax.divide" and op_name(bound_value(self, new.args[0])) == "relax.clip":
+        if name == "relax.divide" and self._clipped(new.args[0]):
             product = _by_reciprocal(new)
             return new if product is None else product
         if name == "relax.erf":
@@ -314,16 +314,25 @@ class _DivideAsMultiply(relax.PyExprMutator):
     def _scaled(self, arg: Any) -> Any | None:
         return _by_reciprocal(bound_value(self, arg))
 
+    def _clipped(self, arg: Any) -> bool:
+        """A clip, or a product with one (hard-swish as TVM's TFLite converter writes it:
+        ``x · clip(x + 3, 0, 6) / 6``)."""
+        value = bound_value(self, arg)
+        if op_name(value) == "relax.multiply":
+            return any(op_name(bound_value(self, a)) == "relax.clip" for a in value.args)
+        return op_name(value) == "relax.clip"
+
 
 @module_pass(opt_level=0)
 class DivideAsMultiply(MutatorPass):
     """A division by a constant as a multiply by ``1 / c`` (within an ulp) where the ulp cannot
     matter:
 
-    * ``clip(·) / c`` (hard-sigmoid and hard-swish written out: ``x · clip(x + 3, 0, 6) / 6``):
-      a vector divide in a convolution's epilogue took more cycles than the convolution's
-      multiply-accumulates on the Cortex-A72 (the Pi 4 estimate of a MobileNetV3-style OCR
-      classifier: 1×1 layers with it at 39–71 % of the FMA peak, 96 % without);
+    * ``clip(·) / c`` and ``(x · clip(·)) / c`` (hard-sigmoid and hard-swish written out, by an
+      ONNX exporter or TVM's TFLite converter: ``x · clip(x + 3, 0, 6) / 6``): a vector divide
+      in a convolution's epilogue took more cycles than the convolution's multiply-accumulates
+      on the Cortex-A72 (the Pi 4 estimate of a MobileNetV3-style OCR classifier: 1×1 layers
+      with it at 39–71 % of the FMA peak, 96 % without);
     * the argument of an ``erf`` (GELU's ``erf(x / √2)``) and a softmax's input (attention's
       ``softmax(Q·Kᵀ / √d + mask)``), which the kernels approximate to ~1e-6 anyway (fast erf
       and exp) — onnxruntime's fused GELU and attention multiply too. On AArch64 such a
