@@ -151,41 +151,33 @@ def _by_quads(value: Any, lanes: int) -> Any:
 
 
 def _unshifted(cast: Any) -> Any | None:
-    """``cast`` = int(int(clip(round(v) + z, lo, hi)) ± c) (:func:`_shifted`) as the one clip
-    int(clip(round(v) + z ± c, lo ± c, hi ± c)) — exact in float32: integers below 2²² —,
-    which :func:`_rounded` then rewrites (the inner cast alone, rewritten first, left the shift
-    and the narrowing to the outer one: a uint8 layer's output made int8 by ``x − 128`` kept
-    its float clip and LLVM's ``tbl`` truncation on AArch64); None when it is anything else."""
-    from tvm import tirx
+    """``cast`` = int(int(clip(round(v) + z, lo, hi)) ± c) — the inner cast an integer of 16
+    bits or more, the clip and its shift within int16 (no wrap-around) — as the one clip
+    int(clip(round(v) + z ± c, lo ± c, hi ± c)), exact in float32 (integers below 2²²), which
+    :func:`_rounded` then rewrites. The inner cast alone, rewritten first, left the shift and
+    the narrowing to the outer one: a uint8 layer's output made the int8 the next layer reads
+    (``x − 128`` in int16) kept its float clip and LLVM's ``tbl`` truncation on AArch64. None
+    when it is anything else."""
+    from tvm import DataType, tirx
 
-    value, shift = _shifted(cast.value)
-    clipped = _clip(value) if shift else None
+    expr = cast.value
+    if not isinstance(expr, (tirx.Add, tirx.Sub)):
+        return None
+    rest, c = _with_constant(expr)
+    if (not isinstance(rest, tirx.Cast) or c != int(c) or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a))
+            or not str(rest.ty.dtype).startswith("int") or DataType(str(rest.ty.dtype)).bits < 16):
+        return None
+    shift, clipped = (-c if isinstance(expr, tirx.Sub) else c), _clip(rest.value)
     if clipped is None:
         return None
     inner, lo, hi = clipped
     rounded = _round_plus(inner)
-    if rounded is None or any(abs(c) >= _LIMIT for c in (lo + shift, hi + shift, rounded[1] + shift)):
+    if (rounded is None or not -(2**15) <= min(lo, lo + shift) <= max(hi, hi + shift) < 2**15
+            or abs(rounded[1] + shift) >= _LIMIT):
         return None
     call = _with_constant(inner)[0] if isinstance(inner, (tirx.Add, tirx.Sub)) else inner
     total = call + _like(call, rounded[1] + shift)
     return tirx.Cast(str(cast.ty.dtype), tirx.Max(tirx.Min(total, _like(call, hi + shift)), _like(call, lo + shift)))
-
-
-def _shifted(expr: Any) -> tuple[Any, float]:
-    """(x, c) for ``expr`` = int(x) ± c, an integer cast of 16 bits or more of a clip within
-    int16, shifted within int16 (a uint8 layer's output made the int8 the next layer reads: ``x − 128``
-    in int16); else (expr, 0). The shift moves into the clip and the zero point: the cast's
-    result is then one clip, in range, of the rounded value."""
-    from tvm import DataType, tirx
-
-    if isinstance(expr, (tirx.Add, tirx.Sub)):
-        rest, c = _with_constant(expr)
-        if (isinstance(rest, tirx.Cast) and c == int(c) and not (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a))
-                and str(rest.ty.dtype).startswith("int") and DataType(str(rest.ty.dtype)).bits >= 16):
-            clipped, shift = _clip(rest.value), (-c if isinstance(expr, tirx.Sub) else c)
-            if clipped is not None and -(2**15) <= min(clipped[1], clipped[1] + shift) <= max(clipped[2], clipped[2] + shift) < 2**15:
-                return rest.value, shift  # (no wrap-around in the int cast, before or after the shift)
-    return expr, 0.0
 
 
 def _clip(expr: Any) -> tuple[Any, float, float] | None:
