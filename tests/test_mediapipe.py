@@ -120,6 +120,17 @@ def test_sparse_mediapipe_detectors_package_and_match_litert(tmp_path, name):
     assert any("densified" in n for n in pkg.manifest["model"]["notes"])
 
 
+def test_sparse_face_detector_runs_its_pruned_layers_sparse_on_the_pi_under_qemu(tmp_path, qemu):
+    """On AArch64 the pruned 1×1 layers (70 % zeros) run on the sparse kernel, checked against
+    LiteRT's own sparse run of the file."""
+    pkg = package(PackageOptions(model=_model("face_detection_full_range_sparse.tflite"), device="pi4",
+                                 output=tmp_path / "pkg"))
+    v = pkg.verification
+    assert v["status"] == "passed" and "qemu-aarch64" in v["executed_on"], v
+    # 25 of its 46 pruned layers: those with 8 or more weights per output channel (kernels.sparse)
+    assert pkg.manifest["schedules"]["kinds"].get("sparse-conv", 0) == 25, pkg.manifest["schedules"]["kinds"]
+
+
 def test_selfie_segmentation_with_the_custom_op_packages_and_matches(tmp_path):
     pkg = package(PackageOptions(model=_model("selfie_segmentation.tflite"), device="host", output=tmp_path / "pkg"))
     assert pkg.verification["status"] == "passed", pkg.verification

@@ -249,3 +249,37 @@ def test_concatenation_along_the_vector_axis_is_cut_at_its_seams(tmp_path, devic
     if device == "host":
         v = _package(model, tmp_path / "pkg").verification
         assert v["status"] == "passed" and v["max_rel_error"] < 1e-5, v
+
+
+@pytest.mark.parametrize(("opset", "bounds"), [(17, (0.0, 6.0)), (17, (0.0, None)), (17, (None, float("nan"))), (6, (-1.0, 1.0))])
+def test_onnx_clip_stays_in_nhwc_between_convolutions(tmp_path, opset, bounds):
+    # ReLU6 as a PyTorch export writes it (Clip with its bounds as inputs, opset >= 11) or as an
+    # old export (attributes): a clip inside the convolutions' epilogue. TVM's converter made it
+    # TOPI kernels no graph pass saw through: two transposes around each. A NaN bound is no bound.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    lo, hi = bounds
+    inits = [numpy_helper.from_array((rng.standard_normal((24, 16, 3, 3)) / 6).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((8, 24, 1, 1)) / 3).astype(np.float32), "w2")]
+    if opset >= 11:
+        names = []
+        for name, b in (("lo", lo), ("hi", hi)):
+            names.append("" if b is None else name)
+            if b is not None:
+                inits.append(numpy_helper.from_array(np.array(b, np.float32), name))
+        clip = helper.make_node("Clip", ["a", *names], ["c"])
+    else:
+        clip = helper.make_node("Clip", ["a"], ["c"], min=lo, max=hi)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), clip,
+             helper.make_node("Conv", ["c", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "clip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 20, 20])], inits)
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), str(path))
+    result = _package(path, tmp_path / "pkg")
+    assert result.verification["status"] == "passed", result.verification
+    names = sorted(result.manifest["kernels"])
+    assert sum("transpose" in n for n in names) == 2, names  # the model's input and output only
+    assert len(names) == 4, names  # the transposes and two convolutions, the clip in the first's epilogue

@@ -88,7 +88,41 @@ def _pads(attrs: dict[str, Any], sizes: list[int], kernel: list[int], strides: l
     return begins + ends
 
 
+def clip(bb: Any, inputs: list[Any], attrs: dict[str, Any]) -> Any:
+    """``Clip`` as Relax's ``clip`` (or ``maximum`` / ``minimum`` for one bound or a computed
+    one), where TVM's converter emits TOPI kernels (``call_tir``) that no graph pass sees
+    through: the NHWC layout stopped at every ReLU6 a PyTorch export writes (two transposes
+    around each), and a pruned layer's sparse kernel could not take it in. A bound that is NaN
+    is no bound (onnxruntime's rule, and TVM's converter's)."""
+    import numpy as np
+    from tvm import relax
+
+    from ..passes.common import const_array
+
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
+    for k, key in enumerate(("min", "max")):  # opset < 11: attributes
+        if bounds[k] is None and key in attrs:
+            bounds[k] = relax.const(np.array(attrs[key], dtype=dtype), dtype)
+    values = [None if b is None else const_array(b) for b in bounds]
+    scalars = [v is not None and v.size == 1 for v in values]
+    floating = np.dtype(dtype).kind == "f"
+    if all(scalars) and not any(floating and np.isnan(v).any() for v in values):
+        return relax.op.clip(x, values[0].item(), values[1].item())
+    out = x
+    for k, (bound, value) in enumerate(zip(bounds, values)):
+        if bound is None or (value is not None and value.size == 1 and floating and np.isnan(value).any()):
+            continue
+        if floating and value is None:  # computed: NaN means unbounded
+            unbounded = relax.const(-np.inf if k == 0 else np.inf, dtype)
+            bound = bb.normalize(relax.op.where(relax.op.isnan(bound), unbounded, bound))
+        out = bb.normalize((relax.op.maximum if k == 0 else relax.op.minimum)(out, bound))
+    return out
+
+
 CONVERTERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+    "Clip": clip,
     "ConvInteger": conv_integer,
     "DynamicQuantizeLinear": dynamic_quantize_linear,
 }

@@ -19,6 +19,9 @@ class CpuFacts:
     # a vector float division many times an FMA's cost (Cortex-A72: 34 cycles per 4 lanes by
     # llvm-mca's model; the A76's 7 are less than a Newton reciprocal's 10 multiply-adds)
     slow_divide: bool = False
+    # 128-bit (or wider) FMA pipes: the Cortex-A53/A55/A72/A73 issue one vector FMLA a cycle,
+    # the A76 and later (and x86 cores) two
+    fma_pipes: int = 2
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -38,7 +41,7 @@ class CpuFacts:
         # A76+ and x86 ~4.
         slow = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
         return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow else 4,
-                   aarch64=triple.startswith("aarch64"), slow_divide=slow and arm)
+                   aarch64=triple.startswith("aarch64"), slow_divide=slow and arm, fma_pipes=1 if slow else 2)
 
 
 def has_feature(target: Any, feature: str) -> bool:

@@ -56,6 +56,7 @@ from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
 from .layout import FoldAffineIntoConv, ToNHWC
 from .legalize import packed_legalize_map
+from .sparse import SparseConvolutions
 
 
 def _run(passes: list[Any], mod: Any) -> Any:
@@ -112,6 +113,8 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
         passes.append(Int8Convolutions(target))
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
                relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
+    if cpu and lowering.layout == "nhwc":
+        passes.append(SparseConvolutions(target))
     return passes
 
 

@@ -1,0 +1,237 @@
+"""Sparse 1×1 convolutions: a pruned layer's weights as compressed rows, run on tiles of pixels.
+
+Models pruned for XNNPACK's sparse inference (MediaPipe's ``*_sparse`` detectors, its pose
+detector: 70–75 % of most 1×1 layers' weights zero, unstructured) store their weights sparse.
+Densified, those layers ran on the packed micro-kernel at ~95 % of the FMA peak — multiplying by
+zero three times in four. Here such a layer multiplies only its non-zero weights, the way
+XNNPACK's SpMM does: an output channel's values over a tile of ``TILE`` pixels are
+``Σ w_j · x[c_j, tile]`` over that channel's non-zeros ``(c_j, w_j)`` (:class:`Csr`), one
+broadcast weight times four registers of pixels per non-zero.
+
+XNNPACK runs the whole pruned part of a network channel-major (NCHW) for this. edgetune's graph
+stays NHWC (its depthwise, dense and int8 kernels are), so each tile is transposed on the way in
+(``TILE`` pixels × all input channels into a channel-major scratch tile, 4 × 4 blocks in
+registers) and on the way out, ``GROUP`` output channels at a time, where the layer's epilogue
+(bias, ReLU / clip, a residual add) is applied to whole pixel rows before they are stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+TILE = 16  # pixels a tile holds: four 128-bit registers of accumulators per output channel
+GROUP = 4  # output channels computed together (16 registers), transposed in registers on the way out
+MAX_DENSITY = 1 / 3  # XNNPACK's rule for its sparse path: at least two thirds of the weights zero
+# fewer non-zeros per output channel on average and the transposes cost more than the zeros
+# save (the MediaPipe face detector's 8 → 32 channel layers at 96²: 2.4 per channel, 3.7 M A72
+# cycles sparse against 0.7 dense); the Pi estimate of the sparse detectors, 8 against 12 and
+# 14: within 1.5 %, 8 the lower on the Pi 4
+MIN_ROW_NONZEROS = 8
+
+
+@dataclass(frozen=True)
+class Csr:
+    """A ``[out, in]`` weight matrix's non-zeros, row by row, each row padded with zero weights
+    (of column 0) to a whole number of ``chains``-tuples: the kernel adds the k-th value of
+    every tuple into the k-th set of accumulators (independent FMLA chains)."""
+
+    vals: np.ndarray  # float32 [chains · tuples]
+    cols: np.ndarray  # int32 [chains · tuples]: the input channel of each value
+    rows: np.ndarray  # int32 [out + 1]: output channel o's tuples are rows[o] … rows[o + 1] − 1
+    chains: int
+
+    @classmethod
+    def of(cls, weights: np.ndarray, chains: int = 1) -> "Csr":
+        vals: list[float] = []
+        cols: list[int] = []
+        rows = [0]
+        for row in weights:
+            (nz,) = np.nonzero(row)
+            pad = -len(nz) % chains
+            vals += [*row[nz].tolist(), *[0.0] * pad]
+            cols += [*nz.tolist(), *[0] * pad]
+            rows.append(len(vals) // chains)
+        return cls(np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int32),
+                   np.asarray(rows, dtype=np.int32), chains)
+
+    @property
+    def stored(self) -> int:
+        """Values stored (the padding included)."""
+        return int(self.vals.size)
+
+
+def chains_for(fma_pipes: int) -> int:
+    """Accumulator sets per output channel: one where one FMA pipe is fed by one load port
+    (Cortex-A72: the kernel is bound by its loads, and two sets' padding and final adds cost
+    more: MediaPipe's pose detector 76.2 → 76.6 M cycles with two), two where two FMA pipes
+    wait on one set's latency (A76: 4.1 cycles per non-zero with one set; the pose detector
+    47.4 → 41.6 M cycles with two)."""
+    return 2 if fma_pipes >= 2 else 1
+
+
+def sparse_enough(weights: np.ndarray) -> bool:
+    """Whether a ``[out, in]`` weight matrix is pruned enough for the sparse kernel (and its
+    output channels come in whole groups)."""
+    nnz = int(np.count_nonzero(weights))
+    return weights.shape[0] % GROUP == 0 and MIN_ROW_NONZEROS * weights.shape[0] <= nnz <= MAX_DENSITY * weights.size
+
+
+@dataclass(frozen=True)
+class Step:
+    """One epilogue operation applied to an output value: ``bias`` (a per-channel constant added:
+    kernel parameter ``b<k>``), ``residual`` (a tensor of the output's shape added: parameter
+    ``r``), ``relu``, ``clip`` (``lo``, ``hi``), ``max`` (``lo``) or ``min`` (``hi``)."""
+
+    kind: str
+    lo: float = 0.0
+    hi: float = 0.0
+
+
+def _splat(v: float) -> str:
+    return f"T.Broadcast(T.float32({float(np.float32(v))!r}), {GROUP})"
+
+
+def _transpose4(rows: list[str], out: str, indent: str) -> list[str]:
+    """Lets ``<out>0`` … ``<out>3``: the columns of the 4 × 4 block whose rows are the float32x4
+    expressions ``rows`` (trn1 / trn2, then zip1 / zip2 of double words: eight shuffles)."""
+    v = "T.float32x4"
+    pairs = "[0, 4, 2, 6]", "[1, 5, 3, 7]"
+    halves = "[0, 1, 4, 5]", "[2, 3, 6, 7]"
+    lines = [f"{indent}{out}r{k}: {v} = {row}" for k, row in enumerate(rows)]
+    lines += [f"{indent}{out}t{2 * h + k}: {v} = T.Shuffle([{out}r{2 * h}, {out}r{2 * h + 1}], {pairs[k]})"
+              for h in range(2) for k in range(2)]
+    lines += [f"{indent}{out}{c}: {v} = T.Shuffle([{out}t{c % 2}, {out}t{2 + c % 2}], {halves[c // 2]})"
+              for c in range(4)]
+    return lines
+
+
+def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: str, indent: str) -> list[str]:
+    """One tile's statements: its first pixel ``first``; ``pixels``: the count a tail tile
+    guards against (None: a whole tile). Input channels go into the channel-major scratch tile
+    four at a time, 4 × 4 blocks transposed in registers; a row's ``chains`` sets of
+    accumulators are summed at its end; the accumulators of ``GROUP`` output channels come out
+    transposed the same way, as pixel rows of 4 channels (``value``: their epilogue, of the
+    float32x4 ``{v}`` at pixel ``{p}``). Pixels past the end of a tail tile read the last one
+    (their sums are not stored)."""
+    i = indent
+    last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
+    lines = [f'{i}xt = T.decl_buffer(({ci * TILE},), "float32")',
+             f'{i}acc = T.decl_buffer(({GROUP * TILE},), "float32", scope="local")']
+    if chains > 1:
+        lines.append(f'{i}more = T.decl_buffer(({(chains - 1) * TILE},), "float32", scope="local")')
+    if ci % 4 == 0:
+        rows = [f"xf[T.Ramp({last.format(f'{first} + k * 4 + {r}')} * {ci} + c4 * 4, 1, 4)]" for r in range(4)]
+        lines += [f"{i}for c4 in range({ci // 4}):",
+                  f"{i}    for k in T.unroll({TILE // 4}):",
+                  *_transpose4(rows, "x", f"{i}        "),
+                  *(f"{i}        xt[T.Ramp((c4 * 4 + {c}) * {TILE} + k * 4, 1, 4)] = x{c}" for c in range(4))]
+    else:
+        lines += [f"{i}for t in range({TILE}):",
+                  f"{i}    for c in range({ci}):",
+                  f"{i}        xt[c * {TILE} + t] = xf[{last.format(f'{first} + t')} * {ci} + c]"]
+    o = f"og * {GROUP} + u"
+    sets = [f"acc[u * {TILE} + t]", *(f"more[{k * TILE} + t]" for k in range(chains - 1))]
+    lines += [f"{i}for og in range({co // GROUP}):",
+              f"{i}    for u in T.unroll({GROUP}):",
+              f"{i}        for t in T.vectorized({TILE}):",
+              *(f"{i}            {a} = T.float32(0)" for a in sets),
+              f"{i}        for j in range(rows[{o}], rows[{o} + 1]):",
+              f"{i}            for t in T.vectorized({TILE}):",
+              *(f"{i}                {a} = {a} + vals[{chains} * j + {k}] * xt[cols[{chains} * j + {k}] * {TILE} + t]"
+                for k, a in enumerate(sets))]
+    if chains > 1:
+        lines += [f"{i}        for t in T.vectorized({TILE}):",
+                  f"{i}            {sets[0]} = {' + '.join(sets)}"]
+    lines += [f"{i}    for k in T.unroll({TILE // 4}):",
+              *_transpose4([f"acc[T.Ramp({u * TILE} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
+    for r in range(4):
+        p = f"({first} + k * 4 + {r})"
+        store = f"yf[T.Ramp({p} * {co} + og * {GROUP}, 1, {GROUP})] = {value.format(v=f'y{r}', p=p)}"
+        lines += [f"{i}        if {p} < {pixels}:", f"{i}            {store}"] if pixels is not None else [f"{i}        {store}"]
+    return lines
+
+
+def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: int, chains: int,
+                   steps: tuple[Step, ...]) -> Any:
+    """The scheduled TIR function of a 1×1 stride-1 convolution over an NHWC ``shape``, its
+    weights a :class:`Csr` of ``stored`` values in ``chains``-tuples, then ``steps``. Parameters:
+    ``x``, ``vals``, ``cols``, ``rows``, one ``b<k>`` per bias step, ``r`` if a step is a
+    residual add; output ``y``. Whole tiles run in parallel, then the last, partial one."""
+    from tvm.script import from_source
+
+    from ..core import tvm
+
+    n, h, w, ci = shape
+    co = out_channels
+    if co % GROUP:
+        raise ValueError(f"{co} output channels are not whole groups of {GROUP}")
+    pixels = n * h * w
+    whole, tail = divmod(pixels, TILE)
+    f32 = '"float32"'
+    params = [f"x: T.Buffer(({n}, {h}, {w}, {ci}), {f32})", f"vals: T.Buffer(({stored},), {f32})",
+              f'cols: T.Buffer(({stored},), "int32")', f'rows: T.Buffer(({co + 1},), "int32")']
+    value = "{v}"  # a float32x4 of GROUP channels at pixel {p}
+    channels = f"T.Ramp(og * {GROUP}, 1, {GROUP})"
+    biases = 0
+    for step in steps:
+        if step.kind == "bias":
+            params.append(f"b{biases}: T.Buffer(({co},), {f32})")
+            value = f"({value} + b{biases}[{channels}])"
+            biases += 1
+        elif step.kind == "residual":
+            params.append(f"r: T.Buffer(({n}, {h}, {w}, {co}), {f32})")
+            value = f"({value} + rf[T.Ramp({{p}} * {co} + og * {GROUP}, 1, {GROUP})])"
+        elif step.kind == "relu":
+            value = f"T.max({value}, {_splat(0.0)})"
+        elif step.kind == "clip":
+            value = f"T.max(T.min({value}, {_splat(step.hi)}), {_splat(step.lo)})"
+        elif step.kind == "max":
+            value = f"T.max({value}, {_splat(step.lo)})"
+        elif step.kind == "min":
+            value = f"T.min({value}, {_splat(step.hi)})"
+        else:
+            raise ValueError(f"unknown epilogue step {step.kind}")
+    params.append(f"y: T.Buffer(({n}, {h}, {w}, {co}), {f32})")
+    residual = any(s.kind == "residual" for s in steps)
+    body = []
+    if whole:
+        body += [f"    for tile in T.parallel({whole}):",
+                 *_tile(f"tile * {TILE}", None, ci, co, chains, value, "        ")]
+    if tail:
+        body += _tile(str(whole * TILE), pixels, ci, co, chains, value, "    ")
+    src = "\n".join([
+        "@T.prim_func",
+        f"def main({', '.join(params)}):",
+        '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "sparse-conv"})',
+        f"    xf = T.decl_buffer(({pixels * ci},), {f32}, data=x.data)",
+        f"    yf = T.decl_buffer(({pixels * co},), {f32}, data=y.data)",
+        *([f"    rf = T.decl_buffer(({pixels * co},), {f32}, data=r.data)"] if residual else []),
+        *body,
+    ])
+    tvm()
+    return from_source(src).without_attr("global_symbol")  # private: add_func names it
+
+
+def reference(x: np.ndarray, weights: np.ndarray, steps: tuple[Step, ...], biases: list[np.ndarray],
+              residual: np.ndarray | None) -> np.ndarray:
+    """What :func:`sparse_conv1x1` computes, in numpy (for tests)."""
+    y = np.einsum("nhwc,oc->nhwo", x.astype(np.float64), weights.astype(np.float64))
+    k = 0
+    for step in steps:
+        if step.kind == "bias":
+            y = y + biases[k]
+            k += 1
+        elif step.kind == "residual":
+            y = y + residual
+        elif step.kind == "relu":
+            y = np.maximum(y, 0)
+        elif step.kind == "clip":
+            y = np.clip(y, step.lo, step.hi)
+        elif step.kind == "max":
+            y = np.maximum(y, step.lo)
+        elif step.kind == "min":
+            y = np.minimum(y, step.hi)
+    return y.astype(np.float32)

@@ -1,0 +1,126 @@
+"""Pruned 1×1 convolutions on the sparse kernel (AArch64): the kernel against numpy on the host,
+its weights' compressed rows, and whole models packaged for the Pis and checked under qemu."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edgetune.package import PackageOptions, package
+
+F = TensorProto.FLOAT
+
+
+def _pruned(rng: np.random.Generator, out: int, inp: int, density: float) -> np.ndarray:
+    w = rng.standard_normal((out, inp)) / np.sqrt(inp * density)
+    w[rng.random((out, inp)) >= density] = 0
+    return w.astype(np.float32)
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+@pytest.mark.parametrize(("shape", "co", "steps"), [
+    ((1, 12, 13, 144), 40, ("bias", "residual", "clip")),  # 156 pixels: 9 whole tiles and a tail of 12
+    ((1, 4, 8, 64), 32, ("bias", "relu", "min")),  # whole tiles only
+    ((2, 3, 5, 42), 16, ()),  # input channels not in fours (no 4 × 4 blocks), two images, one partial tile
+])
+def test_sparse_kernel_matches_numpy(shape, co, steps, chains):
+    from edgetune._tvm.core import tvm
+    from edgetune._tvm.kernels import sparse
+
+    rng = np.random.default_rng(len(steps) + chains)
+    w = _pruned(rng, co, shape[-1], 0.3)
+    w[3] = 0  # an output channel without weights: its row is empty
+    w[5, :] = 0
+    w[5, 7] = 1.5  # one with a single weight: padded to a pair where chains = 2
+    plan = tuple(sparse.Step(k, 0.0, 2.0) if k in ("clip", "min") else sparse.Step(k) for k in steps)
+    csr = sparse.Csr.of(w, chains)
+    func = sparse.sparse_conv1x1(shape, co, csr.stored, chains, plan)
+    lib = tvm().compile(tvm().IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
+    x = rng.standard_normal(shape).astype(np.float32)
+    bias = rng.standard_normal(co).astype(np.float32)
+    res = rng.standard_normal((*shape[:3], co)).astype(np.float32)
+    args = [x, csr.vals, csr.cols, csr.rows]
+    args += [bias] * sum(s.kind == "bias" for s in plan) + [res] * sum(s.kind == "residual" for s in plan)
+    out = tvm().runtime.tensor(np.zeros((*shape[:3], co), np.float32))
+    lib["main"](*(tvm().runtime.tensor(a) for a in args), out)
+    want = sparse.reference(x, w, plan, [bias], res)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("chains", [1, 2, 3])
+def test_compressed_rows_hold_the_matrix_in_whole_tuples(chains):
+    from edgetune._tvm.kernels.sparse import Csr
+
+    w = _pruned(np.random.default_rng(chains), 12, 30, 0.3)
+    w[4] = 0
+    csr = Csr.of(w, chains)
+    back = np.zeros_like(w)
+    for o in range(w.shape[0]):
+        lo, hi = chains * csr.rows[o], chains * csr.rows[o + 1]
+        assert hi - lo - np.count_nonzero(w[o]) in range(chains)  # padded by fewer than a tuple
+        np.add.at(back[o], csr.cols[lo:hi], csr.vals[lo:hi])  # (padding: zeros added to column 0)
+    np.testing.assert_array_equal(back, w)
+
+
+def test_which_layers_are_sparse_enough():
+    from edgetune._tvm.kernels.sparse import sparse_enough
+
+    rng = np.random.default_rng(0)
+    assert sparse_enough(_pruned(rng, 64, 96, 0.25))
+    assert not sparse_enough(_pruned(rng, 64, 96, 0.5))  # XNNPACK's rule: two thirds zero at least
+    assert not sparse_enough(_pruned(rng, 32, 8, 0.25))  # 2 weights per output channel: transposes cost more
+    assert not sparse_enough(_pruned(rng, 42, 96, 0.25))  # output channels not in groups of 4
+
+
+def _model(path: Path, rng: np.random.Generator) -> Path:
+    """x [1, 48, 13, 11] → pruned 1×1 (bias, ReLU) plus another pruned 1×1 of x (bias) → dense 1×1
+    to 42 channels → pruned 1×1 to 64 (bias, clip 0..6) → dense 1×1 to 40: three sparse layers
+    with their epilogues (the sum of two taken by one of them), one over 42 input channels; 143
+    pixels (a partial last tile)."""
+    wa, wb, wc = _pruned(rng, 48, 48, 0.25), rng.standard_normal((42, 48)) / 7, _pruned(rng, 64, 42, 0.3)
+    we = _pruned(rng, 48, 48, 0.3)
+    wd = rng.standard_normal((40, 64)) / 8
+    inits = [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in [
+        ("wa", wa[:, :, None, None]), ("ba", rng.standard_normal(48)), ("wb", wb[:, :, None, None]),
+        ("wc", wc[:, :, None, None]), ("bc", rng.standard_normal(64)), ("lo", np.array(0.0)), ("hi", np.array(6.0)),
+        ("wd", wd[:, :, None, None]), ("we", we[:, :, None, None]), ("be", rng.standard_normal(48))]]
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["x", "we", "be"], ["e"]),
+             helper.make_node("Add", ["ar", "e"], ["h"]),
+             helper.make_node("Conv", ["h", "wb"], ["b"]),
+             helper.make_node("Conv", ["b", "wc", "bc"], ["c"]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["cc"]),
+             helper.make_node("Conv", ["cc", "wd"], ["y"])]
+    graph = helper.make_graph(nodes, "pruned", [helper.make_tensor_value_info("x", F, [1, 48, 13, 11])],
+                              [helper.make_tensor_value_info("y", F, [1, 40, 13, 11])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+@pytest.mark.parametrize("device", [pytest.param("pi4", marks=pytest.mark.qemu), pytest.param("pi5", marks=pytest.mark.qemu),
+                                    "host"])
+def test_pruned_layers_run_sparse_on_the_pis_with_their_epilogues(tmp_path, request, device):
+    model = _model(tmp_path / "pruned.onnx", np.random.default_rng(1))
+    if device != "host":
+        request.getfixturevalue("qemu")
+        if shutil.which("aarch64-linux-gnu-g++") is None:
+            pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_rel_error"] < 1e-4, v
+    kinds = result.manifest["schedules"]["kinds"]
+    if device == "host":
+        assert "sparse-conv" not in kinds and kinds["conv2d"] == 5, kinds  # AVX-512's dense kernel is left alone
+        return
+    assert "qemu-aarch64" in v["executed_on"], v
+    # bias, ReLU, the sum and clip inside the sparse kernels: besides them only the dense layers and
+    # the model's NCHW ↔ NHWC transposes
+    names = sorted(result.manifest["kernels"])
+    assert kinds == {"sparse-conv": 3, "conv2d": 2, "elementwise": 2}, kinds
+    assert not [n for n in names if any(op in n for op in ("add", "relu", "max", "min", "clip"))], names
