@@ -4,15 +4,16 @@ Models pruned for XNNPACK's sparse inference (MediaPipe's ``*_sparse`` detectors
 detector: 70–75 % of most 1×1 layers' weights zero, unstructured) store their weights sparse.
 Densified, those layers ran on the packed micro-kernel at ~95 % of the FMA peak — multiplying by
 zero three times in four. Here such a layer multiplies only its non-zero weights, the way
-XNNPACK's SpMM does: an output channel's values over a tile of ``TILE`` pixels are
-``Σ w_j · x[c_j, tile]`` over that channel's non-zeros ``(c_j, w_j)`` (:class:`Csr`), one
-broadcast weight times four registers of pixels per non-zero.
+XNNPACK's SpMM does: an output channel's values over a tile of pixels (64 on the Cortex-A72,
+32 on the A76: :func:`chains_for`) are ``Σ w_j · x[c_j, tile]`` over that channel's non-zeros
+``(c_j, w_j)`` (:class:`Csr`), one broadcast weight times a row of pixel registers per
+non-zero.
 
 XNNPACK runs the whole pruned part of a network channel-major (NCHW) for this. edgetune's graph
 stays NHWC (its depthwise, dense and int8 kernels are), so each tile is transposed on the way in
-(``TILE`` pixels × all input channels into a channel-major scratch tile, 4 × 4 blocks in
-registers) and on the way out, ``GROUP`` output channels at a time, where the layer's epilogue
-(bias, ReLU / clip, a residual add) is applied to whole pixel rows before they are stored.
+(its pixels × all input channels into a channel-major scratch tile, 4 × 4 blocks in registers)
+and on the way out, ``GROUP`` output channels at a time, where the layer's epilogue (bias, ReLU /
+clip, a residual add) is applied to pixel rows before they are stored.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from typing import Any
 
 import numpy as np
 
-TILE = 16  # pixels a tile holds: four 128-bit registers of accumulators per output channel
-GROUP = 4  # output channels computed together (16 registers), transposed in registers on the way out
+ACCUMULATORS = 64  # floats of accumulators per output channel: 16 registers (the tile, times the chains)
+GROUP = 4  # output channels transposed together on the way out (4 × 4 blocks)
 MAX_DENSITY = 1 / 3  # XNNPACK's rule for its sparse path: at least two thirds of the weights zero
-# fewer non-zeros per output channel on average and the transposes cost more than the zeros
-# save (the MediaPipe face detector's 8 → 32 channel layers at 96²: 2.4 per channel, 3.7 M A72
-# cycles sparse against 0.7 dense); the Pi estimate of the sparse detectors, 8 against 12 and
-# 14: within 1.5 %, 8 the lower on the Pi 4
-MIN_ROW_NONZEROS = 8
+# A layer with fewer non-zeros per output channel on average stays dense. By the Pi estimate
+# (M cycles Pi 4 / Pi 5), the face detector (full range) at 8 / 4 / 2: 30.5 / 18.0, 29.5 / 17.8,
+# 29.1 / 17.8; the pose detector at 8 / 2: 70.7 / 39.3, 65.5 / 37.7 (its 16 → 24 and 24 → 64
+# layers have 6 per channel). At 16-pixel tiles 8 was the better bound (the transposes then
+# weighed more).
+MIN_ROW_NONZEROS = 2
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,12 @@ class Csr:
 
 
 def chains_for(fma_pipes: int) -> int:
-    """Accumulator sets per output channel: one where one FMA pipe is fed by one load port
-    (Cortex-A72: the kernel is bound by its loads, and two sets' padding and final adds cost
-    more: MediaPipe's pose detector 76.2 → 76.6 M cycles with two), two where two FMA pipes
-    wait on one set's latency (A76: 4.1 cycles per non-zero with one set; the pose detector
-    47.4 → 41.6 M cycles with two)."""
+    """Accumulator sets per output channel (each set's tile: ``ACCUMULATORS // chains`` pixels):
+    one where one FMA pipe is fed by one load port (Cortex-A72: the kernel is bound by its
+    loads; the longer tile loads the weight and its column once for 16 FMLAs), two where two
+    FMA pipes wait on one set's latency (A76: 4.1 cycles per non-zero with one set of four
+    registers). MediaPipe's pose detector, M cycles: Pi 4 one set of 64 pixels 70.7, two of 32
+    71.1 (of 16: 75.8); Pi 5 two of 32 39.3, one of 64 40.2, two of 64 58.3 (spilled)."""
     return 2 if fma_pipes >= 2 else 1
 
 
@@ -117,36 +120,37 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: 
     float32x4 ``{v}`` at pixel ``{p}``). Pixels past the end of a tail tile read the last one
     (their sums are not stored)."""
     i = indent
+    tile = ACCUMULATORS // chains
     last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
-    lines = [f'{i}xt = T.decl_buffer(({ci * TILE},), "float32")',
-             f'{i}acc = T.decl_buffer(({GROUP * TILE},), "float32", scope="local")']
+    lines = [f'{i}xt = T.decl_buffer(({ci * tile},), "float32")',
+             f'{i}acc = T.decl_buffer(({GROUP * tile},), "float32", scope="local")']
     if chains > 1:
-        lines.append(f'{i}more = T.decl_buffer(({(chains - 1) * TILE},), "float32", scope="local")')
+        lines.append(f'{i}more = T.decl_buffer(({(chains - 1) * tile},), "float32", scope="local")')
     if ci % 4 == 0:
         rows = [f"xf[T.Ramp({last.format(f'{first} + k * 4 + {r}')} * {ci} + c4 * 4, 1, 4)]" for r in range(4)]
         lines += [f"{i}for c4 in range({ci // 4}):",
-                  f"{i}    for k in T.unroll({TILE // 4}):",
+                  f"{i}    for k in T.unroll({tile // 4}):",
                   *_transpose4(rows, "x", f"{i}        "),
-                  *(f"{i}        xt[T.Ramp((c4 * 4 + {c}) * {TILE} + k * 4, 1, 4)] = x{c}" for c in range(4))]
+                  *(f"{i}        xt[T.Ramp((c4 * 4 + {c}) * {tile} + k * 4, 1, 4)] = x{c}" for c in range(4))]
     else:
-        lines += [f"{i}for t in range({TILE}):",
+        lines += [f"{i}for t in range({tile}):",
                   f"{i}    for c in range({ci}):",
-                  f"{i}        xt[c * {TILE} + t] = xf[{last.format(f'{first} + t')} * {ci} + c]"]
+                  f"{i}        xt[c * {tile} + t] = xf[{last.format(f'{first} + t')} * {ci} + c]"]
     o = f"og * {GROUP} + u"
-    sets = [f"acc[u * {TILE} + t]", *(f"more[{k * TILE} + t]" for k in range(chains - 1))]
+    sets = [f"acc[u * {tile} + t]", *(f"more[{k * tile} + t]" for k in range(chains - 1))]
     lines += [f"{i}for og in range({co // GROUP}):",
               f"{i}    for u in T.unroll({GROUP}):",
-              f"{i}        for t in T.vectorized({TILE}):",
+              f"{i}        for t in T.vectorized({tile}):",
               *(f"{i}            {a} = T.float32(0)" for a in sets),
               f"{i}        for j in range(rows[{o}], rows[{o} + 1]):",
-              f"{i}            for t in T.vectorized({TILE}):",
-              *(f"{i}                {a} = {a} + vals[{chains} * j + {k}] * xt[cols[{chains} * j + {k}] * {TILE} + t]"
+              f"{i}            for t in T.vectorized({tile}):",
+              *(f"{i}                {a} = {a} + vals[{chains} * j + {k}] * xt[cols[{chains} * j + {k}] * {tile} + t]"
                 for k, a in enumerate(sets))]
     if chains > 1:
-        lines += [f"{i}        for t in T.vectorized({TILE}):",
+        lines += [f"{i}        for t in T.vectorized({tile}):",
                   f"{i}            {sets[0]} = {' + '.join(sets)}"]
-    lines += [f"{i}    for k in T.unroll({TILE // 4}):",
-              *_transpose4([f"acc[T.Ramp({u * TILE} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
+    lines += [f"{i}    for k in T.unroll({tile // 4}):",
+              *_transpose4([f"acc[T.Ramp({u * tile} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
     for r in range(4):
         p = f"({first} + k * 4 + {r})"
         store = f"yf[T.Ramp({p} * {co} + og * {GROUP}, 1, {GROUP})] = {value.format(v=f'y{r}', p=p)}"
@@ -169,7 +173,8 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     if co % GROUP:
         raise ValueError(f"{co} output channels are not whole groups of {GROUP}")
     pixels = n * h * w
-    whole, tail = divmod(pixels, TILE)
+    tile = ACCUMULATORS // chains
+    whole, tail = divmod(pixels, tile)
     f32 = '"float32"'
     params = [f"x: T.Buffer(({n}, {h}, {w}, {ci}), {f32})", f"vals: T.Buffer(({stored},), {f32})",
               f'cols: T.Buffer(({stored},), "int32")', f'rows: T.Buffer(({co + 1},), "int32")']
@@ -199,9 +204,9 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     body = []
     if whole:
         body += [f"    for tile in T.parallel({whole}):",
-                 *_tile(f"tile * {TILE}", None, ci, co, chains, value, "        ")]
+                 *_tile(f"tile * {tile}", None, ci, co, chains, value, "        ")]
     if tail:
-        body += _tile(str(whole * TILE), pixels, ci, co, chains, value, "    ")
+        body += _tile(str(whole * tile), pixels, ci, co, chains, value, "    ")
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
