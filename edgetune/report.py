@@ -158,8 +158,8 @@ def kernel_report(model: Any, device: str, layout: str = "auto") -> list[dict[st
     profile = resolve_device(device)
     target = _tvm.make_target(profile.target_spec())
     key = _tvm.lowering_for(target, layout).key
-    rows = []
-    for wl in ms.extract_workloads(model.mod, target, key):
+    rows: list[dict[str, Any]] = []  # (first: the kernels written scheduled — sparse, recurrent)
+    for wl in ms.extract_workloads(model.mod, target, key, written=rows):
         found = _tvm.default_schedule(wl.mod, target, wl.name) if target.kind.name == "llvm" else None
         rows.append({"kernel": wl.name, "kind": found.kind if found else "gpu (DLight)", "calls": wl.weight, "flops": wl.flops,
                      **({"why": found.why} if found and found.sch is None else {})})

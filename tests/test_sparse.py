@@ -124,3 +124,15 @@ def test_pruned_layers_run_sparse_on_the_pis_with_their_epilogues(tmp_path, requ
     names = sorted(result.manifest["kernels"])
     assert kinds == {"sparse-conv": 3, "conv2d": 2, "elementwise": 2}, kinds
     assert not [n for n in names if any(op in n for op in ("add", "relu", "max", "min", "clip"))], names
+
+
+def test_inspect_lists_the_sparse_kernels_with_their_flops(tmp_path):
+    # written scheduled, they are no tuning task; `edgetune inspect --device` still shows them
+    from edgetune.importer import import_model
+    from edgetune.report import kernel_report
+
+    model = _model(tmp_path / "pruned.onnx", np.random.default_rng(1))
+    rows = kernel_report(import_model(model), "pi4")
+    sparse = [r for r in rows if r["kind"] == "sparse-conv"]
+    assert len(sparse) == 3 and all(r["flops"] > 0 for r in sparse), rows
+    assert abs(sum(r["flops_share"] for r in rows) - 1) < 1e-9

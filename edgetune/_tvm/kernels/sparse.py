@@ -159,11 +159,12 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: 
 
 
 def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: int, chains: int,
-                   steps: tuple[Step, ...]) -> Any:
+                   steps: tuple[Step, ...], flops: float = 0.0) -> Any:
     """The scheduled TIR function of a 1×1 stride-1 convolution over an NHWC ``shape``, its
     weights a :class:`Csr` of ``stored`` values in ``chains``-tuples, then ``steps``. Parameters:
     ``x``, ``vals``, ``cols``, ``rows``, one ``b<k>`` per bias step, ``r`` if a step is a
-    residual add; output ``y``. Whole tiles run in parallel, then the last, partial one."""
+    residual add; output ``y``. Whole tiles run in parallel, then the last, partial one.
+    ``flops``: what reports count for it (its loops are data-dependent)."""
     from tvm.script import from_source
 
     from ..core import tvm
@@ -210,7 +211,8 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
-        '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "sparse-conv"})',
+        '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "sparse-conv", '
+        f'"edgetune.flops": T.float64({float(flops)!r})}})',
         f"    xf = T.decl_buffer(({pixels * ci},), {f32}, data=x.data)",
         f"    yf = T.decl_buffer(({pixels * co},), {f32}, data=y.data)",
         *([f"    rf = T.decl_buffer(({pixels * co},), {f32}, data=r.data)"] if residual else []),

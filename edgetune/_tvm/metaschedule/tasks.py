@@ -57,12 +57,16 @@ def workload_hash(mod: Any) -> str:
 
 def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any = "auto",
                       lengths: Mapping[Any, float] | None = None,
-                      variables: tuple[str, ...] = ("length",)) -> list[Workload]:
+                      variables: tuple[str, ...] = ("length",),
+                      written: list[dict[str, Any]] | None = None) -> list[Workload]:
     """Lower and fuse ``mod`` exactly as the build will (``conv_choice``: direct or Winograd
     kernels for 3×3 stride-1 convolutions) and list its kernels. A module of symbolic shape (a
     range package's) has kernels of symbolic shape: each is timed at ``lengths`` (point →
     weight; a point gives ``variables`` their values: an int the one variable's, a tuple each
-    one's), and its FLOPs are their weighted mean."""
+    one's), and its FLOPs are their weighted mean. Kernels written scheduled (a recurrent loop,
+    a sparse convolution: nothing to tune) are not workloads; ``written``, when given, gets one
+    ``{"kernel", "kind", "calls", "flops"}`` per such kernel (FLOPs as its generator counted
+    them: its loops are data-dependent)."""
 
     from ..passes import pipeline
     from ..schedules import dispatch
@@ -74,7 +78,10 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         tir = task.dispatched[0]  # an IRModule holding the PrimFunc as "main"
         func = tir["main"]
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
-            continue  # written scheduled (a recurrent loop kernel): nothing to tune
+            if written is not None:
+                written.append({"kernel": str(task.task_name), "kind": str(func.attrs.get("edgetune.kind", "written")),
+                                "calls": int(task.weight), "flops": float(func.attrs.get("edgetune.flops", 0.0))})
+            continue
         sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
         timed: tuple[tuple[int, float], ...] = ()
         if is_symbolic(tir) and lengths:

@@ -121,7 +121,10 @@ class _Sparse(relax.PyExprMutator):
             conv, weights, steps = self.layers[binding.var]
             csr = Csr.of(weights, self.chains)
             shape = static_shape(conv.args[0])
-            kernel = sparse_conv1x1(tuple(shape), weights.shape[0], csr.stored, csr.chains, tuple(s for s, _ in steps))
+            plan = tuple(s for s, _ in steps)
+            pixels = int(np.prod(shape[:3]))
+            flops = pixels * (2.0 * np.count_nonzero(weights) + weights.shape[0] * len(plan))
+            kernel = sparse_conv1x1(tuple(shape), weights.shape[0], csr.stored, csr.chains, plan, flops)
             gv = self.builder_.add_func(kernel, "sparse_conv1x1")
             args = [self.visit_expr(conv.args[0]), *(relax.const(a) for a in (csr.vals, csr.cols, csr.rows))]
             args += [relax.const(v) for s, v in steps if s.kind == "bias"]
