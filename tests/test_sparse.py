@@ -27,6 +27,8 @@ def _pruned(rng: np.random.Generator, out: int, inp: int, density: float) -> np.
     ((1, 12, 13, 144), 40, ("bias", "residual", "clip")),  # 156 pixels: 9 whole tiles and a tail of 12
     ((1, 4, 8, 64), 32, ("bias", "relu", "min")),  # whole tiles only
     ((2, 3, 5, 42), 16, ()),  # input channels not in fours (no 4 × 4 blocks), two images, one partial tile
+    ((1, 9, 7, 32), 24, ("bias", "relu", "pad")),  # written inside a border of zeros (1, 2, 0, 1)
+    ((2, 5, 6, 20), 8, ("residual", "pad")),
 ])
 def test_sparse_kernel_matches_numpy(shape, co, steps, chains):
     from edgetune._tvm.core import tvm
@@ -37,7 +39,7 @@ def test_sparse_kernel_matches_numpy(shape, co, steps, chains):
     w[3] = 0  # an output channel without weights: its row is empty
     w[5, :] = 0
     w[5, 7] = 1.5  # one with a single weight: padded to a pair where chains = 2
-    plan = tuple(sparse.Step(k, 0.0, 2.0) if k in ("clip", "min") else sparse.Step(k) for k in steps)
+    plan = tuple(sparse.Step(k, 0.0, 2.0, (1, 2, 0, 1)) for k in steps)
     csr = sparse.Csr.of(w, chains)
     func = sparse.sparse_conv1x1(shape, co, csr.stored, chains, plan)
     lib = tvm().compile(tvm().IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
@@ -46,9 +48,9 @@ def test_sparse_kernel_matches_numpy(shape, co, steps, chains):
     res = rng.standard_normal((*shape[:3], co)).astype(np.float32)
     args = [x, csr.vals, csr.cols, csr.rows]
     args += [bias] * sum(s.kind == "bias" for s in plan) + [res] * sum(s.kind == "residual" for s in plan)
-    out = tvm().runtime.tensor(np.zeros((*shape[:3], co), np.float32))
-    lib["main"](*(tvm().runtime.tensor(a) for a in args), out)
     want = sparse.reference(x, w, plan, [bias], res)
+    out = tvm().runtime.tensor(np.full(want.shape, np.nan, np.float32))  # (a border left unwritten stays NaN)
+    lib["main"](*(tvm().runtime.tensor(a) for a in args), out)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 

@@ -86,11 +86,14 @@ def sparse_enough(weights: np.ndarray) -> bool:
 class Step:
     """One epilogue operation applied to an output value: ``bias`` (a per-channel constant added:
     kernel parameter ``b<k>``), ``residual`` (a tensor of the output's shape added: parameter
-    ``r``), ``relu``, ``clip`` (``lo``, ``hi``), ``max`` (``lo``) or ``min`` (``hi``)."""
+    ``r``), ``relu``, ``clip`` (``lo``, ``hi``), ``max`` (``lo``) or ``min`` (``hi``); last, a
+    ``pad`` with zeros (``pads``: top, bottom, left, right), the output written inside its
+    border (a separate pad was a pass over the layer's output before each depthwise layer)."""
 
     kind: str
     lo: float = 0.0
     hi: float = 0.0
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 def _splat(v: float) -> str:
@@ -111,14 +114,15 @@ def _transpose4(rows: list[str], out: str, indent: str) -> list[str]:
     return lines
 
 
-def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: str, indent: str) -> list[str]:
+def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: str, place: str,
+          indent: str) -> list[str]:
     """One tile's statements: its first pixel ``first``; ``pixels``: the count a tail tile
     guards against (None: a whole tile). Input channels go into the channel-major scratch tile
     four at a time, 4 × 4 blocks transposed in registers; a row's ``chains`` sets of
     accumulators are summed at its end; the accumulators of ``GROUP`` output channels come out
     transposed the same way, as pixel rows of 4 channels (``value``: their epilogue, of the
-    float32x4 ``{v}`` at pixel ``{p}``). Pixels past the end of a tail tile read the last one
-    (their sums are not stored)."""
+    float32x4 ``{v}`` at pixel ``{p}``), stored at pixel ``place`` of the output. Pixels past
+    the end of a tail tile read the last one (their sums are not stored)."""
     i = indent
     tile = ACCUMULATORS // chains
     last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
@@ -153,7 +157,7 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: 
               *_transpose4([f"acc[T.Ramp({u * tile} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
     for r in range(4):
         p = f"({first} + k * 4 + {r})"
-        store = f"yf[T.Ramp({p} * {co} + og * {GROUP}, 1, {GROUP})] = {value.format(v=f'y{r}', p=p)}"
+        store = f"yf[T.Ramp({place.format(p=p)} * {co} + og * {GROUP}, 1, {GROUP})] = {value.format(v=f'y{r}', p=p)}"
         lines += [f"{i}        if {p} < {pixels}:", f"{i}            {store}"] if pixels is not None else [f"{i}        {store}"]
     return lines
 
@@ -198,23 +202,38 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
             value = f"T.max({value}, {_splat(step.lo)})"
         elif step.kind == "min":
             value = f"T.min({value}, {_splat(step.hi)})"
-        else:
-            raise ValueError(f"unknown epilogue step {step.kind}")
-    params.append(f"y: T.Buffer(({n}, {h}, {w}, {co}), {f32})")
+        elif step.kind != "pad" or step is not steps[-1]:
+            raise ValueError(f"epilogue step {step.kind} not supported there")
+    top, bottom, left, right = steps[-1].pads if steps and steps[-1].kind == "pad" else (0, 0, 0, 0)
+    hp, wp = h + top + bottom, w + left + right
+    params.append(f"y: T.Buffer(({n}, {hp}, {wp}, {co}), {f32})")
     residual = any(s.kind == "residual" for s in steps)
+    place = "{p}"  # the output pixel of input pixel {p}
     body = []
+    if hp * wp != h * w:
+        image = "" if n == 1 else f"{{p}} // {h * w} * {hp * wp} + "
+        place = f"({image}({{p}} // {w} % {h} + {top}) * {wp} + {{p}} % {w} + {left})"
+        body += [f"    for im in range({n}):"]  # the border: zeros (the rest is written once, below)
+        for rows, first_row in ((top, 0), (bottom, top + h)):
+            if rows:
+                body += [f"        for e in range({rows * wp * co}):",
+                         f"            yf[(im * {hp} + {first_row}) * {wp * co} + e] = T.float32(0)"]
+        for cols, first_col in ((left, 0), (right, left + w)):
+            if cols:
+                body += [f"        for rr, e in T.grid({h}, {cols * co}):",
+                         f"            yf[((im * {hp} + rr + {top}) * {wp} + {first_col}) * {co} + e] = T.float32(0)"]
     if whole:
         body += [f"    for tile in T.parallel({whole}):",
-                 *_tile(f"tile * {tile}", None, ci, co, chains, value, "        ")]
+                 *_tile(f"tile * {tile}", None, ci, co, chains, value, place, "        ")]
     if tail:
-        body += _tile(str(whole * tile), pixels, ci, co, chains, value, "    ")
+        body += _tile(str(whole * tile), pixels, ci, co, chains, value, place, "    ")
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
         '    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, "edgetune.kind": "sparse-conv", '
         f'"edgetune.flops": T.float64({float(flops)!r})}})',
         f"    xf = T.decl_buffer(({pixels * ci},), {f32}, data=x.data)",
-        f"    yf = T.decl_buffer(({pixels * co},), {f32}, data=y.data)",
+        f"    yf = T.decl_buffer(({n * hp * wp * co},), {f32}, data=y.data)",
         *([f"    rf = T.decl_buffer(({pixels * co},), {f32}, data=r.data)"] if residual else []),
         *body,
     ])
@@ -241,4 +260,7 @@ def reference(x: np.ndarray, weights: np.ndarray, steps: tuple[Step, ...], biase
             y = np.maximum(y, step.lo)
         elif step.kind == "min":
             y = np.minimum(y, step.hi)
+        elif step.kind == "pad":
+            t, b, left, right = step.pads
+            y = np.pad(y, ((0, 0), (t, b), (left, right), (0, 0)))
     return y.astype(np.float32)

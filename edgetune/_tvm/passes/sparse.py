@@ -53,6 +53,13 @@ def _step(value: Any, cur: Any, co: int, shape: list[int], residual_taken: bool)
         if lo is None or hi is None:
             return None
         return Step("clip", lo, hi), None
+    if name == "relax.nn.pad":
+        a = value.attrs
+        widths = ints(a.pad_width)  # (before, after) per NHWC axis
+        if str(a.pad_mode) != "constant" or float(a.pad_value) != 0.0 or len(widths) != 8 or any(widths[:2] + widths[6:]) \
+                or min(widths) < 0:
+            return None
+        return Step("pad", pads=(widths[2], widths[3], widths[4], widths[5])), None
     if name not in ("relax.add", "relax.maximum", "relax.minimum") or str(value.ty.dtype) != "float32" \
             or static_shape(value) != shape:
         return None
@@ -103,6 +110,8 @@ def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step
                 steps.append(step)
                 values.append(reader)
                 cur = bound[reader]
+                if step[0].kind == "pad":
+                    break  # (the output's shape is the padded one from here)
             layers[cur] = (b.value, weights, steps)
             inner.update(values[:-1])
             claimed.update(values)
@@ -129,7 +138,7 @@ class _Sparse(relax.PyExprMutator):
             args = [self.visit_expr(conv.args[0]), *(relax.const(a) for a in (csr.vals, csr.cols, csr.rows))]
             args += [relax.const(v) for s, v in steps if s.kind == "bias"]
             args += [self.visit_expr(v) for s, v in steps if s.kind == "residual"]
-            out = relax.call_tir(gv, args, relax.TensorType(conv.ty.shape, "float32"))
+            out = relax.call_tir(gv, args, relax.TensorType(binding.value.ty.shape, "float32"))
             self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, out))
             self.count += 1
             return None
@@ -141,7 +150,7 @@ class _Sparse(relax.PyExprMutator):
 @module_pass(opt_level=0)
 class SparseConvolutions:
     """Pruned 1×1 convolutions (:func:`..kernels.sparse.sparse_enough`) and the bias, ReLU /
-    clip and residual add after them as one sparse kernel, on AArch64 CPUs (where the Pi
+    clip, residual add and zero padding after them as one sparse kernel, on AArch64 CPUs (where the Pi
     estimate measured it; on x86 the dense kernel's wide FMAs are left alone)."""
 
     def __init__(self, target: Any):
