@@ -10,6 +10,26 @@ import numpy as np
 LIGHT = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19", "zfnet512")
 
 
+def checked_package(model: Path, tmp_path: Path, device: str = "host", request=None):
+    """``model`` packaged for ``device`` (an ARM profile: run under qemu, skipped without the
+    cross compiler), its reference check passed within 1e-4 where it ran; the PackageResult."""
+    import shutil
+
+    import pytest
+
+    from edgetune.package import PackageOptions, package
+
+    if device != "host":
+        request.getfixturevalue("qemu")
+        if shutil.which("aarch64-linux-gnu-g++") is None:
+            pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_rel_error"] < 1e-4, v
+    assert device == "host" or "qemu-aarch64" in v["executed_on"], v
+    return result
+
+
 def light_path(name: str) -> Path:
     """Path of ``light_<name>.onnx`` shipped inside the onnx package."""
     import onnx

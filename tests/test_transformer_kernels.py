@@ -5,12 +5,12 @@ than a register, broadcast batch axes, fused producers and consumers — against
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from models import checked_package
 from onnx import TensorProto, helper, numpy_helper
 
 from edgetune.package import PackageOptions, package
@@ -30,15 +30,7 @@ DEVICES = ["host", pytest.param("pi4", marks=pytest.mark.qemu)]
 
 
 def _packaged(model: Path, tmp_path: Path, device: str = "host", request=None) -> dict:
-    if device != "host":
-        request.getfixturevalue("qemu")
-        if shutil.which("aarch64-linux-gnu-g++") is None:
-            pytest.skip("aarch64-linux-gnu-g++ is not installed (scripts/install-system-deps.sh installs it)")
-    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
-    v = result.verification
-    assert v["status"] == "passed" and v["max_rel_error"] < 1e-4, v
-    assert device == "host" or "qemu-aarch64" in v["executed_on"], v
-    sched = result.manifest["schedules"]
+    sched = checked_package(model, tmp_path, device, request).manifest["schedules"]
     assert not sched.get("naive"), sched
     return sched["kinds"]
 
