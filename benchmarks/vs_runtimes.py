@@ -54,7 +54,7 @@ from edgetune.errors import EdgetuneError  # noqa: E402
 RESULTS = REPO / "benchmarks" / "results"
 OUT = RESULTS / "vs_runtimes.json"
 LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet", "vgg19")
-ZOO = ("mobilenet_v3", "yolo", "ocr_cls", "vgg_block", "bottleneck", "ocr_det")
+ZOO = ("mobilenet_v2", "mobilenet_v3", "yolo", "ocr_cls", "vgg_block", "bottleneck", "ocr_det")
 DEFAULT_MODELS = ("squeezenet", "resnet50", "face_detection", "mobilenet_v3", "yolo", "ocr_cls", "vgg_block",
                   "bottleneck")
 # family: (builder keyword arguments, onnxruntime optimizer model type, heads, hidden)

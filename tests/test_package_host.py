@@ -53,6 +53,11 @@ def test_real_shaped_cnns_match_onnxruntime_with_default_schedules(tmp_path, nam
     assert not sched.get("naive"), sched  # every kernel got a default schedule
     if name == "mobilenet_v3":  # its SE gates' products run apart from the gate convolutions (not once per pixel)
         assert any("_apart" in k for k in result.manifest["kernels"]), sorted(result.manifest["kernels"])
+    if name == "mobilenet_v2":  # its ReLU6 clips (ONNX Clip) inside the convolutions' epilogues, in NHWC
+        assert not any("clip" in k and "conv" not in k or "maximum" in k for k in result.manifest["kernels"]), \
+            sorted(result.manifest["kernels"])
+        # transposes: the input's and the flatten's before the classifier only (none at a clip)
+        assert sum("transpose" in k for k in result.manifest["kernels"]) == 2, sorted(result.manifest["kernels"])
     if name in ("mobilenet_v3", "ocr_cls"):  # hard-swish written out: its "/ 6" a multiply in the epilogues
         assert not any("divide" in k for k in result.manifest["kernels"]), sorted(result.manifest["kernels"])
 

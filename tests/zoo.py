@@ -4,6 +4,8 @@ Each mirrors the structure of a network people deploy on boards (layer kinds, ch
 activations, branches), at the published input sizes, so speed and coverage measured on them
 transfer. No model hub is reachable here; these are built from the architecture descriptions:
 
+* ``mobilenet_v2``: MobileNetV2-style, as a PyTorch export writes it (ReLU6 as ``Clip``, batch
+  norms folded into biases).
 * ``mobilenet_v3``: MobileNetV3-Large-style — inverted residuals with depthwise 3×3/5×5,
   hard-swish, squeeze-and-excitation (GlobalAveragePool → 1×1 → ReLU → 1×1 → HardSigmoid → Mul).
 * ``yolo``: a YOLOv8n-style detector — Conv-BN-SiLU, C2f blocks (Split/Concat), SPPF (max pools),
@@ -71,6 +73,8 @@ class Graph:
             return self.op("Relu", [x])
         if kind == "hswish":
             return self.op("HardSwish", [x])
+        if kind == "relu6":  # as PyTorch exports it: Clip with its bounds as inputs
+            return self.op("Clip", [x, self.const(np.array(0.0, np.float32)), self.const(np.array(6.0, np.float32))])
         if kind == "silu":
             return self.op("Mul", [x, self.op("Sigmoid", [x])])
         raise ValueError(kind)
@@ -128,6 +132,34 @@ def mobilenet_v3(out: Path, seed: int = 0, size: int = 224, classes: int = 1000)
     x = g.conv(x, c, 960, act="hswish")
     x = g.op("GlobalAveragePool", [x])
     x = g.conv(x, 960, 1280, bn=False, act="hswish", bias=True)
+    x = g.op("Flatten", [x])
+    w = (g.rng.standard_normal((classes, 1280)) * np.sqrt(1 / 1280)).astype(np.float32)
+    y = g.op("Gemm", [x, g.const(w), g.const(np.zeros(classes, np.float32))], transB=1)
+    return g.save(out, {"input": (1, 3, size, size)}, [y])
+
+
+# ---------------------------------------------------------------- MobileNetV2 style
+
+# (expansion t, out c, repeats n, first stride s) — the published table
+_MBV2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def mobilenet_v2(out: Path, seed: int = 0, size: int = 224, classes: int = 1000) -> Path:
+    """MobileNetV2-style classifier (≈0.3 GFLOPs at 224²) as a PyTorch export writes it: batch
+    norms folded into the convolutions' biases, ReLU6 as ``Clip`` with input bounds."""
+    g = Graph("mobilenet_v2", seed)
+    x = g.conv("input", 3, 32, 3, 2, bn=False, act="relu6", bias=True)
+    c = 32
+    for t, cout, n, s in _MBV2:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            y = g.conv(x, c, c * t, bn=False, act="relu6", bias=True) if t != 1 else x
+            y = g.conv(y, c * t, c * t, 3, stride, groups=c * t, bn=False, act="relu6", bias=True)
+            y = g.conv(y, c * t, cout, bn=False, act=None, bias=True)
+            x = g.op("Add", [x, y]) if stride == 1 and c == cout else y
+            c = cout
+    x = g.conv(x, c, 1280, bn=False, act="relu6", bias=True)
+    x = g.op("GlobalAveragePool", [x])
     x = g.op("Flatten", [x])
     w = (g.rng.standard_normal((classes, 1280)) * np.sqrt(1 / 1280)).astype(np.float32)
     y = g.op("Gemm", [x, g.const(w), g.const(np.zeros(classes, np.float32))], transB=1)
@@ -299,5 +331,5 @@ def bottleneck(out: Path, seed: int = 0, size: int = 56) -> Path:
     return g.save(out, {"input": (1, 64, size, size)}, [x])
 
 
-ZOO = {"mobilenet_v3": mobilenet_v3, "yolo": yolo, "ocr_cls": ocr_cls, "vgg_block": vgg_block,
+ZOO = {"mobilenet_v2": mobilenet_v2, "mobilenet_v3": mobilenet_v3, "yolo": yolo, "ocr_cls": ocr_cls, "vgg_block": vgg_block,
        "bottleneck": bottleneck, "ocr_det": ocr_det}
