@@ -66,12 +66,9 @@ def test_hard_swish_divides_by_multiplying(tmp_path, request, device):
     constant is otherwise the exact float64 path), checked against LiteRT, on the Pi 4 under
     qemu."""
     import tflite_models
+    from models import checked_package
 
-    if device != "host":
-        request.getfixturevalue("qemu")
-    model = tflite_models.hard_swish(tmp_path / "hswish.tflite")
-    result = package(PackageOptions(model=model, device=device, output=tmp_path / "pkg"))
-    assert result.verification["status"] == "passed" and result.verification["max_rel_error"] < 1e-4, result.verification
+    result = checked_package(tflite_models.hard_swish(tmp_path / "hswish.tflite"), tmp_path, device, request)
     kernels = sorted(result.manifest["kernels"])
     assert len(kernels) == 2 and not any("divide" in k for k in kernels), kernels
 

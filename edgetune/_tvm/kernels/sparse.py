@@ -239,28 +239,3 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     ])
     tvm()
     return from_source(src).without_attr("global_symbol")  # private: add_func names it
-
-
-def reference(x: np.ndarray, weights: np.ndarray, steps: tuple[Step, ...], biases: list[np.ndarray],
-              residual: np.ndarray | None) -> np.ndarray:
-    """What :func:`sparse_conv1x1` computes, in numpy (for tests)."""
-    y = np.einsum("nhwc,oc->nhwo", x.astype(np.float64), weights.astype(np.float64))
-    k = 0
-    for step in steps:
-        if step.kind == "bias":
-            y = y + biases[k]
-            k += 1
-        elif step.kind == "residual":
-            y = y + residual
-        elif step.kind == "relu":
-            y = np.maximum(y, 0)
-        elif step.kind == "clip":
-            y = np.clip(y, step.lo, step.hi)
-        elif step.kind == "max":
-            y = np.maximum(y, step.lo)
-        elif step.kind == "min":
-            y = np.minimum(y, step.hi)
-        elif step.kind == "pad":
-            t, b, left, right = step.pads
-            y = np.pad(y, ((0, 0), (t, b), (left, right), (0, 0)))
-    return y.astype(np.float32)

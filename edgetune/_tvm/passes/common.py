@@ -70,6 +70,14 @@ def const_array(expr: Any) -> Any | None:
     return None  # not a constant, or an immediate (IntImm, FloatImm)
 
 
+def immediate(value: Any) -> float | None:
+    """The number of an immediate (IntImm, FloatImm) or of a PrimValue holding one — a clip's
+    bound —, else None."""
+    while hasattr(value, "value"):
+        value = value.value
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def is_tensor(expr: Any) -> bool:
     return isinstance(getattr(expr, "ty", None), relax.TensorType)
 

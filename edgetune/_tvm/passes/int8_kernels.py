@@ -16,6 +16,7 @@ from .common import (
     bound_value,
     const_array,
     emit_like,
+    immediate,
     ints,
     is_tensor,
     map_functions,
@@ -210,12 +211,6 @@ _FUSES_AFTER = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum"
                 "relax.right_shift", "relax.left_shift", "relax.astype", "relax.take"}
 
 
-def _clip_bound(value: Any) -> float | None:  # clip's bound: a PrimValue or an immediate
-    while hasattr(value, "value"):
-        value = value.value
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _dropped(func: Any) -> dict[Any, Any]:
     """var → the clipped float var its widening cast reads instead."""
     values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
@@ -232,7 +227,7 @@ def _dropped(func: Any) -> dict[Any, Any]:
         wide, small = str(value.ty.dtype), str(narrow.ty.dtype)
         if small not in ("int8", "uint8", "int16") or wide not in ("int16", "int32", "int64"):
             continue
-        lo, hi, info, into = _clip_bound(clip.args[1]), _clip_bound(clip.args[2]), np.iinfo(small), np.iinfo(wide)
+        lo, hi, info, into = immediate(clip.args[1]), immediate(clip.args[2]), np.iinfo(small), np.iinfo(wide)
         if lo is not None and hi is not None and info.min <= lo <= hi <= info.max and into.min <= info.min and into.max >= info.max:
             out[var] = narrow.args[0]
     return out

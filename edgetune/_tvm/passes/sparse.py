@@ -9,7 +9,7 @@ import numpy as np
 from ..core import copy_module
 from ..kernels.cpu import CpuFacts
 from ..kernels.sparse import Csr, Step, chains_for, sparse_conv1x1, sparse_enough
-from .common import const_array, emit_like, ints, module_pass, op_name, readers_of, relax, static_shape
+from .common import const_array, emit_like, immediate, ints, module_pass, op_name, readers_of, relax, static_shape
 
 
 def _weights(call: Any) -> np.ndarray | None:
@@ -33,15 +33,6 @@ def _weights(call: Any) -> np.ndarray | None:
     return np.ascontiguousarray(weights[:, 0, 0, :])
 
 
-def _number(v: Any) -> float | None:
-    """The number of a FloatImm / IntImm or a PrimValue holding one, else None."""
-    for _ in range(2):
-        if isinstance(v, (int, float)):
-            return float(v)
-        v = getattr(v, "value", None)
-    return float(v) if isinstance(v, (int, float)) else None
-
-
 def _step(value: Any, cur: Any, co: int, shape: list[int], residual_taken: bool) -> tuple[Step, Any] | None:
     """The epilogue step ``value`` (a reader of ``cur``) is, with its operand (a bias array or the
     residual variable), else None."""
@@ -49,7 +40,7 @@ def _step(value: Any, cur: Any, co: int, shape: list[int], residual_taken: bool)
     if name == "relax.nn.relu":
         return Step("relu"), None
     if name == "relax.clip":
-        lo, hi = (_number(v) for v in value.args[1:3])
+        lo, hi = (immediate(v) for v in value.args[1:3])
         if lo is None or hi is None:
             return None
         return Step("clip", lo, hi), None
@@ -123,7 +114,6 @@ class _Sparse(relax.PyExprMutator):
     def __init__(self, mod: Any, layers: dict[Any, Any], inner: set[Any], chains: int):
         super().__init__(mod)
         self.layers, self.inner, self.chains = layers, inner, chains
-        self.count = 0
 
     def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802 — TVM's visitor naming
         if binding.var in self.layers:
@@ -140,7 +130,6 @@ class _Sparse(relax.PyExprMutator):
             args += [self.visit_expr(v) for s, v in steps if s.kind == "residual"]
             out = relax.call_tir(gv, args, relax.TensorType(binding.value.ty.shape, "float32"))
             self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, out))
-            self.count += 1
             return None
         if binding.value in self.inner:
             return None  # computed by its layer's kernel
@@ -155,7 +144,6 @@ class SparseConvolutions:
 
     def __init__(self, target: Any):
         self.cpu = CpuFacts.of(target)
-        self.count = 0
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
         if not self.cpu.aarch64:
@@ -169,6 +157,5 @@ class SparseConvolutions:
             mutator = _Sparse(mod, layers, inner, chains_for(self.cpu.fma_pipes))
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
             mod = mutator.builder_.get()
-            self.count += mutator.count
         return copy_module(mod)
 
