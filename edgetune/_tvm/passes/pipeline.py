@@ -9,7 +9,8 @@ TVM's instruments can time or dump every step):
    the NHWC layout change and per-channel affine folding, int8 convolutions onto integer
    kernels, pruned 1×1 convolutions onto the sparse kernel (AArch64);
 3. :func:`fuse_passes` — legalization to edgetune's kernels (a custom LegalizeOps map), fusion
-   hints, then FuseOps/FuseTIR: the PrimFuncs tuning records and default schedules apply to.
+   hints, then FuseOps/FuseTIR, then biases moved into the sums' init: the PrimFuncs tuning
+   records and default schedules apply to.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..constants import SCHEME_ATTR
 from ..core import tvm
 from ..kernels.winograd import ConvChoice
 from ..targets import NATIVE, Lowering
+from .bias_init import BiasIntoInit
 from .cleanups import (
     Conv1dAsConv2d,
     DecomposedLayerNorm,
@@ -149,7 +151,10 @@ def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto
         passes.append(relax.transform.FoldConstant())
     else:
         passes += [TableLookupsElementwise(), BroadcastsApart(), CroppedKernelsFusable(), FoldRest()]
-    return [*passes, relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    passes += [relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    if lowering.pack:
+        passes.append(BiasIntoInit())  # the micro-kernels' sums start at their layer's bias
+    return passes
 
 
 def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
