@@ -22,6 +22,7 @@ from ..kernels.cpu import (
     symbolic_default,
 )
 from ..kernels.dense import dense_packed, matmul_packed
+from ..kernels.resize import resize2d_nhwc, supported
 from ..kernels.rows import layer_norm_rows, softmax_rows
 from ..kernels.winograd import (
     ConvChoice,
@@ -150,7 +151,30 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu, choice)
     custom["relax.nn.softmax"] = lambda bb, call: _legalize_softmax(bb, call, cpu)
     custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
+    custom["relax.image.resize2d"] = _legalize_resize2d
     return custom
+
+
+_INJECTIVE = 2  # TVM's OpPatternKind
+
+
+def _legalize_resize2d(bb: Any, call: Any) -> Any:
+    """An NHWC linear / nearest resize of static shape: :func:`..kernels.resize.resize2d_nhwc`
+    (its source coordinates as tables); anything else TVM's own."""
+    a = call.attrs
+    size = static_shape(call)
+    dtype = str(call.args[0].ty.dtype)
+    out_dtype = str(a.out_dtype) if a.out_dtype else dtype
+    if (a.layout != "NHWC" or size is None or static_shape(call.args[0]) is None or out_dtype != dtype
+            or not supported(str(a.method), str(a.coordinate_transformation_mode), dtype)):
+        return _default_legalize(bb, call)
+    out = bb.call_te(resize2d_nhwc, call.args[0], size=(size[1], size[2]), method=str(a.method),
+                     mode=str(a.coordinate_transformation_mode), rounding=str(a.rounding_method),
+                     primfunc_name_hint="resize2d")
+    # injective as TOPI's resize is (its tables would make it opaque): it fuses as before
+    gv = out.args[0]
+    bb.update_func(gv, bb.get()[gv].with_attr("op_pattern", _INJECTIVE))
+    return out
 
 
 def _default_legalize(bb: Any, call: Any) -> Any:

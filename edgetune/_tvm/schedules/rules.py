@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..kernels.cpu import CpuFacts
+from ..kernels.resize import TABLE
 from .common import (
     NoMatchError,
     block_index,
@@ -87,6 +88,8 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
     if any(is_reduction(sch, b) for b in blocks):
         raise NoMatchError("has a reduction")
     for block in blocks[:-1]:
+        if TABLE in sch.get(block).annotations:  # a resize's coordinates: computed once, read per pixel
+            continue
         try:
             sch.compute_inline(block)
         except Exception:  # noqa: BLE001 — a block that cannot be inlined is scheduled on its own
