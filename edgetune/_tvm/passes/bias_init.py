@@ -8,11 +8,11 @@ zero vector or the bias vector). The epilogue of a small-reduction layer — a d
 the add a third of a bias + ReLU6 epilogue's vector operations.
 
 :func:`bias_into_init` rewrites one fused PrimFunc: the reduction that computes an edgetune
-micro-kernel's sums (the kernel's own block, or the ``lanes`` sum after it; :data:`SUMS`), read by nothing but
-``sums + bias[c]`` — directly or through the crop of a padded width — gets ``bias[c]`` as its
-init, and the add becomes a copy (inlined into the epilogue by the schedule). Sums over padded
-channels (cropped before the add) keep the add. Run
-after FuseTIR on every function, so default schedules and tuning tasks see the same function.
+micro-kernel's sums (the kernel's own block, or the ``lanes`` sum after it; :data:`SUMS`),
+read by nothing but ``sums + bias[c]`` — directly or through the crop of a padded width — gets
+``bias[c]`` as its init, and the add becomes a copy (inlined into the epilogue by the
+schedule). Sums over padded channels (cropped before the add) keep the add. Run after FuseTIR
+on every function, so default schedules and tuning tasks see the same function.
 """
 
 from __future__ import annotations
@@ -33,10 +33,7 @@ SUMS = frozenset({"conv2d_nhwc_packed", "conv2d_nhwc_int8", "dense_int8", "depth
 
 @module_pass(opt_level=0)
 class BiasIntoInit:
-    """:func:`bias_into_init` on every PrimFunc of the module; ``count`` how many it rewrote."""
-
-    def __init__(self) -> None:
-        self.count = 0
+    """:func:`bias_into_init` on every PrimFunc of the module."""
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
         tirx = tvm().tirx
@@ -48,7 +45,6 @@ class BiasIntoInit:
                     updates[gv] = rewritten
         if not updates:
             return mod
-        self.count += len(updates)
         out = tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
         for gv, func in updates.items():
             out[gv] = func
@@ -58,10 +54,9 @@ class BiasIntoInit:
 def bias_into_init(func: Any) -> Any | None:
     """``func`` with its micro-kernel's bias add moved into the sums' init, or None where it has
     none (see the module docstring for the pattern)."""
-    t = tvm()
-    sch = t.s_tir.Schedule(func)
     if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
         return None
+    sch = tvm().s_tir.Schedule(func)
     blocks = child_blocks(sch)
     if not any(kernel_of(sch, b) in SUMS for b in blocks):
         return None
@@ -79,7 +74,7 @@ def bias_into_init(func: Any) -> Any | None:
         if len(chain) != 1:
             continue
         add = chain[0]
-        if str(sch.get(add).name_hint) == "crop":  # padded channels or widths dropped first
+        if str(sch.get(add).name_hint) == "crop":  # a padded width (or padded channels: refused below)
             buf = sch.get(add).writes[0].source
             chain = readers.get(buf, [])
             if len(chain) != 1:
@@ -102,7 +97,7 @@ def _zero_init(block: Any) -> bool:
             and float(init.value.value) == 0.0)
 
 
-def _bias_of(add: Any, buf: Any, written: set[Any]) -> Any | None:
+def _bias_of(add: Any, buf: Any, written: list[Any]) -> Any | None:
     """The bias buffer of ``add`` when its body is ``out[v] = buf[v] + bias[v_c]`` (either order;
     ``bias`` a parameter of one channel axis, or with size-1 axes before it), else None."""
     tirx, load = tvm().tirx, tvm().ir.TensorLoad
