@@ -88,8 +88,8 @@ def test_biases_start_the_sums_except_over_padded_channels(tmp_path, device):
 
 
 def test_winograd_and_plain_kernels_keep_their_add():
-    """Functions without a micro-kernel's sums are not touched: a bias after a Winograd inverse
-    transform (a reduction of its own) or after a plain reduction stays an add."""
+    """Only a micro-kernel's own sums start at the bias: an add after a plain reduction, or after
+    a reduction that is not one of them (Winograd's batched product), stays an add."""
     from edgetune._tvm.core import tvm
     from edgetune._tvm.passes.bias_init import bias_into_init
 

@@ -24,11 +24,11 @@ from ..schedules.common import child_blocks, is_reduction, kernel_of
 from .common import module_pass
 
 # The kernels whose sums are a layer's output before its bias (a ``lanes`` stage after the int8
-# ones that keep partial sums). Not Winograd: its bias follows the inverse transform, a
-# reduction of its own, which is left as it was. (A first measurement that seemed to say the
-# inverse transform was slower started at the bias — SqueezeNet's last 3 × 3 layer, Pi 5
-# estimate 3.06 → 3.52 M cycles — was the estimate's code-layout effect: the same kernel moved
-# the same way with Winograd left out and its TIR unchanged. Whether it pays is unmeasured.)
+# ones that keep partial sums). Winograd's are not: its bias follows the inverse transform,
+# which is written out as sums of products, not a reduction with an init. (A first measurement
+# that seemed to say leaving it out mattered — SqueezeNet's last 3 × 3 layer, Pi 5 estimate
+# 3.06 → 3.52 M cycles — was the estimate's code-layout effect: that kernel's TIR is the same
+# with and without this pass.)
 SUMS = frozenset({"conv2d_nhwc_packed", "conv2d_nhwc_int8", "dense_int8", "depthwise_conv2d_nhwc", "dense_packed",
                   "matmul_packed"})
 
