@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import tvm
+from ..core import copy_module, tvm
 from ..schedules.common import child_blocks, is_reduction, kernel_of
 from .common import module_pass
 
@@ -47,7 +47,7 @@ class BiasIntoInit:
                     updates[gv] = rewritten
         if not updates:
             return mod
-        out = tvm().IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+        out = copy_module(mod)
         for gv, func in updates.items():
             out[gv] = func
         return out
@@ -67,21 +67,22 @@ def bias_into_init(func: Any) -> Any | None:
     for b in blocks:
         for r in sch.get(b).reads:
             readers.setdefault(r.source, []).append(b)
+
+    def only_reader(buf: Any) -> Any | None:
+        chain = readers.get(buf, [])
+        return chain[0] if len(chain) == 1 else None
+
     for sums in blocks:
         starts = kernel_of(sch, sums) in SUMS or str(sch.get(sums).name_hint) == "lanes"
         if not starts or not is_reduction(sch, sums) or not _zero_init(sch.get(sums)):
             continue
         buf = sums_buf = sch.get(sums).writes[0].source
-        chain = readers.get(buf, [])
-        if len(chain) != 1:
-            continue
-        add = chain[0]
-        if str(sch.get(add).name_hint) == "crop":  # a padded width (or padded channels: refused below)
+        add = only_reader(buf)
+        if add is not None and str(sch.get(add).name_hint) == "crop":  # a padded width (or channels: refused below)
             buf = sch.get(add).writes[0].source
-            chain = readers.get(buf, [])
-            if len(chain) != 1:
-                continue
-            add = chain[0]
+            add = only_reader(buf)
+        if add is None:
+            continue
         bias = _bias_of(sch.get(add), buf, written)
         if bias is None or bias.source.ty.dtype != buf.ty.dtype or _channels(bias.source) != _channels(sums_buf):
             # (padded channels: their starting value would be a clamped index, a gather where
@@ -132,8 +133,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _rewrite(sch: Any, sums: Any, add: Any, buf: Any, bias: Any) -> None:
     """Replace the two blocks: ``sums`` starting at ``bias``, ``add`` a copy of ``buf``."""
-    t = tvm()
-    tirx, s_tir = t.tirx, t.s_tir
+    tirx = tvm().tirx
     old = sch.get(sums)
     init = old.init
     channel = init.indices[-1]
@@ -141,15 +141,16 @@ def _rewrite(sch: Any, sums: Any, add: Any, buf: Any, bias: Any) -> None:
     # The block's reads stay those of its update: decompose_reduction gives the init block none
     # of its own and leaves these to the update, which tensorize matches against an intrinsic's
     # (the bias is a parameter nothing writes: no dependence is lost)
-    new = s_tir.SBlock(old.iter_vars, old.reads, old.writes, old.name_hint, old.body,
-                       tirx.BufferStore(init.buffer, tirx.BufferLoad(bias.source, at), init.indices),
-                       old.alloc_buffers, old.match_buffers, old.annotations)
-    sch.state.replace(sch.get_sref(sums), new, {old: new})
+    _replace(sch, sums, old.reads, old.body, tirx.BufferStore(init.buffer, tirx.BufferLoad(bias.source, at), init.indices))
     old = sch.get(add)
-    copy = next(r for r in old.reads if r.source.same_as(buf))
     store = old.body
-    value = tirx.BufferLoad(buf, store.indices)
-    new = s_tir.SBlock(old.iter_vars, [copy], old.writes, old.name_hint,
-                       tirx.BufferStore(store.buffer, value, store.indices), old.init,
-                       old.alloc_buffers, old.match_buffers, old.annotations)
-    sch.state.replace(sch.get_sref(add), new, {old: new})
+    _replace(sch, add, [r for r in old.reads if r.source.same_as(buf)],
+             tirx.BufferStore(store.buffer, tirx.BufferLoad(buf, store.indices), store.indices), old.init)
+
+
+def _replace(sch: Any, block: Any, reads: list[Any], body: Any, init: Any) -> None:
+    """``block`` in ``sch`` with these reads, body and init (the rest as it was)."""
+    old = sch.get(block)
+    new = tvm().s_tir.SBlock(old.iter_vars, reads, old.writes, old.name_hint, body, init, old.alloc_buffers,
+                             old.match_buffers, old.annotations)
+    sch.state.replace(sch.get_sref(block), new, {old: new})

@@ -12,6 +12,9 @@ from ..core import copy_module, tvm, tvm_module
 relax = tvm_module("relax")
 module_pass = tvm().transform.module_pass
 
+# TVM's OpPatternKind: what FuseOps reads in a PrimFunc's "op_pattern"
+ELEMWISE, BROADCAST, INJECTIVE, OUT_EWISE_FUSABLE, OPAQUE = 0, 1, 2, 4, 8
+
 
 def map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
     """``mod`` with every Relax function replaced by ``fn(mod, function)``."""

@@ -7,9 +7,18 @@ from typing import Any
 import numpy as np
 
 from ..core import tvm
-from .common import const_array, is_tensor, module_pass, relabel, relax
-
-_ELEMWISE, _BROADCAST, _INJECTIVE, _OUT_EWISE_FUSABLE = 0, 1, 2, 4  # TVM's OpPatternKind
+from .common import (
+    BROADCAST,
+    ELEMWISE,
+    INJECTIVE,
+    OPAQUE,
+    OUT_EWISE_FUSABLE,
+    const_array,
+    is_tensor,
+    module_pass,
+    relabel,
+    relax,
+)
 
 
 @module_pass(opt_level=0)
@@ -41,9 +50,9 @@ def _broadcasts_apart_labels(mod: Any) -> dict[Any, tuple[Any, int, str]]:
         """``var`` is a convolution's / dense layer's output, or elementwise work on one."""
         while var in bound:
             p = pattern(bound[var])
-            if p == _OUT_EWISE_FUSABLE:
+            if p == OUT_EWISE_FUSABLE:
                 return True
-            if p not in (_ELEMWISE, _BROADCAST):
+            if p not in (ELEMWISE, BROADCAST):
                 return False
             var = next((a for a in bound[var].args[1].fields if isinstance(a, relax.Var)), None)
         return False
@@ -66,10 +75,10 @@ def _broadcasts_apart_labels(mod: Any) -> dict[Any, tuple[Any, int, str]]:
     labels = {}
     for var, value in bound.items():
         out = shape(value)
-        if pattern(value) not in (_ELEMWISE, _BROADCAST) or out is None:
+        if pattern(value) not in (ELEMWISE, BROADCAST) or out is None:
             continue
         if any(isinstance(a, relax.Var) and spread(a, out) and from_reduction(a) for a in value.args[1].fields):
-            labels[var] = (value, _INJECTIVE, "apart")
+            labels[var] = (value, INJECTIVE, "apart")
     return labels
 
 
@@ -100,14 +109,13 @@ def _table_lookups_elementwise_labels(mod: Any) -> dict[Any, tuple[Any, int, str
             if len(args) != 2 or not value.args[0].name_hint.startswith("take") or func.attrs is None:
                 continue
             table = const_array(args[0])
-            if (table is not None and table.ndim == 1 and int(func.attrs.get("op_pattern", _ELEMWISE)) != _ELEMWISE
+            if (table is not None and table.ndim == 1 and int(func.attrs.get("op_pattern", ELEMWISE)) != ELEMWISE
                     and is_tensor(args[1]) and is_tensor(value)
                     and [int(d) for d in args[1].ty.shape.values] == [int(d) for d in value.ty.shape.values]):
-                labels[b.var] = (value, _ELEMWISE, "lookup")
+                labels[b.var] = (value, ELEMWISE, "lookup")
     return labels
 
 
-_OPAQUE = 8
 _CROPPED_KERNELS = ("dense_packed", "matmul_packed", "dense_int8")
 
 
@@ -125,8 +133,8 @@ class CroppedKernelsFusable:
         updates = {}
         for gv, func in mod.functions_items():
             if isinstance(func, tirx.PrimFunc) and func.attrs is not None and \
-                    int(func.attrs.get("op_pattern", -1)) == _OPAQUE and _cropped_kernel(func):
-                updates[gv] = func.with_attr("op_pattern", _OUT_EWISE_FUSABLE)
+                    int(func.attrs.get("op_pattern", -1)) == OPAQUE and _cropped_kernel(func):
+                updates[gv] = func.with_attr("op_pattern", OUT_EWISE_FUSABLE)
         for gv, func in updates.items():
             mod[gv] = func
         return mod

@@ -33,7 +33,7 @@ from ..kernels.winograd import (
     winograd_tile,
     winograd_weights,
 )
-from .common import const_array, ints, last_dim, rank, static_shape
+from .common import INJECTIVE, const_array, ints, last_dim, rank, static_shape
 
 
 def _fast_sigmoid(x: Any, divide: bool = True) -> Any:
@@ -155,9 +155,6 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     return custom
 
 
-_INJECTIVE = 2  # TVM's OpPatternKind
-
-
 def _legalize_resize2d(bb: Any, call: Any) -> Any:
     """An NHWC linear / nearest resize of static shape: :func:`..kernels.resize.resize2d_nhwc`
     (its source coordinates as tables); anything else TVM's own."""
@@ -173,7 +170,7 @@ def _legalize_resize2d(bb: Any, call: Any) -> Any:
                      primfunc_name_hint="resize2d")
     # injective as TOPI's resize is (its tables would make it opaque): it fuses as before
     gv = out.args[0]
-    bb.update_func(gv, bb.get()[gv].with_attr("op_pattern", _INJECTIVE))
+    bb.update_func(gv, bb.get()[gv].with_attr("op_pattern", INJECTIVE))
     return out
 
 

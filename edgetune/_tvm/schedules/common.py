@@ -138,9 +138,10 @@ def select_edges(sch: Any, block: Any, extent: int) -> list[int]:
     return sorted(e for e in edges if 0 < e < extent)
 
 
-def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
+def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts, widths: tuple[int, ...] = ()) -> None:
     """Vectorize a block's innermost loop by whole registers (odd widths stay scalar: LLVM
-    legalizes them badly)."""
+    legalizes them badly): the first of ``widths`` that divides it, else the widest whole
+    registers that do."""
     loops = sch.get_loops(block)
     if not loops:
         return
@@ -148,7 +149,7 @@ def vectorize_inner(sch: Any, block: Any, cpu: CpuFacts) -> None:
     ext = static_extent(sch, inner)
     if ext is None:  # a symbolic innermost axis stays scalar
         return
-    factor = vector_factor(ext, cpu)
+    factor = next((w for w in widths if w <= ext and ext % w == 0), None) or vector_factor(ext, cpu)
     if factor is None or ext <= 1:
         return
     if ext != factor:

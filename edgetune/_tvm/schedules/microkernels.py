@@ -19,9 +19,7 @@ from .common import (
     parallel_outer,
     register_pieces,
     select_edges,
-    static_extent,
     vector_factor,
-    vectorize_inner,
 )
 from .rules import schedule_elementwise
 
@@ -170,20 +168,8 @@ def _pad_stages(sch: Any, cpu: CpuFacts, cores: int) -> None:
     Pi 4 estimate: 0.66 M cycles; as 8 lanes, two `ldp`/`stp` pairs per pixel: 0.23 M; the
     model 125.9 → 125.4 M cycles, Pi 5 66.8 → 66.6)."""
     for block in child_blocks(sch):
-        if block_name(sch, block) != "pad":
-            continue
-        loops = sch.get_loops(block)
-        if len(loops) > 1:
-            parallel_outer(sch, loops[:-1], cpu, cores, divide=False)
-        inner = sch.get_loops(block)[-1]
-        ext = static_extent(sch, inner)
-        width = next((w for w in (2 * cpu.lanes, cpu.lanes, 8, 4) if ext and w <= ext and ext % w == 0), None)
-        if width is None:
-            vectorize_inner(sch, block, cpu)
-            continue
-        if ext > width:
-            _outer, inner = sch.split(inner, [None, width])
-        sch.vectorize(inner)
+        if block_name(sch, block) == "pad":
+            schedule_elementwise(sch, block, cpu, cores, widths=(2 * cpu.lanes, cpu.lanes, 8, 4))
 
 
 # Accumulators of an fp32 convolution tile over ≤ 4 input channels (a first layer) on AArch64.

@@ -23,15 +23,16 @@ from .common import (
 )
 
 
-def schedule_elementwise(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> None:
-    """Outer loops parallel, innermost vectorized (for pad stages and injective blocks). Little
-    work per pixel: a symbolic width stays out of the parallel loop where the rows before it
-    are enough (a depthwise layer's pad stage over a symbolic width, fused, divided by it three
-    times per pixel: 30 % of the layer's cycles on the Pi 4 estimate)."""
+def schedule_elementwise(sch: Any, block: Any, cpu: CpuFacts, cores: int, widths: tuple[int, ...] = ()) -> None:
+    """Outer loops parallel, innermost vectorized (for pad stages and injective blocks; by the
+    first of ``widths`` that fits, else by whole registers). Little work per pixel: a symbolic
+    width stays out of the parallel loop where the rows before it are enough (a depthwise
+    layer's pad stage over a symbolic width, fused, divided by it three times per pixel: 30 % of
+    the layer's cycles on the Pi 4 estimate)."""
     loops = sch.get_loops(block)
     if len(loops) > 1:
         parallel_outer(sch, loops[:-1], cpu, cores, divide=False)
-    vectorize_inner(sch, block, cpu)
+    vectorize_inner(sch, block, cpu, widths)
 
 
 def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
