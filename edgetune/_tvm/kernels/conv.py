@@ -65,13 +65,15 @@ def crop(out: Any, channels: int) -> Any:
 
 def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
-                       out_dtype: str = "float32", row_tile: int = 0, rows: tuple[str, int] = ("", 0)) -> Any:
+                       out_dtype: str = "float32", row_tile: int = 0, rows: tuple[str, int] = ("", 0),
+                       default_variant: str = "") -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
     output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
     ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
     dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``.
     A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels and
-    cropped (:func:`_tiled_width`; ``rows``: :func:`.dense.row_variant`)."""
+    cropped (:func:`_tiled_width`; ``rows``: :func:`.dense.row_variant`). ``default_variant``: as
+    :func:`.winograd.conv2d_nhwc_winograd`'s."""
     from tvm import te
 
     from .dense import dims
@@ -82,7 +84,8 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
-    attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature}
+    attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature,
+                             **({"edgetune.conv_default": default_variant} if default_variant else {})}
     width = _tiled_width(ow, row_tile, attrs, rows)
     src = pad_nhwc(data, padding, fill, str(weights.dtype), width=_pad_width(ow, width, sw, (kw - 1) * dw))
     pixel = _pixel(src is data, ow)
@@ -153,7 +156,7 @@ def _cast(out: Any, dtype: str) -> Any:
 
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
-                     narrow: bool = False, signature: str = "") -> Any:
+                     narrow: bool = False, signature: str = "", default_variant: str = "") -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -190,7 +193,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
 
     out = _dot_sums((n, oh, width, oco * block), pixel, (kh, kw), flip, weights, family,
                     {"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
-                     "edgetune.dot_narrow": int(narrow)})
+                     "edgetune.dot_narrow": int(narrow),
+                     **({"edgetune.conv_default": default_variant} if default_variant else {})})
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     return _plus_channels(out, offset)

@@ -23,6 +23,9 @@ WINOGRAD = {
 }
 
 
+# int8 dot-product families (:func:`.dot.dot_family`) whose eligible int8 layers are Winograd by default
+INT8_WINOGRAD_FAMILIES: tuple[str | None, ...] = ("neon", None)
+
 ConvChoice = str | Mapping[str, str]  # "auto" | "direct" | "winograd", or per conv signature
 
 
@@ -51,6 +54,16 @@ def default_conv_variant(target: Any) -> str:
     (:func:`edgetune.tuning.tasks.choose_variants`). LLVM's AArch64 back end is slow on these
     kernels: Arm libraries with them are compiled at -O2 (:func:`..targets.codegen_target`)."""
     return "winograd"
+
+
+def int8_variant(family: str | None) -> str:
+    """The variant an eligible exact int8 layer (:mod:`..passes.int8_layers`) gets where nothing
+    was measured, by the target's int8 dot-product family (:func:`.dot.dot_family`): Winograd in
+    float32 over the same integers, its sums rounded back to integers (the integer kernel's
+    wherever the transforms' rounding stays under a half; requantized, within a step), where
+    the integer kernel multiplies no faster than fp32's — TODO measured — else the integer
+    kernel."""
+    return "winograd" if family in INT8_WINOGRAD_FAMILIES else "direct"
 
 
 def default_min_channels(target: Any) -> int:
@@ -105,10 +118,13 @@ def _row_sums(matrix: Any, term: Callable[[int], Any]) -> list[Any]:
 
 
 def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: int, out_channels: int,
-                         signature: str = "") -> Any:
+                         signature: str = "", fill: int = 0, default_variant: str = "") -> Any:
     """3×3 stride-1 NHWC convolution as Winograd F(tile, 3): input tiles transformed (Bᵀ d B,
     separably), α² GEMMs over input channels against the transformed weights (packed like the
-    direct kernel's), output tiles transformed back (Aᵀ m A), then cropped to the output."""
+    direct kernel's), output tiles transformed back (Aᵀ m A), then cropped to the output.
+    ``data`` may be int8 (an exact int8 layer's input, :func:`int8_variant`): read as float32,
+    padded with ``fill`` (its zero point). ``default_variant``: the variant an untuned build
+    gives this layer where it is not the target's (annotated for tuning's choice)."""
     from tvm import te
 
     bt, _g, at = WINOGRAD[tile]
@@ -119,7 +135,7 @@ def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: 
     oh, ow = h + top + bottom - 2, w + left + right - 2
     nh, nw = -(-oh // tile), -(-ow // tile)
     tiles = n * nh * nw
-    src = pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left))
+    src = pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left), fill, "float32")
 
     def corner(p: Any) -> tuple[Any, Any, Any]:
         return p // (nh * nw), (p % (nh * nw)) // nw * tile, p % nw * tile
@@ -135,7 +151,8 @@ def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: 
     rc = te.reduce_axis((0, c), "rc")
     gemm = te.compute((alpha * alpha, tiles, oco * oci),
                       lambda e, p, o: te.sum(v[e, p, rc] * weights[e, o // oci, rc, o % oci], axis=[rc]),
-                      name="winograd_gemm", attrs={"edgetune.kernel": "winograd_gemm", "edgetune.conv": signature})
+                      name="winograd_gemm", attrs={"edgetune.kernel": "winograd_gemm", "edgetune.conv": signature,
+                                                   **({"edgetune.conv_default": default_variant} if default_variant else {})})
     o1 = te.compute((tile, alpha, tiles, oco * oci),
                     lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o])),
                     name="winograd_output1")

@@ -3,14 +3,22 @@ where a target has none; int8 round trips dropped."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..kernels import dot
 from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, dense_int8, depthwise_conv2d_nhwc
 from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, register_tile
-from ..kernels.winograd import conv_signature
+from ..kernels.winograd import (
+    ConvChoice,
+    conv_signature,
+    default_conv_variant,
+    default_min_channels,
+    int8_variant,
+    winograd_eligible,
+    winograd_tile,
+)
 from .common import (
     MutatorPass,
     bound_value,
@@ -48,12 +56,14 @@ class Int8Convolutions:
 
     Done before LegalizeOps because TVM's conv2d carries no pad value."""
 
-    def __init__(self, target: Any):
+    def __init__(self, target: Any, conv_choice: ConvChoice = "auto"):
         self.family, self.cpu = dot.dot_family(target), CpuFacts.of(target)
+        self.winograd = _WinogradChoice(conv_choice, default_conv_variant(target), default_min_channels(target))
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
         functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
-        mutator = _Int8(mod, set().union(*(_biased(func) for _gv, func in functions)), self.family, self.cpu)
+        mutator = _Int8(mod, set().union(*(_biased(func) for _gv, func in functions)), self.family, self.cpu,
+                        self.winograd)
         for gv, func in functions:
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
         return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
@@ -87,6 +97,17 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     rest = None if exact else bias
     te = mutator.builder_.call_te
     family, cpu = mutator.family, mutator.cpu
+    note = ""  # the layer's untuned variant where it has two and that is not the target's default
+    if int(a.groups) == 1 and isinstance(fill, int):
+        oh, ow = (int(v) for v in conv.ty.shape.values[1:3])
+        wanted = mutator.winograd
+        default = int8_variant(family)
+        tile = winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, wanted.choice, default, wanted.min_channels)
+        note = default if default != wanted.target_default else ""
+        if tile:
+            return _winograd(mutator, x, weights, geometry, tile, sig, bias, note), True, None
+        if not winograd_eligible((kh, kw), geometry["strides"], geometry["dilation"], ic, oc):
+            note = ""  # no Winograd variant: nothing to choose between
     if int(a.groups) == 1 and family is not None:
         packed = dot.packed_weights(weights, family)
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
@@ -94,12 +115,13 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
-                  narrow=dot.narrow_weights(weights), signature=sig, primfunc_name_hint="conv2d_nhwc_int8")
+                  narrow=dot.narrow_weights(weights), signature=sig, default_variant=note,
+                  primfunc_name_hint="conv2d_nhwc_int8")
         return call, False, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
-                  out_dtype="float32", primfunc_name_hint="conv2d_nhwc")
+                  out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
     if int(a.groups) == ic == oc and ic_g == 1:
         packed = depthwise_weights(weights.astype(np.float32), cpu)
@@ -107,6 +129,27 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
                   primfunc_name_hint="depthwise_conv2d_nhwc")
         return call, True, rest
     return None
+
+
+class _WinogradChoice(NamedTuple):
+    choice: ConvChoice  # per conv signature, "direct" | "winograd" (else the int8 default)
+    target_default: str  # the variant the target gives unmeasured float layers
+    min_channels: int
+
+
+def _winograd(mutator: Any, x: Any, weights: Any, geometry: dict[str, Any], tile: int, sig: str, bias: Any,
+              note: str) -> Any:
+    """An exact int8 layer as Winograd in float32: the int8 input padded with its zero point
+    (``fill``) and read as float, the integer weights transformed; the sums rounded to integers
+    (the integer kernel's wherever the transforms' rounding error stays under a half), then the
+    layer's constant added (exact: below 2²⁴, as the caller checked)."""
+    from .legalize import legalize_winograd
+
+    b = mutator.builder_
+    out = legalize_winograd(b, x, weights.astype(np.float32), geometry, tile, sig, mutator.cpu, fill=geometry["fill"],
+                            default_variant=note)
+    out = relax.op.round(b.emit(out))
+    return out if bias is None else relax.op.add(b.emit(out), relax.const(bias.astype(np.float32)))
 
 
 def _channel_constant(expr: Any, channels: int) -> Any | None:
@@ -136,9 +179,10 @@ class _Int8(relax.PyExprMutator):
     """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
     sums are cast to int32 for their users and the casts back to float32 dropped."""
 
-    def __init__(self, module: Any, deferred: set[Any], family: str | None, cpu: CpuFacts):
+    def __init__(self, module: Any, deferred: set[Any], family: str | None, cpu: CpuFacts, winograd: _WinogradChoice):
         super().__init__(module)
         self.family, self.cpu = family, cpu  # the target's dot-product instruction, its vector facts
+        self.winograd = winograd  # which eligible 3×3 layers are Winograd in float
         self.deferred = deferred  # convolutions made kernels at their bias add
         self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
 

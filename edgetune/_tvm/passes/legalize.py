@@ -346,7 +346,7 @@ def _legalize_layer_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
 
 
 def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,
-                       cpu: CpuFacts) -> Any:
+                       cpu: CpuFacts, fill: int = 0, default_variant: str = "") -> Any:
     from tvm import relax
 
     oc = weights.shape[0]
@@ -357,4 +357,5 @@ def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, A
     oci, _rw = register_tile(oc, tiles, cpu)
     packed = winograd_weights(weights, tile, oci)
     return bb.call_te(conv2d_nhwc_winograd, data, relax.const(packed), padding=geometry["padding"], tile=tile,
-                      out_channels=oc, signature=sig, primfunc_name_hint="conv2d_winograd")
+                      out_channels=oc, signature=sig, fill=fill, default_variant=default_variant,
+                      primfunc_name_hint="conv2d_winograd")

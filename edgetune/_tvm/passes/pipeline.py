@@ -96,8 +96,10 @@ def integer_layers(mod: Any, tflite: bool) -> Any:
 # ---------------------------------------------------------------- 2. prepare: the unfused graph
 
 
-def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
-    """The passes from an imported module to the unfused graph of ``lowering`` on ``target``."""
+def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> list[Any]:
+    """The passes from an imported module to the unfused graph of ``lowering`` on ``target``
+    (``conv_choice``: which exact int8 3×3 layers run as Winograd in float,
+    :class:`.int8_kernels.Int8Convolutions`)."""
     cpu = target.kind.name == "llvm"
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
               NCHWConv2dTranspose()]
@@ -112,7 +114,7 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
     if cpu:
-        passes.append(Int8Convolutions(target))
+        passes.append(Int8Convolutions(target, conv_choice))
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
                relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
     if cpu and lowering.layout == "nhwc":
@@ -120,9 +122,9 @@ def prepare_passes(target: Any, lowering: Lowering) -> list[Any]:
     return passes
 
 
-def prepare(mod: Any, target: Any, lowering: Lowering) -> Any:
+def prepare(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
     """The unfused graph of ``lowering``: :func:`prepare_passes` run on ``mod``."""
-    return _run(prepare_passes(target, lowering), mod)
+    return _run(prepare_passes(target, lowering, conv_choice), mod)
 
 
 def for_gpu(mod: Any) -> Any:
@@ -160,6 +162,6 @@ def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto
 def fuse(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto") -> Any:
     """The fused module of ``lowering``: what tuning extracts tasks from and what the build
     schedules (records apply to exactly these PrimFuncs)."""
-    prepared = prepare(mod, target, lowering)
+    prepared = prepare(mod, target, lowering, conv_choice)
     with target:
         return _run(fuse_passes(target, lowering, conv_choice), prepared)

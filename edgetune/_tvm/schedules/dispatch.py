@@ -49,7 +49,8 @@ def _main_microkernel(sch: Any) -> tuple[Any, str, Callable[..., None]] | None:
 def conv_variant(func: Any) -> tuple[str, str, str]:
     """A kernel that has variants (tuning measures each, the build takes the faster): (its
     signature, this variant, the variant an untuned build uses — "" for the target's default).
-    A convolution's are "direct" and "winograd"; a dense, matmul, convolution or depthwise
+    A convolution's are "direct" and "winograd" (an int8 layer's default may not be the
+    target's: annotated ``edgetune.conv_default``); a dense, matmul, convolution or depthwise
     kernel over a symbolic row count or width (a range of lengths) has one per register-tile
     height, "rows6" (its default height in its annotations). ("", "", "") for any other kernel."""
     from tvm import s_tir
@@ -58,7 +59,8 @@ def conv_variant(func: Any) -> tuple[str, str, str]:
     for block in child_blocks(sch):
         ann = sch.get(block).annotations
         if "edgetune.conv" in ann and str(ann["edgetune.conv"]):
-            return str(ann["edgetune.conv"]), "winograd" if kernel_of(sch, block) == "winograd_gemm" else "direct", ""
+            variant = "winograd" if kernel_of(sch, block) == "winograd_gemm" else "direct"
+            return str(ann["edgetune.conv"]), variant, str(ann.get("edgetune.conv_default", ""))
         if "edgetune.rows" in ann:
             return (str(ann["edgetune.rows"]), f"rows{int(ann['edgetune.row_tile'])}",
                     f"rows{int(ann['edgetune.rows_default'])}")
