@@ -92,3 +92,21 @@ def _run_host(pkg, x):
 
     module = load(pkg)
     return next(iter(module.run(image=x).values()))
+
+
+@pytest.mark.parametrize(("device", "factor"), [("pi4", 2.0), ("pi5", 4.0)])
+def test_int8_kernels_are_checked_against_their_own_peak(qdq_cnn, device, factor):
+    """A dot-product kernel multiplies faster than fp32 FMAs: its timings are checked (and its
+    share of peak shown) against the fp32 peak times its family's factor — VNNI kernels on this
+    host ran at 2.5× the fp32 peak and were refused as 'impossible timing'."""
+    from edgetune.tuning.record_check import PEAK_MARGIN, impossible_time
+    from edgetune.tuning.tasks import model_workloads
+
+    target = _tvm.make_target(get_profile(device).target_spec())
+    wls = model_workloads(import_model(qdq_cnn["int8"]), target, _tvm.lowering_for(target, "auto").key)
+    factors = {wl.kind: wl.peak_factor for wl in wls}
+    assert factors["conv2d-int8"] == factor and factors["winograd"] == 1.0, factors
+    conv = next(wl for wl in wls if wl.kind == "conv2d-int8")
+    fast = conv.flops / (1.5 * PEAK_MARGIN * 10e9)  # 1.5 × what a 10 GFLOP/s fp32 peak allows
+    assert impossible_time(conv.flops, fast, 10.0)
+    assert impossible_time(conv.flops / conv.peak_factor, fast, 10.0) is None

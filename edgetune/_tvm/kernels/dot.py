@@ -52,6 +52,12 @@ SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
 # vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
 # convolution with no padding to apply needs no converted copy of its input
 FLIPPED = "edgetune_dot_16x4_vnni_flip"
+# int8 multiply-adds a family issues per fp32 multiply-add of the same core — its kernels' peak
+# over the fp32 one (what a timing is checked against, and % of peak): AVX-512 VNNI's vpdpbusd 64
+# an instruction against vfmadd's 16; the A76's two sdot pipes 32 a cycle against two FMLAs' 8;
+# the A72's one integer-multiply pipe 8 (smull) a cycle against one FMLA's 4
+PEAK_FACTOR = {"vnni": 4.0, "sdot": 4.0, "neon": 2.0}
+
 DESCRIPTIONS = {
     "vnni": "x86 AVX-512 VNNI (vpdpbusd, u8×s8)",
     "sdot": "Arm dot product (sdot, s8×s8)",

@@ -9,7 +9,7 @@ from ..constants import FAILED_RUN_SECS, RECORDS_FILE, WORKLOADS_FILE
 from ..core import last_line, plain
 from .base import meta_schedule
 from .search import trace_key
-from .tasks import tuning_module, workload_hash
+from .tasks import peak_factor, tuning_module, workload_hash
 
 
 def mean_secs(result: Any) -> float | None:
@@ -62,7 +62,8 @@ def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
     """Replay one record's trace on its workload, as a build would: (why it is not a schedule
     edgetune's spaces make — its workload does not parse or does not hash to its name, the
     trace does not replay, or the replayed kernel carries annotations no design space sets — or
-    None; the workload's FLOPs, 0 when unknown). ``workload_line``: ``[hash, IR]``;
+    None; the workload's FLOPs counted against the device's fp32 peak — an int8 dot-product
+    kernel's over its :func:`.tasks.peak_factor` —, 0 when unknown). ``workload_line``: ``[hash, IR]``;
     ``record``: ``[trace, run_secs, target, args]`` (both already checked for their shape,
     :mod:`edgetune.tuning.record_check`)."""
     from tvm.s_tir import schedule as s
@@ -91,7 +92,7 @@ def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
         flops = float(estimate_tir_flops(workload.mod))
     except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
         flops = 0.0
-    return None, flops
+    return None, flops / peak_factor(workload.mod)
 
 
 def annotation_keys(mod: Any) -> set[str]:

@@ -42,6 +42,7 @@ class Workload:
     sizes: tuple[tuple[float, tuple[Any, ...]], ...] = ()
     lengths: tuple[tuple[Any, float], ...] = ()  # (point, weight) of each of ``sizes``: an int, the length; a tuple, several
     default_variant: str = ""  # the variant an untuned build uses ("": the target's convolution default)
+    peak_factor: float = 1.0  # its peak over the device's fp32 one (:func:`peak_factor`)
 
     @property
     def symbolic(self) -> bool:
@@ -96,7 +97,7 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
         kind = dispatch.classify(tir) if cpu else "gpu"
         sig, variant, default = dispatch.conv_variant(tir) if cpu else ("", "", "")
         out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
-                            rule_family(tir, kind, target), sizes, timed, default))
+                            rule_family(tir, kind, target), sizes, timed, default, peak_factor(tir) if cpu else 1.0))
     return out
 
 
@@ -173,6 +174,15 @@ def rule_family(tir: Any, kind: str, target: Any) -> str:
         return "MetaSchedule llvm"
     family = dispatch.dot_family_of(tir)
     return f"micro-kernel, {dot.DESCRIPTIONS[family]}" if family else "micro-kernel"
+
+
+def peak_factor(tir: Any) -> float:
+    """A kernel's peak over the device's fp32 one: an int8 kernel tensorized with a dot-product
+    instruction multiplies faster (:data:`..kernels.dot.PEAK_FACTOR`); 1 for any other."""
+    from ..kernels import dot
+    from ..schedules import dispatch
+
+    return dot.PEAK_FACTOR.get(dispatch.dot_family_of(tir) or "", 1.0)
 
 
 def kernel_workloads(fused: Any) -> dict[str, str]:
