@@ -83,6 +83,9 @@ def schedule_reduction(sch: Any, cpu: CpuFacts, cores: int) -> None:
         sch.vectorize(sch.get_loops(init)[-1])
 
 
+SEAM_UNROLL = (4, 5, 3, 2)  # registers a step of a concatenation's pieces (the first that divides them all)
+
+
 def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
     """Only spatial blocks: inline what inlines, then each remaining block parallel + vector."""
     blocks = child_blocks(sch)
@@ -118,7 +121,14 @@ def schedule_injective(sch: Any, cpu: CpuFacts, cores: int) -> None:
         outer, inner = sch.split(loops[-1], [None, width])
         sch.vectorize(inner)
         sizes = [(b - a) // width for a, b in zip([0, *edges], edges)]
-        sch.loop_partition(outer, [*sizes, None])
+        sizes.append(loop_extent(sch, outer) - sum(sizes))
+        # a few registers a step, unrolled: a gathering read (the head's transpose) builds each
+        # register lane by lane, a chain of dependent inserts; unrolled, the chains overlap
+        unroll = next((u for u in SEAM_UNROLL if all(n % u == 0 for n in sizes)), 1)
+        if unroll > 1:
+            outer, step = sch.split(outer, [None, unroll])
+            sch.unroll(step)
+        sch.loop_partition(outer, [n // unroll for n in sizes[:-1]] + [None])
 
 
 def _split_pad(sch: Any, block: Any, cpu: CpuFacts, cores: int) -> bool:
