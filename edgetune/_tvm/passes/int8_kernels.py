@@ -50,7 +50,10 @@ class Int8Convolutions:
       add per vector), or the fp32 packed kernel over the same small integers on a CPU without
       one (exact: the sums stay below 2²⁴, checked at import);
     * depthwise ones: the fp32 depthwise kernel reading the int8 input directly (no integer
-      instruction helps a 9-tap sum per channel).
+      instruction helps a 9-tap sum per channel);
+    * 3×3 stride-1 ones, where ``conv_choice`` (or the target's int8 default,
+      :func:`..kernels.winograd.int8_variant`) says so: Winograd in float32 over the same
+      integers, the sums rounded back to integers (:func:`_winograd`).
 
     An fp32 kernel adds the constant in float where the sum stays exact, and hands the float on:
     the requantize after it converts to float anyway (an int32 round trip and an integer add per
@@ -148,7 +151,8 @@ def _winograd(mutator: Any, x: Any, weights: Any, geometry: dict[str, Any], tile
     """An exact int8 layer as Winograd in float32: the int8 input padded with its zero point
     (``fill``) and read as float, the integer weights transformed; the sums rounded to integers
     (the integer kernel's wherever the transforms' rounding error stays under a half), then the
-    layer's constant added (exact: below 2²⁴, as the caller checked)."""
+    layer's constant added in float (beyond 2²⁴ it rounds by a part in 2²⁴ of the sum: far below
+    a requantizing step)."""
     from .legalize import legalize_winograd
 
     b = mutator.builder_
