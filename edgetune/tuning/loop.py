@@ -628,7 +628,7 @@ class TuneLoop:
         ms = self.ms
         ctx = self._context(i)
         task = self.taskset.tasks[i]
-        results = [self._plausible(task.flops / task.workload.peak_factor, r) for r in results]
+        results = [self._plausible(task.flops, r, self._peak(task)) for r in results]
         ms.commit(self.database, task.workload.mod, batch, results, self.taskset.target)
         if kind in ("evolutionary", "gensor"):
             ctx.notify(batch, results)
@@ -656,15 +656,19 @@ class TuneLoop:
                 d.converged_at = self.scheduler.tasks[i].best
         self.spent_now += len(batch)
 
-    def _plausible(self, flops: float, result: Any) -> Any:
+    def _peak(self, task: Any) -> float | None:
+        """The GFLOP/s a perfect kernel of ``task`` reaches on the device: its fp32 peak, times
+        the task's ``peak_factor`` (an int8 dot-product kernel: VNNI does 4× the multiply-adds)."""
+        return self.peak_gflops * task.workload.peak_factor if self.peak_gflops else None
+
+    def _plausible(self, flops: float, result: Any, peak: float | None) -> Any:
         """``result``, or a failure where its times cannot have been measured (not positive
-        finite numbers, or faster than the device's peak: a board or tracker feeding forged
-        timings would otherwise make its schedule "best"). ``flops``: counted against the fp32
-        peak (an int8 dot-product kernel's over its ``peak_factor``: VNNI's run 4× as many)."""
+        finite numbers, or faster than ``peak``: a board or tracker feeding forged timings
+        would otherwise make its schedule "best")."""
         secs = [float(getattr(t, "value", t)) for t in result.run_secs] if result.run_secs is not None else None
         if secs is None:
             return result
-        why = run_secs_problem(secs) or next((w for w in (impossible_time(flops, t, self.peak_gflops) for t in secs) if w), None)
+        why = run_secs_problem(secs) or next((w for w in (impossible_time(flops, t, peak) for t in secs) if w), None)
         if why is None:
             return result
         log.warning("a measurement was refused as impossible: %s", why)
@@ -688,7 +692,7 @@ class TuneLoop:
     def snapshot(self, message: str = "") -> Snapshot:
         sched = self.scheduler
         rows = tuple(TaskRow(t.name, task.workload.kind, t.trials, to_ms(t.best), to_ms(t.baseline), t.stopped or "live",
-                             task.flops, self.peak_gflops and self.peak_gflops * task.workload.peak_factor)
+                             task.flops, self._peak(task))
                      for t, task in zip(sched.tasks, self.taskset.tasks))
         base = self.opts.baselines
         nets = tuple(NetworkRow(n.name, to_ms(sched.baseline_latency(j)), to_ms(sched.latency(j)), to_ms(n.target_s),

@@ -467,13 +467,12 @@ def _replay(archive: Path, workloads: list[Any], rows: list[Any], profile: str) 
         peak = _tvm.peak_gflops(prof, _tvm.make_target(prof.target_spec()))
     except EdgetuneError:
         peak = None
-    problems, flops_of = [], {}
+    problems, work_of = [], {}
     for n, (idx, rec) in enumerate(rows, 1):
-        if idx not in flops_of:
-            why, flops_of[idx] = ms.replay_problem(workloads[idx], rec)
-        else:
-            why = ms.replay_problem(workloads[idx], rec)[0]
-        why = why or next((w for w in (impossible_time(flops_of[idx], float(t), peak) for t in rec[1]) if w), None)
+        why, flops, factor = ms.replay_problem(workloads[idx], rec)
+        flops, factor = work_of.setdefault(idx, (flops, factor))  # the first replay's (a failed one says 0)
+        why = why or next((w for w in (impossible_time(flops, float(t), peak and peak * factor) for t in rec[1]) if w),
+                          None)
         if why:
             problems.append(f"record line {n}: {why}")
     if problems:

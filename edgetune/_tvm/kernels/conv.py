@@ -63,6 +63,14 @@ def crop(out: Any, channels: int) -> Any:
     return te.compute((*out.shape[:-1], channels), lambda *idx: out[idx], name="crop")
 
 
+def conv_attrs(kernel: str, signature: str, default_variant: str = "") -> dict[str, Any]:
+    """A convolution kernel's block annotations: its kind, its signature (the key its direct and
+    Winograd variants share) and, where it is not the target's, the variant an untuned build
+    gives it (read by :func:`..schedules.dispatch.conv_variant`)."""
+    attrs = {"edgetune.kernel": kernel, "edgetune.conv": signature}
+    return {**attrs, "edgetune.conv_default": default_variant} if default_variant else attrs
+
+
 def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
                        out_dtype: str = "float32", row_tile: int = 0, rows: tuple[str, int] = ("", 0),
@@ -84,8 +92,7 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic), "rc")
-    attrs: dict[str, Any] = {"edgetune.kernel": "conv2d_nhwc_packed", "edgetune.conv": signature,
-                             **({"edgetune.conv_default": default_variant} if default_variant else {})}
+    attrs = conv_attrs("conv2d_nhwc_packed", signature, default_variant)
     width = _tiled_width(ow, row_tile, attrs, rows)
     src = pad_nhwc(data, padding, fill, str(weights.dtype), width=_pad_width(ow, width, sw, (kw - 1) * dw))
     pixel = _pixel(src is data, ow)
@@ -192,9 +199,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
         return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
     out = _dot_sums((n, oh, width, oco * block), pixel, (kh, kw), flip, weights, family,
-                    {"edgetune.kernel": "conv2d_nhwc_int8", "edgetune.conv": signature, "edgetune.dot": family,
-                     "edgetune.dot_narrow": int(narrow),
-                     **({"edgetune.conv_default": default_variant} if default_variant else {})})
+                    {**conv_attrs("conv2d_nhwc_int8", signature, default_variant), "edgetune.dot": family,
+                     "edgetune.dot_narrow": int(narrow)})
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     return _plus_channels(out, offset)

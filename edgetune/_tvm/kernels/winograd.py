@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .conv import pad_nhwc
+from .conv import conv_attrs, pad_nhwc
 from .cpu import pad_axis
 
 # Lavin & Gray's F(2×2, 3×3) and F(4×4, 3×3) (interpolation points 0, ±1, ±2, ∞): Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A
@@ -158,8 +158,7 @@ def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: 
     rc = te.reduce_axis((0, c), "rc")
     gemm = te.compute((alpha * alpha, tiles, oco * oci),
                       lambda e, p, o: te.sum(v[e, p, rc] * weights[e, o // oci, rc, o % oci], axis=[rc]),
-                      name="winograd_gemm", attrs={"edgetune.kernel": "winograd_gemm", "edgetune.conv": signature,
-                                                   **({"edgetune.conv_default": default_variant} if default_variant else {})})
+                      name="winograd_gemm", attrs=conv_attrs("winograd_gemm", signature, default_variant))
     o1 = te.compute((tile, alpha, tiles, oco * oci),
                     lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o])),
                     name="winograd_output1")

@@ -58,41 +58,42 @@ def measured_keys(database: Any, workload_mod: Any) -> list[str]:
     return [trace_key(rec.trace) for rec in database.get_top_k(wl, 100_000)]
 
 
-def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float]:
+def replay_problem(workload_line: Any, record: Any) -> tuple[str | None, float, float]:
     """Replay one record's trace on its workload, as a build would: (why it is not a schedule
     edgetune's spaces make — its workload does not parse or does not hash to its name, the
     trace does not replay, or the replayed kernel carries annotations no design space sets — or
-    None; the workload's FLOPs counted against the device's fp32 peak — an int8 dot-product
-    kernel's over its :func:`.tasks.peak_factor` —, 0 when unknown). ``workload_line``: ``[hash, IR]``;
+    None; the workload's FLOPs, 0 when unknown; its :func:`.tasks.peak_factor`, the device's
+    fp32 peak times which its times are checked against). ``workload_line``: ``[hash, IR]``;
     ``record``: ``[trace, run_secs, target, args]`` (both already checked for their shape,
     :mod:`edgetune.tuning.record_check`)."""
     from tvm.s_tir import schedule as s
     from tvm.s_tir.analysis import estimate_tir_flops
 
     from ..constants import TRACE_ANNOTATIONS
+    from ..schedules.dispatch import dot_family_of
 
     m = meta_schedule()
     try:
         workload = m.database.Workload.from_json(workload_line)
     except Exception as err:  # noqa: BLE001 — TVM's deserializer raises many types
-        return f"its workload does not parse ({last_line(err)[:120]})", 0.0
+        return f"its workload does not parse ({last_line(err)[:120]})", 0.0, 1.0
     if workload_hash(workload.mod) != str(workload_line[0]):
-        return "its workload does not hash to the name it is filed under", 0.0
+        return "its workload does not hash to the name it is filed under", 0.0, 1.0
     before = annotation_keys(workload.mod)
     try:
         rec = m.database.TuningRecord.from_json(record, workload)
         sch = s.Schedule(workload.mod)
         rec.trace.apply_to_schedule(sch, remove_postproc=False)
     except Exception as err:  # noqa: BLE001 — a trace that does not replay is refused, whatever TVM raised
-        return f"its trace does not replay on its workload ({last_line(err)[:120]})", 0.0
+        return f"its trace does not replay on its workload ({last_line(err)[:120]})", 0.0, 1.0
     added = annotation_keys(sch.mod) - before - TRACE_ANNOTATIONS
     if added:
-        return f"its schedule carries annotation(s) {', '.join(sorted(added))}", 0.0
+        return f"its schedule carries annotation(s) {', '.join(sorted(added))}", 0.0, 1.0
     try:
         flops = float(estimate_tir_flops(workload.mod))
     except Exception:  # noqa: BLE001 — data-dependent loops have no estimate
         flops = 0.0
-    return None, flops / peak_factor(workload.mod)
+    return None, flops, peak_factor(dot_family_of(workload.mod))
 
 
 def annotation_keys(mod: Any) -> set[str]:

@@ -96,8 +96,9 @@ def extract_workloads(mod: Any, target: Any, lowering_key: str, conv_choice: Any
             flops = _flops(tir)
         kind = dispatch.classify(tir) if cpu else "gpu"
         sig, variant, default = dispatch.conv_variant(tir) if cpu else ("", "", "")
+        family = dispatch.dot_family_of(tir) if cpu else None
         out.append(Workload(str(task.task_name), workload_hash(tir), int(task.weight), flops, tir, kind, sig, variant,
-                            rule_family(tir, kind, target), sizes, timed, default, peak_factor(tir) if cpu else 1.0))
+                            rule_family(kind, target, family), sizes, timed, default, peak_factor(family)))
     return out
 
 
@@ -161,10 +162,11 @@ def _mean_flops(tir: Any, points: Mapping[Any, tuple[dict[str, int], float]]) ->
     return out
 
 
-def rule_family(tir: Any, kind: str, target: Any) -> str:
+def rule_family(kind: str, target: Any, family: str | None) -> str:
     """The schedule rules a task is tuned with (``--list-tasks``): edgetune's micro-kernel
-    sketch, with the int8 dot-product instruction it is tensorized with, or MetaSchedule's own
-    rules for the target (CUDA: GPU thread tiling; CPU: multi-level tiling, parallel/vectorize)."""
+    sketch, with the int8 dot-product instruction it is tensorized with (``family``,
+    :func:`..schedules.dispatch.dot_family_of`), or MetaSchedule's own rules for the target
+    (CUDA: GPU thread tiling; CPU: multi-level tiling, parallel/vectorize)."""
     from ..kernels import dot
     from ..schedules import dispatch
 
@@ -172,17 +174,16 @@ def rule_family(tir: Any, kind: str, target: Any) -> str:
         return "MetaSchedule cuda"
     if kind not in dispatch.MICROKERNEL_KINDS:
         return "MetaSchedule llvm"
-    family = dispatch.dot_family_of(tir)
     return f"micro-kernel, {dot.DESCRIPTIONS[family]}" if family else "micro-kernel"
 
 
-def peak_factor(tir: Any) -> float:
-    """A kernel's peak over the device's fp32 one: an int8 kernel tensorized with a dot-product
-    instruction multiplies faster (:data:`..kernels.dot.PEAK_FACTOR`); 1 for any other."""
+def peak_factor(family: str | None) -> float:
+    """A kernel's peak over the device's fp32 one, by the int8 dot-product instruction it is
+    tensorized with (:func:`..schedules.dispatch.dot_family_of`): such a kernel multiplies
+    faster (:data:`..kernels.dot.PEAK_FACTOR`); 1 for any other."""
     from ..kernels import dot
-    from ..schedules import dispatch
 
-    return dot.PEAK_FACTOR.get(dispatch.dot_family_of(tir) or "", 1.0)
+    return dot.PEAK_FACTOR.get(family or "", 1.0)
 
 
 def kernel_workloads(fused: Any) -> dict[str, str]:

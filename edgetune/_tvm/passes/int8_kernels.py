@@ -34,6 +34,7 @@ from .common import (
     relax,
     static_shape,
 )
+from .legalize import legalize_winograd
 
 FLOAT_FIRST_LAYER = 4  # input channels up to which an int8 layer on NEON without sdot runs on the fp32 kernel
 
@@ -103,16 +104,14 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     te = mutator.builder_.call_te
     family, cpu = mutator.family, mutator.cpu
     note = ""  # the layer's untuned variant where it has two and that is not the target's default
-    if int(a.groups) == 1 and isinstance(fill, int):
-        oh, ow = (int(v) for v in conv.ty.shape.values[1:3])
-        wanted = mutator.winograd
-        default = int8_variant(family)
-        tile = winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, wanted.choice, default, wanted.min_channels)
+    if int(a.groups) == 1 and isinstance(fill, int) and \
+            winograd_eligible((kh, kw), geometry["strides"], geometry["dilation"], ic, oc):
+        wanted, default = mutator.winograd, int8_variant(family)
         note = default if default != wanted.target_default else ""
+        oh, ow = (int(v) for v in conv.ty.shape.values[1:3])
+        tile = winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, wanted.choice, default, wanted.min_channels)
         if tile:
             return _winograd(mutator, x, weights, geometry, tile, sig, bias, note), True, None
-        if not winograd_eligible((kh, kw), geometry["strides"], geometry["dilation"], ic, oc):
-            note = ""  # no Winograd variant: nothing to choose between
     # On the Pi 4 a layer of at most 4 input channels (a network's first: RGB) pads each tap's
     # channels to a 4-deep step of smull + pairwise adds; the fp32 kernel over the same integers
     # (its first-layer tile) took fewer A72 cycles: SqueezeNet 54.3 → 53.0 M, face detector 13.4
@@ -153,8 +152,6 @@ def _winograd(mutator: Any, x: Any, weights: Any, geometry: dict[str, Any], tile
     (the integer kernel's wherever the transforms' rounding error stays under a half), then the
     layer's constant added in float (beyond 2²⁴ it rounds by a part in 2²⁴ of the sum: far below
     a requantizing step)."""
-    from .legalize import legalize_winograd
-
     b = mutator.builder_
     out = legalize_winograd(b, x, weights.astype(np.float32), geometry, tile, sig, mutator.cpu, fill=geometry["fill"],
                             default_variant=note)
