@@ -303,7 +303,8 @@ def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_c
     """Pi 5: a layer of 16·k input channels loads four quads of a pixel's input at once and
     multiplies each by lane (``sdot v.4s, v.16b, v.4b[j]``: :data:`dot.SDOT_QUADS`) instead of
     broadcasting every quad first (``ld1r``, which takes the vector pipes beside the sdots),
-    and requantizes with ``fcvtns``; exact under qemu."""
+    and requantizes by the floats' bit patterns (no ``scvtf`` / ``fcvtns``: the A76 converts
+    on one pipe, codegen/rounding.py ``_bits_rounded``); exact under qemu."""
     import subprocess
 
     result = package(PackageOptions(model=int8_cnn, device="pi5", output=tmp_path / "pkg"))
@@ -312,8 +313,8 @@ def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_c
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     assert re.search(r"\ssdot\s+v\d+\.4s, v\d+\.16b, v\d+\.4b\[[0-3]\]", asm), "no sdot by element"
-    # requantized by one rounding conversion (codegen/rounding.py), not frintx + fcvtzs
-    assert re.search(r"\sfcvtns\s+v\d+\.4s", asm), "no fcvtns"
+    layers = re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S)
+    assert layers and not any(re.search(r"\s(scvtf|fcvtns|fcvtzs)\s+v", body) for _fn, body in layers), layers
 
 
 def test_pi4_convinteger_sums_are_the_kernel_output_and_scheduled(tmp_path, qemu):
@@ -629,14 +630,20 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
-def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu):
+@pytest.mark.parametrize("device", ["pi4", "pi5"])
+def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu, device):
     """On AArch64 an int8 layer's epilogue clips by saturating narrows (``fcvtns``, ``sqxtn`` to
     int16, the zero point a saturating add, ``sqxtn`` / ``sqxtun`` to 8 bits: codegen/rounding.py
-    ``_narrowed``), not by a float clip and a four-register ``tbl``: in a chain of three int8
+    ``_narrowed``), not by a float clip and a four-register ``tbl``: in a chain of four int8
     convolutions, one with a uint8 output at zero point 0 (a ReLU folded into it, as
     onnxruntime's quantizer writes it; made int8 for the next layer, ``x − 128``, in the same
-    narrows) and one with an int8 output at −100 (24 channels: 8 lanes a step), their values
-    driven far past both ends of their ranges, equal the x86 package's integers under qemu."""
+    narrows), one with an int8 output at −100 (24 channels: 8 lanes a step), and one whose
+    requantized values reach ±10⁸ (past the ±2²² where rounding by bit pattern is exact, and
+    below −1.5 · 2²³, where the pattern's sum turns negative), their values driven far past both
+    ends of their ranges, and one whose sums are scaled by 2⁻⁶ exactly (ties to round to even),
+    equal the x86 package's integers under qemu. On the Pi 5 (slow
+    conversions) the sums reach float and the floats int32 by bit pattern — no ``scvtf`` or
+    ``fcvtns`` in the int8 layers, the subtract saturating (``sqsub``)."""
     import hashlib
     import subprocess
 
@@ -650,13 +657,16 @@ def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu):
     rng = np.random.default_rng(7)
     inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
         ("s", 0.05, np.float32), ("z", 131, np.uint8), ("as", 0.02, np.float32), ("az", 0, np.uint8),
-        ("bs", 0.03, np.float32), ("bz", -100, np.int8), ("cs", 0.1, np.float32), ("cz", 5, np.int8))]
+        ("bs", 0.03, np.float32), ("bz", -100, np.int8), ("cs", 0.1, np.float32), ("cz", 5, np.int8),
+        ("ds", 1e-7, np.float32), ("dz", 3, np.int8), ("es", 1e-7, np.float32), ("ez", 0, np.int8))]
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
     source, channels = "xd", 16
-    for name, out, k in (("a", 32, 1), ("b", 24, 3), ("c", 16, 1)):
-        w = rng.integers(-127, 128, (out, channels, k, k)).astype(np.int8)
-        inits += [numpy_helper.from_array(w, f"w{name}"), numpy_helper.from_array(np.full(out, 0.004, np.float32), f"ws{name}"),
+    # e: small weights of scale 2⁻⁶ over d's scale: e's sums times 2⁻⁶ exactly, a tie at every 32 mod 64
+    for name, out, k, most, scale in (("a", 32, 1, 127, 0.004), ("b", 24, 3, 127, 0.004), ("c", 16, 1, 127, 0.004),
+                                      ("d", 16, 1, 127, 0.004), ("e", 16, 1, 3, 2.0**-6)):
+        w = rng.integers(-most, most + 1, (out, channels, k, k)).astype(np.int8)
+        inits += [numpy_helper.from_array(w, f"w{name}"), numpy_helper.from_array(np.full(out, scale, np.float32), f"ws{name}"),
                   numpy_helper.from_array(np.zeros(out, np.int8), f"wz{name}")]
         nodes += [helper.make_node("DequantizeLinear", [f"w{name}", f"ws{name}", f"wz{name}"], [f"wd{name}"], axis=0),
                   helper.make_node("Conv", [source, f"wd{name}"], [f"c{name}"], pads=[k // 2] * 4),
@@ -664,7 +674,9 @@ def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu):
                   helper.make_node("DequantizeLinear", [f"q{name}", f"{name}s", f"{name}z"], [name])]
         source, channels = name, out
     graph = helper.make_graph(nodes, "requantize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
-                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 16, 8, 8]),
+                               helper.make_tensor_value_info("d", TensorProto.FLOAT, [1, 16, 8, 8]),
+                               helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
     model = tmp_path / "requantize.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
     x = rng.uniform(-6.5, 6.2, (1, 16, 8, 8)).astype(np.float32)
@@ -672,23 +684,30 @@ def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu):
     expected = edgetune_runtime.load(host.path).run(x)
     # b on the integer kernel (the Pi 4 makes such a 3×3 layer Winograd by default)
     direct = {"8x8x32>24 k3x3 s1x1 p1.1.1.1 d1x1": "direct"}
-    pi = package(PackageOptions(model=model, device="pi4", output=tmp_path / "pi4", verify=False, conv_variants=direct))
-    assert pi.manifest["schedules"]["kinds"].get("conv2d-int8") == 3, sorted(pi.manifest["kernels"])
+    pi = package(PackageOptions(model=model, device=device, output=tmp_path / device, verify=False, conv_variants=direct))
+    assert pi.manifest["schedules"]["kinds"].get("conv2d-int8") == 5, sorted(pi.manifest["kernels"])
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     found: dict[str, set[str]] = {}
     for fn, body in re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S):
-        found[fn] = set(re.findall(r"\s(sqxtun|sqxtn|sqadd|tbl|fminnm|fmaxnm)2?\s", body))
-    eight_bit = [ops for fn, ops in found.items() if "dequantize" not in fn]  # a and b: 8-bit outputs
-    assert len(eight_bit) == 2 and all(not ops & {"tbl", "fminnm", "fmaxnm"} for ops in eight_bit), found
-    assert all({"sqxtn", "sqadd"} <= ops for ops in eight_bit), found  # (a's uint8 output is made int8 for b)
+        found[fn] = set(re.findall(r"\s(sqxtun|sqxtn|sqadd|sqsub|tbl|fminnm|fmaxnm|fcvtns|scvtf)2?\s", body))
+    eight_bit = [ops for fn, ops in found.items() if "dequantize" not in fn]  # a to d: 8-bit outputs
+    assert len(eight_bit) == 4 and all(not ops & {"tbl", "fminnm", "fmaxnm"} for ops in eight_bit), found
+    if device == "pi4":  # (a's uint8 output is made int8 for b)
+        assert all({"sqxtn", "sqadd", "fcvtns", "scvtf"} <= ops for ops in eight_bit), found
+    else:  # the zero point in the saturating subtract
+        assert all("sqxtn" in ops and not ops & {"fcvtns", "scvtf"} for ops in eight_bit), found
+        assert all({"sqsub", "sqadd"} & ops for ops in eight_bit), found  # (LLVM may add the negated pattern)
     assert re.search(r"\ssqxtun2?\s", asm)  # the input's uint8 quantize (zero point 131)
     assert np.ptp(np.round(expected["c"] / 0.1)) > 100, expected["c"]  # the chain is not saturated to a constant
+    d = np.round(expected["d"] / 1e-7)  # q − 3 of int8 q
+    assert (d == 124).any() and (d == -131).any(), d  # both ends
+    assert np.ptp(np.round(expected["e"] / 1e-7)) > 50, expected["e"]
     np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
     manifest = json.loads((pi.path / "manifest.json").read_text())
     manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
     (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    checked = emulation.run_loader(get_profile(device), pi.path, ["check"])
     assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import dot
+from .cpu import FLOAT_BIAS
 
 
 def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: str | None = None,
@@ -163,7 +164,8 @@ def _cast(out: Any, dtype: str) -> Any:
 
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
-                     narrow: bool = False, signature: str = "", default_variant: str = "") -> Any:
+                     narrow: bool = False, signature: str = "", default_variant: str = "",
+                     float_sums: bool = False) -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -173,7 +175,10 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     (:mod:`.dot`) int8 data is shifted to uint8, and ``offset`` includes the −128·Σw that takes
     the shift off; for a signed one uint8 data is shifted to int8 (``offset``: +128·Σw).
     ``narrow``: every weight is within ±127 (:mod:`.dot`'s NEON kernel then sums two products
-    in int16)."""
+    in int16). ``float_sums``: the sums returned as float32 by their bit pattern — ``offset``
+    includes :data:`.cpu.FLOAT_BIAS_BITS`, so each sum s is held as the float 1.5 · 2²³ + s,
+    and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
+    vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`)."""
     from tvm import te, tirx
 
     n, h, w, ic = (int(x) for x in data.shape)
@@ -203,7 +208,11 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
                      "edgetune.dot_narrow": int(narrow)})
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
-    return _plus_channels(out, offset)
+    out = _plus_channels(out, offset)
+    if not float_sums:
+        return out
+    return te.compute(out.shape, lambda *idx: tirx.reinterpret("float32", out[idx]) - tirx.const(FLOAT_BIAS, "float32"),
+                      name="floats")
 
 
 def dense_int8(data: Any, weights: Any, *, out_channels: int, family: str, narrow: bool = False,

@@ -22,6 +22,11 @@ class CpuFacts:
     # 128-bit (or wider) FMA pipes: the Cortex-A53/A55/A72/A73 issue one vector FMLA a cycle,
     # the A76 and later (and x86 cores) two
     fma_pipes: int = 2
+    # float <-> int32 vector conversions (scvtf, fcvtns) on one pipe as two micro-ops: the
+    # Cortex-A76 / Neoverse-N1 (llvm-mca's neoverse-n1 model: 2 cycles per 4 lanes, against
+    # 0.5 for an add), where integers move to float and back by their bit patterns instead
+    # (:data:`FLOAT_BIAS`)
+    slow_converts: bool = False
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -41,7 +46,20 @@ class CpuFacts:
         # A76+ and x86 ~4.
         slow = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
         return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow else 4,
-                   aarch64=triple.startswith("aarch64"), slow_divide=slow and arm, fma_pipes=1 if slow else 2)
+                   aarch64=triple.startswith("aarch64"), slow_divide=slow and arm, fma_pipes=1 if slow else 2,
+                   slow_converts=arm and str(target.attrs.get("mcpu", "")) in SLOW_CONVERTS)
+
+
+# Cores whose vector int <-> float conversions take one pipe two cycles per 4 lanes (the Cortex-A76
+# and its server twin; llvm-mca's neoverse-n1 model, the Pi 5's estimate). The Cortex-A72 converts
+# as fast as it adds in q form: there the bit-pattern forms measured slower (llvm-mca, cortex-a72).
+SLOW_CONVERTS = ("cortex-a76", "neoverse-n1")
+# 1.5 · 2²³ as float32, and its bit pattern: an integer s with |s| < 2²² added to the pattern is
+# the float 1.5 · 2²³ + s (exact: that binade's spacing is 1), and a float v with |v| < 2²²
+# added to 1.5 · 2²³ rounds v to the nearest integer, ties to even, in the low bits
+FLOAT_BIAS = 12582912.0
+FLOAT_BIAS_BITS = 0x4B400000
+FLOAT_BIAS_LIMIT = 2**22
 
 
 def has_feature(target: Any, feature: str) -> bool:

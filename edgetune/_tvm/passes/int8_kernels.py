@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import dot
 from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, dense_int8, depthwise_conv2d_nhwc
-from ..kernels.cpu import CpuFacts, depthwise_weights, packed_weights, register_tile
+from ..kernels.cpu import FLOAT_BIAS_BITS, FLOAT_BIAS_LIMIT, CpuFacts, depthwise_weights, packed_weights, register_tile
 from ..kernels.winograd import (
     ConvChoice,
     conv_signature,
@@ -121,11 +121,17 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
         shift = dot.data_shift("int8", family)  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
         offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
-        extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift else []
+        # Where converting the sums to float is slow, they are returned as floats by their bit
+        # pattern (the kernel's float_sums) if every partial sum stays below 2²²: |x| ≤ 128
+        as_float = cpu.slow_converts and int((128 * np.abs(weights.astype(np.int64)).sum(axis=(1, 2, 3))
+                                              + np.abs(offset)).max(initial=0)) < FLOAT_BIAS_LIMIT
+        if as_float:
+            offset = offset + FLOAT_BIAS_BITS
+        extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift or as_float else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
-                  narrow=dot.narrow_weights(weights), signature=sig, default_variant=note,
+                  narrow=dot.narrow_weights(weights), signature=sig, default_variant=note, float_sums=as_float,
                   primfunc_name_hint="conv2d_nhwc_int8")
-        return call, False, None
+        return call, as_float, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
