@@ -31,7 +31,7 @@ cycles per four lanes (:data:`..kernels.cpu.SLOW_CONVERTS`), an add half a cycle
 rounding conversion is an add of 1.5 · 2²³ and an integer subtract of its bit pattern
 (:func:`_bits_rounded`; the int8 kernels hand their sums on as floats the same way,
 :func:`..kernels.conv.conv2d_nhwc_int8`'s ``float_sums``). A76 estimate, M cycles (int8
-layers' epilogues only; the Pi 4 keeps ``fcvtns``, which its model prices as an add):
+layers' epilogues only; the Pi 4 keeps ``fcvtns``: on the A72 model the bit-pattern forms are slower):
 SqueezeNet 17.97 → 17.60, MobileNetV3-style 21.51 → 20.19, YOLOv8n-style 56.96 → 55.66, OCR
 classifier 14.43 → 13.82, face detector 5.79 → 5.33.
 """
