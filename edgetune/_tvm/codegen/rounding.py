@@ -63,6 +63,7 @@ def rounded_conversions() -> Any:
 
         def on_shifted(cast: Any) -> Any:
             replaced = _unshifted(cast)
+            replaced = _refloated(cast) if replaced is None and by_bits else replaced
             return cast if replaced is None else replaced
 
         func = tvm_ffi.structural_map(func, [(tirx.Cast, on_shifted)], order="post")
@@ -217,6 +218,50 @@ def _unshifted(cast: Any) -> Any | None:
     call = _with_constant(inner)[0] if isinstance(inner, (tirx.Add, tirx.Sub)) else inner
     total = call + _like(call, rounded[1] + shift)
     return tirx.Cast(str(cast.ty.dtype), tirx.Max(tirx.Min(total, _like(call, hi + shift)), _like(call, lo + shift)))
+
+
+def _refloated(cast: Any) -> Any | None:
+    """``cast`` = float(int(clip(round(v) + z, lo, hi)) ± c) — a requantized integer read again
+    as float (a second requantize after the first: a concatenation's common scale, or a
+    dequantize) — as round(clip(v, lo − z, hi − z)) + z ± c in float, the same number (integers
+    below 2²²), with no conversion, the rounding an add and a subtract of 1.5 · 2²³: for cores
+    with slow conversions, where LLVM made it ``frinti`` (which takes the A76's one conversion
+    pipe two cycles, as ``scvtf`` and ``fcvtns`` do) or ``fcvtns`` + ``scvtf``. None when it is
+    anything else."""
+    from tvm import DataType, tirx
+
+    dtype = DataType(str(cast.ty.dtype))
+    if not str(dtype).startswith("float32"):
+        return None
+    expr, c = cast.value, 0.0
+    if isinstance(expr, (tirx.Add, tirx.Sub)):
+        rest, c = _with_constant(expr)
+        if rest is None or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a)):
+            return None
+        expr, c = rest, (-c if isinstance(expr, tirx.Sub) else c)
+    types = []  # the integer casts in turn (int32 of the int8 result): each holds [lo, hi]
+    while isinstance(expr, tirx.Cast) and str(expr.ty.dtype).startswith(("int", "uint")):
+        types.append(DataType(str(expr.ty.dtype)))
+        expr = expr.value
+    clipped = _clip(expr) if types else None
+    rounded = None if clipped is None else _round_plus(clipped[0])
+    if rounded is None or not str(rounded[0].ty.dtype).startswith("float32"):
+        return None
+    (v, z), (_inner, lo, hi) = rounded, clipped
+
+    def holds(t: Any) -> bool:
+        low, high = (0, 2**t.bits - 1) if str(t).startswith("uint") else (-(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1)
+        return low <= lo <= hi <= high
+
+    if (any(k != int(k) or abs(k) >= _LIMIT for k in (lo, hi, z, c)) or not all(holds(t) for t in types)
+            or max(abs(lo - z), abs(hi - z)) >= FLOAT_BIAS_LIMIT):
+        return None
+    if dtype.lanes == 1:
+        return None
+    clamped = tirx.Max(tirx.Min(v, _like(v, hi - z)), _like(v, lo - z))
+    fenced = tirx.call_llvm_pure_intrin(str(v.ty.dtype), "llvm.arithmetic.fence", clamped)  # (see _bits_rounded)
+    whole = (fenced + _like(v, FLOAT_BIAS)) - _like(v, FLOAT_BIAS)
+    return whole + _like(v, z + c) if z + c else whole
 
 
 def _clip(expr: Any) -> tuple[Any, float, float] | None:
