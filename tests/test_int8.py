@@ -630,6 +630,61 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
+@pytest.mark.parametrize(("channels", "kernel", "stride"), [(3, 3, 2), (1, 4, 1)])
+def test_pi5_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_path, qemu, channels, kernel, stride):
+    """On the Pi 5 an int8 layer of at most 4 input channels and a kernel at most 4 wide reads
+    its input as rows of 4-byte pixels, a pixel's 16 bytes from its first column on being its
+    taps along x: one ``ldr q`` per row of taps and an ``sdot`` by lane per tap
+    (kernels/conv.py ``tap_quads``), no broadcast load (``ld1r``) per tap; its outputs — the input padded
+    with a non-zero zero point, the row's last pixel's window past the padded row — equal the
+    x86 package's integers under qemu (a 3×3 stride-2 RGB layer; a 4-wide one-channel layer)."""
+    import hashlib
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import edgetune_runtime
+    from edgetune import emulation
+    from edgetune.profiles import get_profile
+
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (24, channels, kernel, kernel)).astype(np.int8)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", 0.02, np.float32), ("z", 37, np.int8), ("os", 0.05, np.float32), ("oz", -9, np.int8))]
+    inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(24, 0.003, np.float32), "ws"),
+              numpy_helper.from_array(np.zeros(24, np.int8), "wz"),
+              numpy_helper.from_array(rng.integers(-900, 900, 24).astype(np.int32), "b"),
+              numpy_helper.from_array(np.full(24, 0.02 * 0.003, np.float32), "bs"),
+              numpy_helper.from_array(np.zeros(24, np.int32), "bz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 2, 2], strides=[stride, stride]),
+             helper.make_node("QuantizeLinear", ["c", "os", "oz"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "os", "oz"], ["y"])]
+    graph = helper.make_graph(nodes, "first", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 19, 23])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = tmp_path / "first.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
+    x = rng.uniform(-3.3, 3.2, (1, channels, 19, 23)).astype(np.float32)
+    host = package(PackageOptions(model=model, device="host", output=tmp_path / "host", verify=False))
+    expected = edgetune_runtime.load(host.path).run(x)
+    pi = package(PackageOptions(model=model, device="pi5", output=tmp_path / "pi5", verify=False))
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    body = "\n".join(b for _fn, b in re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S))
+    assert re.search(r"\ssdot\s", body) and not re.search(r"\sld1r\s", body), body  # (by lane, or LLVM's dup)
+    assert np.ptp(np.round(expected["y"] / 0.05)) > 60, expected["y"]  # not a constant
+    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
+    manifest = json.loads((pi.path / "manifest.json").read_text())
+    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
+    (pi.path / "manifest.json").write_text(json.dumps(manifest))
+    checked = emulation.run_loader(get_profile("pi5"), pi.path, ["check"])
+    assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
+
+
 @pytest.mark.parametrize("device", ["pi4", "pi5"])
 def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu, device):
     """On AArch64 an int8 layer's epilogue clips by saturating narrows (``fcvtns``, ``sqxtn`` to

@@ -28,16 +28,7 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
     channels = channels or c
     if not any(padding) and dtype == str(data.dtype) and channels == c:
         return data
-    def convert(v: Any) -> Any:
-        if {dtype, str(data.dtype)} == {"int8", "uint8"}:
-            return dot.flip_sign(v, str(data.dtype))
-        return v.astype(dtype) if dtype != str(data.dtype) else v
-
-    if isinstance(fill, (int, float)):  # shifted as the data is (a zero point of int8 data)
-        pad = tirx.const(fill + (128 if dtype == "uint8" and str(data.dtype) == "int8" else
-                                 -128 if dtype == "int8" and str(data.dtype) == "uint8" else 0), dtype)
-    else:  # a tensor of one value of the data's type (a zero point known at run time), converted as it is
-        pad = convert(fill[(0,) * len(fill.shape)])
+    convert, pad = _converter(data, fill, dtype)
 
     def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
         bounds = [y >= top, y < h + top, x >= left, x < w + left] if any(padding) else []
@@ -49,6 +40,47 @@ def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: st
 
     width = w + left + right if width is None else width
     return te.compute((n, h + top + bottom, width, channels), value, name="pad")
+
+
+def _converter(data: Any, fill: Any, dtype: str) -> tuple[Any, Any]:
+    """(a function converting ``data``'s values to ``dtype``, the pad value ``fill`` as
+    ``dtype``) for :func:`pad_nhwc` and :func:`tap_rows`: int8 ↔ uint8 by flipping the sign
+    bit (``fill`` shifted too), other types cast; a ``fill`` tensor (a zero point known at run
+    time) converted as the data is."""
+    from tvm import tirx
+
+    def convert(v: Any) -> Any:
+        if {dtype, str(data.dtype)} == {"int8", "uint8"}:
+            return dot.flip_sign(v, str(data.dtype))
+        return v.astype(dtype) if dtype != str(data.dtype) else v
+
+    if isinstance(fill, (int, float)):  # shifted as the data is (a zero point of int8 data)
+        pad = tirx.const(fill + (128 if dtype == "uint8" and str(data.dtype) == "int8" else
+                                 -128 if dtype == "int8" and str(data.dtype) == "uint8" else 0), dtype)
+    else:
+        pad = convert(fill[(0,) * len(fill.shape)])
+    return convert, pad
+
+
+def tap_rows(data: Any, padding: Sequence[int], fill: Any, dtype: str, length: int) -> Any:
+    """``data`` (NHWC, at most :data:`.dot.DEPTH` channels) padded spatially with ``fill`` and
+    each row flattened to ``length`` values of ``dtype``: a pixel's channels padded to
+    ``DEPTH``, then the next pixel's — so the ``DEPTH · k`` values from a column on are k
+    columns' channels together (a first layer's taps along x as one reduction step,
+    :func:`conv2d_nhwc_int8`'s ``tap_quads``). Values past the padded row, and padded channels,
+    are ``fill`` too (their weights are zero). One stage named ``pad``."""
+    from tvm import te, tirx
+
+    top, left, bottom, _right = padding
+    n, h, w, c = (int(x) for x in data.shape)
+    convert, pad = _converter(data, fill, dtype)
+
+    def value(b: Any, y: Any, j: Any) -> Any:
+        x, ch = j // dot.DEPTH - left, j % dot.DEPTH
+        inside = tirx.all(y >= top, y < h + top, x >= 0, x < w, ch < c)
+        return tirx.if_then_else(inside, convert(data[b, y - top, x, tirx.min(ch, c - 1)]), pad)
+
+    return te.compute((n, h + top + bottom, length), value, name="pad")
 
 
 def out_size(size: int, k: int, stride: int, dil: int, before: int, after: int) -> int:
@@ -165,7 +197,7 @@ def _cast(out: Any, dtype: str) -> Any:
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
                      narrow: bool = False, signature: str = "", default_variant: str = "",
-                     float_sums: bool = False) -> Any:
+                     float_sums: bool = False, tap_quads: int = 0) -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -178,19 +210,32 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     in int16). ``float_sums``: the sums returned as float32 by their bit pattern — ``offset``
     includes :data:`.cpu.FLOAT_BIAS_BITS`, so each sum s is held as the float 1.5 · 2²³ + s,
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
-    vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`)."""
+    vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`).
+    ``tap_quads``: the layer's kernel width (2 to 4), where its input has at most ``DEPTH``
+    channels and the weights are packed [OCp/16, KH, 1, KW, 16, DEPTH] — a step's quads the
+    (kx, channel) pairs of each kx (zero past the channels): the input read as rows
+    (:func:`tap_rows`), a pixel's 16 bytes from its first column on holding its taps along x,
+    one by-lane step of the sdot kernel (:data:`.dot.SDOT_TAPS`) per row of taps where the
+    layer took a broadcast load (``ld1r``) and a step per tap."""
     from tvm import te, tirx
 
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
+    kw = tap_quads or kw
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     # Data to pad (spatially, or to whole quads of channels) is converted in that pass; other
     # data is read as it is and, for an unsigned family, flipped in the register (a pass of its
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
-    flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0
-    src = data if flip else pad_nhwc(data, padding, fill, "uint8" if dot.unsigned_data(family) else "int8", ico * depth)
+    wanted = "uint8" if dot.unsigned_data(family) else "int8"
+    flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0 \
+        and not tap_quads
+    if tap_quads:  # a pixel reads 16 bytes from its first column on (dot.SDOT_TAPS)
+        src = tap_rows(data, padding, fill, wanted,
+                       max((w + left + right) * dot.DEPTH, (ow - 1) * sw * dot.DEPTH + dot.QUADS * dot.DEPTH))
+    else:
+        src = data if flip else pad_nhwc(data, padding, fill, wanted, ico * depth)
     # On x86 a width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3
     # pixels) is computed as the padded width that costs least (dot.dot_rows: 13 as 14 in tiles
     # of 7), the pixels past the end reading the last one again, cropped: SqueezeNet int8 0.99 →
@@ -201,11 +246,14 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
 
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
         x = x if width == ow else tirx.min(x, ow - 1)
+        if tap_quads:
+            return src[b, y * sh + ry * dh, x * sw * dot.DEPTH + c]
         return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
-    out = _dot_sums((n, oh, width, oco * block), pixel, (kh, kw), flip, weights, family,
+    taps = {"edgetune.tap_quads": tap_quads} if tap_quads else {}
+    out = _dot_sums((n, oh, width, oco * block), pixel, (kh, 1 if tap_quads else kw), flip, weights, family,
                     {**conv_attrs("conv2d_nhwc_int8", signature, default_variant), "edgetune.dot": family,
-                     "edgetune.dot_narrow": int(narrow)})
+                     "edgetune.dot_narrow": int(narrow), **taps})
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     out = _plus_channels(out, offset)

@@ -49,6 +49,9 @@ LANES_SUM = "edgetune_lanes_sum_4x4"
 # quad multiplied by lane (``sdot v.4s, v.16b, v.4b[j]``) instead of broadcast by ``ld1r`` first,
 # which issues on the A76's vector pipes beside the sdots (5 vector µops per 4 sdots: 80 % at best)
 SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
+# the same over 2 or 3 quads (a first layer's taps along x, :func:`..conv.conv2d_nhwc_int8`'s
+# tap_quads): 16 bytes loaded all the same, the last quads' lanes unused
+SDOT_TAPS = {2: "edgetune_dot_4x4x2_sdot", 3: "edgetune_dot_4x4x3_sdot", QUADS: SDOT_QUADS}
 # vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
 # convolution with no padding to apply needs no converted copy of its input
 FLIPPED = "edgetune_dot_16x4_vnni_flip"
@@ -209,11 +212,11 @@ def lane_input(lane: Any, e: Any) -> Any:
     return 2 * lane + e % 2 + 8 * (e // 2)
 
 
-def quad_steps(family: str, step: int, steps: int) -> bool:
+def quad_steps(family: str, step: int, steps: int, group: int = QUADS) -> bool:
     """Whether a kernel of ``family`` whose reduction takes ``steps`` steps of ``step`` input
-    channels runs them four at a time on :data:`SDOT_QUADS` (the sdot family, whole groups of
-    four quads: 16, 32, 48 … input channels after padding)."""
-    return family == "sdot" and step == DEPTH and steps % QUADS == 0
+    channels runs them ``group`` at a time on :data:`SDOT_TAPS` (the sdot family, whole groups
+    of four quads: 16, 32, 48 … input channels after padding; a first layer's taps, 2 or 3)."""
+    return family == "sdot" and step == DEPTH and group in SDOT_TAPS and steps % group == 0
 
 
 def flip_sign(value: Any, dtype: str = "int8") -> Any:
@@ -239,8 +242,9 @@ def register() -> None:
     for family, name in [*INTRINSICS.items(), ("vnni", FLIPPED)]:
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_intrinsic(family, flip=name == FLIPPED))
-    if TensorIntrin.get(SDOT_QUADS, allow_missing=True) is None:
-        TensorIntrin.register(SDOT_QUADS, *_sdot_quads())
+    for quads, name in SDOT_TAPS.items():
+        if TensorIntrin.get(name, allow_missing=True) is None:
+            TensorIntrin.register(name, *_sdot_quads(quads))
     for name, narrow in ((NEON_LANES, False), (NEON_LANES_NARROW, True)):
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_neon_lanes(narrow))
@@ -350,9 +354,10 @@ def _lanes_sum() -> tuple[Any, Any]:
     return desc, impl
 
 
-def _sdot_quads() -> tuple[Any, Any]:
-    """(description, implementation) of :data:`SDOT_QUADS`: four output channels += four
-    consecutive quads of one pixel's input (16 bytes) · their weights (per quad ``[4, 4]``, the
+def _sdot_quads(quads: int = QUADS) -> tuple[Any, Any]:
+    """(description, implementation) of :data:`SDOT_QUADS` (``quads``: of :data:`SDOT_TAPS`):
+    four output channels += ``quads`` consecutive quads of one pixel's input (16 bytes loaded,
+    whatever ``quads``: the data must extend that far) · their weights (per quad ``[4, 4]``, the
     quads ``stride`` bytes apart in the packed weights)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
@@ -360,16 +365,16 @@ def _sdot_quads() -> tuple[Any, Any]:
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (QUADS * DEPTH,), "int8", offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (QUADS, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
+        A = T.match_buffer(a, (quads * DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (quads, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
         C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:4], A[0:QUADS * DEPTH], B[0:QUADS, 0:4, 0:DEPTH])
+            T.reads(C[0:4], A[0:quads * DEPTH], B[0:quads, 0:4, 0:DEPTH])
             T.writes(C[0:4])
-            for j, i, k in T.grid(QUADS, 4, DEPTH):
+            for j, i, k in T.grid(quads, 4, DEPTH):
                 with T.sblock("update"):
                     vi = T.axis.spatial(4, i)
-                    vk = T.axis.reduce(QUADS * DEPTH, j * DEPTH + k)
+                    vk = T.axis.reduce(quads * DEPTH, j * DEPTH + k)
                     C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vk // DEPTH, vi, vk % DEPTH], "int32")
 
     instruction = SINGLE_INSTRUCTION["sdot"]
@@ -378,20 +383,21 @@ def _sdot_quads() -> tuple[Any, Any]:
         lane = T.reinterpret(T.Shuffle([quads], [j] * 4), dtype="int8x16")  # quad j in every lane: sdot by element
         return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(instruction), acc, weights, lane, dtype="int32x4")
 
+    def chain(acc: Any, data: Any, b: Any) -> Any:
+        for j in range(quads):
+            acc = sdot(acc, b.vload([j, 0, 0], "int8x16"), data, j)
+        return acc
+
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (QUADS * DEPTH,), "int8", offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (QUADS, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
+        A = T.match_buffer(a, (quads * DEPTH,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (quads, 4, DEPTH), "int8", offset_factor=1, strides=[stride, DEPTH, 1])  # noqa: N806
         C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:4], A[0:QUADS * DEPTH], B[0:QUADS, 0:4, 0:DEPTH])
+            T.reads(C[0:4], A[0:quads * DEPTH], B[0:quads, 0:4, 0:DEPTH])
             T.writes(C[0:4])
-            quads = T.reinterpret(A.vload([0], "int8x16"), dtype="int32x4")
-            C[T.ramp(T.int32(0), 1, 4)] = sdot(sdot(sdot(sdot(
-                C.vload([0], dtype="int32x4"), B.vload([0, 0, 0], "int8x16"), quads, 0),
-                B.vload([1, 0, 0], "int8x16"), quads, 1),
-                B.vload([2, 0, 0], "int8x16"), quads, 2),
-                B.vload([3, 0, 0], "int8x16"), quads, 3)
+            C[T.ramp(T.int32(0), 1, 4)] = chain(C.vload([0], dtype="int32x4"),
+                                                 T.reinterpret(A.vload([0], "int8x16"), dtype="int32x4"), B)
 
     return desc, impl
 

@@ -69,7 +69,7 @@ class Int8Convolutions:
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
         functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
         mutator = _Int8(mod, set().union(*(_biased(func) for _gv, func in functions)), self.family, self.cpu,
-                        self.winograd)
+                        self.winograd, set().union(*(_looked_up(func) for _gv, func in functions)))
         for gv, func in functions:
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
         return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
@@ -117,7 +117,20 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     # (its first-layer tile) took fewer A72 cycles: SqueezeNet 54.3 → 53.0 M, face detector 13.4
     # → 12.5, YOLOv8n-style 175.3 → 174.2; MobileNetV3-style and a VGG-style CNN +0.2 %
     if int(a.groups) == 1 and family is not None and not (family == "neon" and ic <= FLOAT_FIRST_LAYER and exact):
-        packed = dot.packed_weights(weights, family)
+        # A first layer (≤ 4 input channels) on sdot: its taps along x as the quads of one
+        # by-lane step (the kernel's tap_quads), where each tap's quad was a broadcast load and
+        # a step of its own. A76 estimate, the layer's M cycles: SqueezeNet 1.94 → 1.72, VGG
+        # block 1.87 → 1.58, VGG-style CNN 0.48 → 0.41. Not where the epilogue looks values up
+        # in a table (a SiLU, a hard-swish: 16 registers, which the step's weights leave it
+        # without): YOLOv8n-style 1.31 → 1.60, MobileNetV3 0.64 → 0.71
+        taps = kw if (dot.quad_steps(family, dot.DEPTH, kw, kw) and ic <= dot.DEPTH
+                      and geometry["dilation"][1] == 1 and mutator.binding not in mutator.looked_up) else 0
+        if taps:
+            quads = np.zeros((oc, kh, kw, dot.DEPTH), weights.dtype)
+            quads[..., :ic] = weights
+            packed = dot.packed_weights(quads.reshape(oc, kh, 1, kw * dot.DEPTH), family)
+        else:
+            packed = dot.packed_weights(weights, family)
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
         shift = dot.data_shift("int8", family)  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
         offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
@@ -130,7 +143,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift or as_float else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
                   narrow=dot.narrow_weights(weights), signature=sig, default_variant=note, float_sums=as_float,
-                  primfunc_name_hint="conv2d_nhwc_int8")
+                  tap_quads=taps, primfunc_name_hint="conv2d_nhwc_int8")
         return call, as_float, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
@@ -187,19 +200,57 @@ def _biased(func: Any) -> set[Any]:
     return out
 
 
+# Ops an int8 layer's epilogue passes through before a lookup (requantize, shift, clip, casts)
+_EPILOGUE = frozenset({"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.astype", "relax.clip",
+                       "relax.round", "relax.maximum", "relax.minimum", "relax.floor", "relax.right_shift"})
+
+
+def _looked_up(func: Any, hops: int = 12) -> set[Any]:
+    """The convolutions (and their bias adds) whose value reaches a table lookup (``take``:
+    :class:`.int8_elementwise.Int8Tables`) through elementwise ops alone, each with one reader."""
+    values, users = {}, {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            values[b.var] = b.value
+            for arg in getattr(b.value, "args", []):
+                for var in arg.fields if isinstance(arg, relax.Tuple) else [arg]:
+                    if isinstance(var, relax.Var):
+                        users.setdefault(var, []).append(b.var)
+    out = set()
+    for var, value in values.items():
+        if op_name(value) != "relax.nn.conv2d":
+            continue
+        chain, at = [var], var
+        for _ in range(hops):
+            (nxt, *more) = users.get(at, [None])
+            name = op_name(values.get(nxt))
+            if more or nxt is None or (name not in _EPILOGUE and name != "relax.take"):
+                break
+            if name == "relax.take":
+                out.update(chain)
+                break
+            chain.append(nxt)
+            at = nxt
+    return out
+
+
 @relax.expr_functor.mutator
 class _Int8(relax.PyExprMutator):
     """Each convolution's bias add (its only user) becomes the kernel's; a float32 kernel's
     sums are cast to int32 for their users and the casts back to float32 dropped."""
 
-    def __init__(self, module: Any, deferred: set[Any], family: str | None, cpu: CpuFacts, winograd: _WinogradChoice):
+    def __init__(self, module: Any, deferred: set[Any], family: str | None, cpu: CpuFacts, winograd: _WinogradChoice,
+                 looked_up: set[Any]):
         super().__init__(module)
         self.family, self.cpu = family, cpu  # the target's dot-product instruction, its vector facts
         self.winograd = winograd  # which eligible 3×3 layers are Winograd in float
         self.deferred = deferred  # convolutions made kernels at their bias add
+        self.looked_up = looked_up  # convolutions (and bias adds) whose epilogue ends in a table lookup
+        self.binding: Any = None  # the binding being rewritten
         self.floats: set[Any] = set()  # int32 vars that are casts of a float32 kernel's integral sums
 
     def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802
+        self.binding = binding.var
         new = None if binding.var in self.deferred else self._rewrite(self.visit_expr(binding.value))
         if new is None:
             super().visit_var_binding_(binding)

@@ -282,13 +282,14 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
     vec, intrinsic = oi, None
-    if dots.quad_steps(family, depth, loop_extent(sch, rco)):
+    group = int(sch.get(main).annotations.get("edgetune.tap_quads", dots.QUADS))  # (a first layer's taps)
+    if dots.quad_steps(family, depth, loop_extent(sch, rco), group):
         # sdot by element over four quads of a pixel's input at a time (dot.SDOT_QUADS): per
         # 4-channel group of a block its four quads' weights stay in registers while every
         # pixel of the tile is multiplied by them, each pixel's 16 bytes loaded once per step
-        rco, rcq = sch.split(rco, [None, dots.QUADS])
+        rco, rcq = sch.split(rco, [None, group])
         og, ol = sch.split(oi, [None, dots.lanes(family)])
-        inner, vec, intrinsic = [ob, og, xi, rcq, ol, rci], rcq, dots.SDOT_QUADS
+        inner, vec, intrinsic = [ob, og, xi, rcq, ol, rci], rcq, dots.SDOT_TAPS[group]
         dots.register()
         sch.unroll(og)
     else:
