@@ -122,22 +122,28 @@ def _bits_rounded(v: Any, z: float, saturate: bool = False) -> Any:
     """round(v) + z in int32 lanes by ``v``'s bit pattern (cores with slow conversions,
     :data:`..kernels.cpu.SLOW_CONVERTS`): v + 1.5 · 2²³ holds round(v), ties to even, in its low
     bits while |v| < 2²² (:data:`..kernels.cpu.FLOAT_BIAS`), and those bits less the pattern's
-    (less ``z``) are the integer — an add and an integer subtract where ``fcvtns`` takes the
-    A76's one conversion pipe two cycles. ``llvm.arithmetic.fence`` keeps LLVM from fusing the
-    add into the multiply before it (TVM has LLVM contract floating-point operations): a fused
-    multiply-add rounds once, where onnxruntime rounds the product and then the sum.
-    ``saturate``: the subtract saturates (``sqsub``), which makes every v past ±2²² (and every
+    (less ``z``) are the integer — an add (:func:`_plus_bias`) and an integer subtract where
+    ``fcvtns`` takes the A76's one conversion pipe two cycles. ``saturate``: the subtract saturates (``sqsub``), which makes every v past ±2²² (and every
     v < −1.5 · 2²³, whose sum is negative) an int32 past ±2²² on its side — the caller then
     saturates to its narrow type; without it v must be within ±2²² (a clip)."""
     from tvm import tirx
 
     wide = str(v.ty.dtype).replace("float32", "int32")
-    fenced = tirx.call_llvm_pure_intrin(str(v.ty.dtype), "llvm.arithmetic.fence", v)
-    bits = tirx.reinterpret(wide, fenced + _like(v, FLOAT_BIAS))
+    bits = tirx.reinterpret(wide, _plus_bias(v))
     offset = _like(bits, FLOAT_BIAS_BITS - int(z))
     if saturate:
         return tirx.call_llvm_pure_intrin(wide, "llvm.ssub.sat", bits, offset)
     return bits - offset
+
+
+def _plus_bias(v: Any) -> Any:
+    """v + 1.5 · 2²³ (:data:`..kernels.cpu.FLOAT_BIAS`), which holds round(v), ties to even, in
+    its low bits while |v| < 2²², behind ``llvm.arithmetic.fence``: TVM has LLVM contract
+    floating-point operations, and the add fused into the multiply before it would round once
+    where onnxruntime rounds the product and then the sum."""
+    from tvm import tirx
+
+    return tirx.call_llvm_pure_intrin(str(v.ty.dtype), "llvm.arithmetic.fence", v) + _like(v, FLOAT_BIAS)
 
 
 def _narrowed(v: Any, lanes: int, lo: float, hi: float, z: float, dtype: str, by_bits: bool = False) -> Any | None:
@@ -200,14 +206,14 @@ def _unshifted(cast: Any) -> Any | None:
     when it is anything else."""
     from tvm import DataType, tirx
 
-    expr = cast.value
-    if not isinstance(expr, (tirx.Add, tirx.Sub)):
+    split = _offset(cast.value) if isinstance(cast.value, (tirx.Add, tirx.Sub)) else None
+    if split is None:
         return None
-    rest, c = _with_constant(expr)
-    if (not isinstance(rest, tirx.Cast) or c != int(c) or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a))
-            or not str(rest.ty.dtype).startswith("int") or DataType(str(rest.ty.dtype)).bits < 16):
+    rest, shift = split
+    if (not isinstance(rest, tirx.Cast) or shift != int(shift) or not str(rest.ty.dtype).startswith("int")
+            or DataType(str(rest.ty.dtype)).bits < 16):
         return None
-    shift, clipped = (-c if isinstance(expr, tirx.Sub) else c), _clip(rest.value)
+    clipped = _clip(rest.value)
     if clipped is None:
         return None
     inner, lo, hi = clipped
@@ -215,7 +221,7 @@ def _unshifted(cast: Any) -> Any | None:
     if (rounded is None or not -(2**15) <= min(lo, lo + shift) <= max(hi, hi + shift) < 2**15
             or abs(rounded[1] + shift) >= _LIMIT):
         return None
-    call = _with_constant(inner)[0] if isinstance(inner, (tirx.Add, tirx.Sub)) else inner
+    call = _offset(inner)[0]  # round(v)
     total = call + _like(call, rounded[1] + shift)
     return tirx.Cast(str(cast.ty.dtype), tirx.Max(tirx.Min(total, _like(call, hi + shift)), _like(call, lo + shift)))
 
@@ -231,14 +237,10 @@ def _refloated(cast: Any) -> Any | None:
     from tvm import DataType, tirx
 
     dtype = DataType(str(cast.ty.dtype))
-    if not str(dtype).startswith("float32"):
+    split = _offset(cast.value) if str(dtype).startswith("float32") and dtype.lanes > 1 else None
+    if split is None:
         return None
-    expr, c = cast.value, 0.0
-    if isinstance(expr, (tirx.Add, tirx.Sub)):
-        rest, c = _with_constant(expr)
-        if rest is None or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a)):
-            return None
-        expr, c = rest, (-c if isinstance(expr, tirx.Sub) else c)
+    expr, c = split
     types = []  # the integer casts in turn (int32 of the int8 result): each holds [lo, hi]
     while isinstance(expr, tirx.Cast) and str(expr.ty.dtype).startswith(("int", "uint")):
         types.append(DataType(str(expr.ty.dtype)))
@@ -256,11 +258,7 @@ def _refloated(cast: Any) -> Any | None:
     if (any(k != int(k) or abs(k) >= _LIMIT for k in (lo, hi, z, c)) or not all(holds(t) for t in types)
             or max(abs(lo - z), abs(hi - z)) >= FLOAT_BIAS_LIMIT):
         return None
-    if dtype.lanes == 1:
-        return None
-    clamped = tirx.Max(tirx.Min(v, _like(v, hi - z)), _like(v, lo - z))
-    fenced = tirx.call_llvm_pure_intrin(str(v.ty.dtype), "llvm.arithmetic.fence", clamped)  # (see _bits_rounded)
-    whole = (fenced + _like(v, FLOAT_BIAS)) - _like(v, FLOAT_BIAS)
+    whole = _plus_bias(tirx.Max(tirx.Min(v, _like(v, hi - z)), _like(v, lo - z))) - _like(v, FLOAT_BIAS)
     return whole + _like(v, z + c) if z + c else whole
 
 
@@ -282,17 +280,28 @@ def _clip(expr: Any) -> tuple[Any, float, float] | None:
 
 def _round_plus(expr: Any) -> tuple[Any, float] | None:
     """(v, z) for ``expr`` = round(v) + z, round(v) − z or round(v); else None."""
-    from tvm import ir, tirx
+    from tvm import ir
 
-    z = 0.0
-    if isinstance(expr, (tirx.Add, tirx.Sub)):
-        rest, c = _with_constant(expr)
-        if rest is None or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a)):
-            return None
-        expr, z = rest, (-c if isinstance(expr, tirx.Sub) else c)
+    split = _offset(expr)
+    if split is None:
+        return None
+    expr, z = split
     if isinstance(expr, ir.Call) and getattr(expr.op, "name", "") in _ROUNDS:
         return expr.args[0], z
     return None
+
+
+def _offset(expr: Any) -> tuple[Any, float] | None:
+    """(x, c) for ``expr`` = x + c or x − c with a constant c (then −c), (``expr``, 0) for
+    anything but a sum or difference; None for one with no constant term, or c − x."""
+    from tvm import tirx
+
+    if not isinstance(expr, (tirx.Add, tirx.Sub)):
+        return expr, 0.0
+    rest, c = _with_constant(expr)
+    if rest is None or (isinstance(expr, tirx.Sub) and not rest.same_as(expr.a)):
+        return None
+    return rest, (-c if isinstance(expr, tirx.Sub) else c)
 
 
 def _with_constant(expr: Any) -> tuple[Any | None, float]:

@@ -208,29 +208,22 @@ _EPILOGUE = frozenset({"relax.add", "relax.subtract", "relax.multiply", "relax.d
 def _looked_up(func: Any, hops: int = 12) -> set[Any]:
     """The convolutions (and their bias adds) whose value reaches a table lookup (``take``:
     :class:`.int8_elementwise.Int8Tables`) through elementwise ops alone, each with one reader."""
-    values, users = {}, {}
-    for block in func.body.blocks:
-        for b in block.bindings:
-            values[b.var] = b.value
-            for arg in getattr(b.value, "args", []):
-                for var in arg.fields if isinstance(arg, relax.Tuple) else [arg]:
-                    if isinstance(var, relax.Var):
-                        users.setdefault(var, []).append(b.var)
+    readers = readers_of(func)
+    var_of = {b.value: b.var for block in func.body.blocks for b in block.bindings}
     out = set()
-    for var, value in values.items():
+    for value, var in var_of.items():
         if op_name(value) != "relax.nn.conv2d":
             continue
-        chain, at = [var], var
+        chain = [var]
         for _ in range(hops):
-            (nxt, *more) = users.get(at, [None])
-            name = op_name(values.get(nxt))
-            if more or nxt is None or (name not in _EPILOGUE and name != "relax.take"):
+            (reader, *more) = readers.get(chain[-1], [None])
+            name = op_name(reader)
+            if more or (name not in _EPILOGUE and name != "relax.take"):
                 break
             if name == "relax.take":
                 out.update(chain)
                 break
-            chain.append(nxt)
-            at = nxt
+            chain.append(var_of[reader])
     return out
 
 
