@@ -630,14 +630,19 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
-@pytest.mark.parametrize(("channels", "kernel", "stride"), [(3, 3, 2), (1, 4, 1)])
-def test_pi5_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_path, qemu, channels, kernel, stride):
-    """On the Pi 5 an int8 layer of at most 4 input channels and a kernel at most 4 wide reads
-    its input as rows of 4-byte pixels, a pixel's 16 bytes from its first column on being its
-    taps along x: one ``ldr q`` per row of taps and an ``sdot`` by lane per tap
-    (kernels/conv.py ``tap_quads``), no broadcast load (``ld1r``) per tap; its outputs — the input padded
-    with a non-zero zero point, the row's last pixel's window past the padded row — equal the
-    x86 package's integers under qemu (a 3×3 stride-2 RGB layer; a 4-wide one-channel layer)."""
+@pytest.mark.parametrize(("device", "channels", "kernel", "stride"),
+                         [("pi5", 3, 3, 2), ("pi5", 1, 4, 1), ("pi4", 3, 3, 2), ("pi4", 1, 4, 1), ("pi4", 3, 5, 2)])
+def test_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_path, qemu, device, channels, kernel, stride):
+    """An int8 layer of at most 4 input channels reads its input as rows, a pixel's bytes from
+    its first column on being its taps along x (kernels/conv.py ``taps``). On the Pi 5 (4-byte
+    pixels, a kernel at most 4 wide) one ``ldr q`` per row of taps and an ``sdot`` by lane per
+    tap, no broadcast load (``ld1r``) per tap. On the Pi 4 (a row of at most 16 bytes, a pixel's
+    channels unpadded) the row's pairs broadcast by lane (``dup``) into ``smull`` — the integer
+    kernel, where it was the fp32 one —, two pairs summed in int16 (``smlal``) where the
+    weights are within ±127 (the one-channel layer has a −128: not), its 24 channels three
+    blocks of 8. The outputs — the input padded with a non-zero zero point, the row's last
+    pixel's window past the padded row — equal the x86 package's integers under qemu (3×3 and
+    5×5 stride-2 RGB layers; a 4-wide one-channel layer)."""
     import hashlib
     import subprocess
 
@@ -650,6 +655,8 @@ def test_pi5_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_pat
 
     rng = np.random.default_rng(3)
     w = rng.integers(-127, 128, (24, channels, kernel, kernel)).astype(np.int8)
+    if channels == 1:
+        w[5, 0, 1, 2] = -128  # products no longer pair in int16
     inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
         ("s", 0.02, np.float32), ("z", 37, np.int8), ("os", 0.05, np.float32), ("oz", -9, np.int8))]
     inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(24, 0.003, np.float32), "ws"),
@@ -671,17 +678,21 @@ def test_pi5_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_pat
     x = rng.uniform(-3.3, 3.2, (1, channels, 19, 23)).astype(np.float32)
     host = package(PackageOptions(model=model, device="host", output=tmp_path / "host", verify=False))
     expected = edgetune_runtime.load(host.path).run(x)
-    pi = package(PackageOptions(model=model, device="pi5", output=tmp_path / "pi5", verify=False))
+    pi = package(PackageOptions(model=model, device=device, output=tmp_path / device, verify=False))
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     body = "\n".join(b for _fn, b in re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S))
-    assert re.search(r"\ssdot\s", body) and not re.search(r"\sld1r\s", body), body  # (by lane, or LLVM's dup)
+    if device == "pi5":
+        assert re.search(r"\ssdot\s", body) and not re.search(r"\sld1r\s", body), body  # (by lane, or LLVM's dup)
+    else:
+        assert re.search(r"\sdup\s+v\d+\.8h, v\d+\.h\[\d\]", body) and re.search(r"\ssmull2?\s", body), body
+        assert bool(re.search(r"\ssmlal2?\s", body)) == (channels > 1), body
     assert np.ptp(np.round(expected["y"] / 0.05)) > 60, expected["y"]  # not a constant
     np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
     manifest = json.loads((pi.path / "manifest.json").read_text())
     manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
     (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile("pi5"), pi.path, ["check"])
+    checked = emulation.run_loader(get_profile(device), pi.path, ["check"])
     assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
 
 

@@ -62,13 +62,13 @@ def _converter(data: Any, fill: Any, dtype: str) -> tuple[Any, Any]:
     return convert, pad
 
 
-def tap_rows(data: Any, padding: Sequence[int], fill: Any, dtype: str, length: int) -> Any:
-    """``data`` (NHWC, at most :data:`.dot.DEPTH` channels) padded spatially with ``fill`` and
-    each row flattened to ``length`` values of ``dtype``: a pixel's channels padded to
-    ``DEPTH``, then the next pixel's — so the ``DEPTH · k`` values from a column on are k
-    columns' channels together (a first layer's taps along x as one reduction step,
-    :func:`conv2d_nhwc_int8`'s ``tap_quads``). Values past the padded row, and padded channels,
-    are ``fill`` too (their weights are zero). One stage named ``pad``."""
+def tap_rows(data: Any, padding: Sequence[int], fill: Any, dtype: str, length: int, pixel: int = dot.DEPTH) -> Any:
+    """``data`` (NHWC, at most ``pixel`` channels) padded spatially with ``fill`` and each row
+    flattened to ``length`` values of ``dtype``: a pixel's channels padded to ``pixel``, then
+    the next pixel's — so the ``pixel · k`` values from a column on are k columns' channels
+    together (a first layer's taps along x as one reduction step, :func:`conv2d_nhwc_int8`'s
+    ``taps``). Values past the padded row, and padded channels, are ``fill`` too (their weights
+    are zero). One stage named ``pad``."""
     from tvm import te, tirx
 
     top, left, bottom, _right = padding
@@ -76,7 +76,7 @@ def tap_rows(data: Any, padding: Sequence[int], fill: Any, dtype: str, length: i
     convert, pad = _converter(data, fill, dtype)
 
     def value(b: Any, y: Any, j: Any) -> Any:
-        x, ch = j // dot.DEPTH - left, j % dot.DEPTH
+        x, ch = j // pixel - left, j % pixel
         inside = tirx.all(y >= top, y < h + top, x >= 0, x < w, ch < c)
         return tirx.if_then_else(inside, convert(data[b, y - top, x, tirx.min(ch, c - 1)]), pad)
 
@@ -197,7 +197,7 @@ def _cast(out: Any, dtype: str) -> Any:
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
                      narrow: bool = False, signature: str = "", default_variant: str = "",
-                     float_sums: bool = False, tap_quads: int = 0) -> Any:
+                     float_sums: bool = False, taps: int = 0) -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -211,17 +211,20 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     includes :data:`.cpu.FLOAT_BIAS_BITS`, so each sum s is held as the float 1.5 · 2²³ + s,
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
     vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`).
-    ``tap_quads``: the layer's kernel width (2 to 4), where its input has at most ``DEPTH``
-    channels and the weights are packed [OCp/16, KH, 1, KW, 16, DEPTH] — a step's quads the
-    (kx, channel) pairs of each kx (zero past the channels): the input read as rows
-    (:func:`tap_rows`), a pixel's 16 bytes from its first column on holding its taps along x,
-    one by-lane step of the sdot kernel (:data:`.dot.SDOT_TAPS`) per row of taps where the
-    layer took a broadcast load (``ld1r``) and a step per tap."""
+    ``taps``: the layer's kernel width, where its input has at most ``DEPTH`` channels and the
+    weights are packed [OCp/16, KH, 1, S, 16, D] — a row of taps as S steps of D values
+    (:func:`.dot.tap_row`): the input read as rows (:func:`tap_rows`), a pixel's bytes from its
+    first column on holding its taps along x, one step group of the family's row kernel per row
+    of taps. On sdot (D = 4) a step is a kx's channels padded to a quad, the kernel
+    :data:`.dot.SDOT_TAPS` (each tap took a broadcast load, ``ld1r``, and a step); on plain NEON
+    (D = 2) the row's bytes, a pixel's channels unpadded, as pairs (:data:`.dot.NEON_PAIRS`).
+    """
     from tvm import te, tirx
 
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
-    kw = tap_quads or kw
+    kw = taps or kw
+    pixel_bytes = ic if depth == dot.PAIR else dot.DEPTH  # a row's values per pixel (taps)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
@@ -230,10 +233,11 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     # own before a 1×1 convolution, ~10 % of a BlazeFace layer, measured)
     wanted = "uint8" if dot.unsigned_data(family) else "int8"
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0 \
-        and not tap_quads
-    if tap_quads:  # a pixel reads 16 bytes from its first column on (dot.SDOT_TAPS)
+        and not taps
+    if taps:  # a pixel reads 16 bytes (8: a NEON row of up to 4 pairs) from its first column on
+        loaded = 8 if depth == dot.PAIR and ico * depth <= 8 else 16
         src = tap_rows(data, padding, fill, wanted,
-                       max((w + left + right) * dot.DEPTH, (ow - 1) * sw * dot.DEPTH + dot.QUADS * dot.DEPTH))
+                       max((w + left + right) * pixel_bytes, (ow - 1) * sw * pixel_bytes + loaded), pixel_bytes)
     else:
         src = data if flip else pad_nhwc(data, padding, fill, wanted, ico * depth)
     # On x86 a width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3
@@ -246,14 +250,14 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
 
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
         x = x if width == ow else tirx.min(x, ow - 1)
-        if tap_quads:
-            return src[b, y * sh + ry * dh, x * sw * dot.DEPTH + c]
+        if taps:
+            return src[b, y * sh + ry * dh, x * sw * pixel_bytes + c]
         return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
-    taps = {"edgetune.tap_quads": tap_quads} if tap_quads else {}
-    out = _dot_sums((n, oh, width, oco * block), pixel, (kh, 1 if tap_quads else kw), flip, weights, family,
+    row = {"edgetune.tap_steps": ico} if taps else {}
+    out = _dot_sums((n, oh, width, oco * block), pixel, (kh, 1 if taps else kw), flip, weights, family,
                     {**conv_attrs("conv2d_nhwc_int8", signature, default_variant), "edgetune.dot": family,
-                     "edgetune.dot_narrow": int(narrow), **taps})
+                     "edgetune.dot_narrow": int(narrow), **row})
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     out = _plus_channels(out, offset)

@@ -50,8 +50,20 @@ LANES_SUM = "edgetune_lanes_sum_4x4"
 # which issues on the A76's vector pipes beside the sdots (5 vector µops per 4 sdots: 80 % at best)
 SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
 # the same over 2 or 3 quads (a first layer's taps along x, :func:`..conv.conv2d_nhwc_int8`'s
-# tap_quads): 16 bytes loaded all the same, the last quads' lanes unused
+# taps): 16 bytes loaded all the same, the last quads' lanes unused
 SDOT_TAPS = {2: "edgetune_dot_4x4x2_sdot", 3: "edgetune_dot_4x4x3_sdot", QUADS: SDOT_QUADS}
+# The NEON family over a first layer's row of taps (:func:`..conv.conv2d_nhwc_int8`'s taps): the
+# row's bytes — kx-major, a pixel's channels unpadded — as pairs, each pair broadcast to a d
+# register by lane (``dup``) and multiplied by four output channels' weights for it (``smull``: 8
+# products, adjacent pairs one channel's), two pairs' products summed in int16 where the weights
+# are within ±127 (``smlal``) and widened onto the accumulators (``sadalp``). Nothing is summed
+# across lanes after the reduction, and no channel of a pixel is padded: a 3×3 RGB row is 9 bytes,
+# 5 pairs, where the 4-deep step padded it to 12 bytes and summed each step's lanes. Keyed by the
+# pairs a row takes (1 to 8: 16 bytes, one load), narrow or not
+PAIR = 2  # input values per step of the pairs kernel
+PAIR_CHANNELS = 8  # output channels per call of the pairs kernel: a pair's weights fill a q register
+NEON_PAIRS = {(pairs, narrow): f"edgetune_dot_4x2x{pairs}_neon{'_narrow' if narrow else ''}"
+              for pairs in range(1, 9) for narrow in (False, True)}
 # vnni over int8 data read as it is, its sign bit flipped in the register (x + 128 as uint8): a
 # convolution with no padding to apply needs no converted copy of its input
 FLIPPED = "edgetune_dot_16x4_vnni_flip"
@@ -99,18 +111,20 @@ def blocks_per_tile(family: str, blocks: int) -> int:
     return 2 if blocks % 2 == 0 else 3 if blocks % 3 == 0 else 1
 
 
-def packed_weights(ohwi: Any, family: str) -> Any:
+def packed_weights(ohwi: Any, family: str, step: int = 0, block: int = BLOCK) -> Any:
     """Integer convolution weights ``[OC, KH, KW, IC]`` (int8 values) in the operand order of
-    ``family``'s kernel, ``[OCp/16, KH, KW, ICp/D, 16, D]`` (D: :func:`depth`; OCp, ICp: zero
-    filters and channels appended), int8."""
+    ``family``'s kernel, ``[OCp/B, KH, KW, ICp/D, B, D]`` (D: ``step``, else :func:`depth`; B:
+    ``block``, 16 but for a row of pairs, :func:`pairs_block`; OCp, ICp: zero filters and
+    channels appended), int8."""
     import numpy as np
 
     from .cpu import pad_axis
 
     oc, kh, kw, ic = ohwi.shape
-    step = depth(family, ic)
-    padded = pad_axis(pad_axis(ohwi, 0, BLOCK * padded_blocks(family, oc)), 3, step)
-    return (padded.reshape(-1, BLOCK, kh, kw, padded.shape[3] // step, step)
+    step = step or depth(family, ic)
+    blocks = padded_blocks(family, oc) if block == BLOCK else -(-oc // block)
+    padded = pad_axis(pad_axis(ohwi, 0, block * blocks), 3, step)
+    return (padded.reshape(-1, block, kh, kw, padded.shape[3] // step, step)
             .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
 
 
@@ -219,6 +233,38 @@ def quad_steps(family: str, step: int, steps: int, group: int = QUADS) -> bool:
     return family == "sdot" and step == DEPTH and group in SDOT_TAPS and steps % group == 0
 
 
+def tap_row(family: str, kernel_width: int, channels: int) -> tuple[int, int] | None:
+    """(steps, values per step) of a first layer's row of taps read as one step group of
+    ``family``'s kernel — a layer of at most :data:`DEPTH` input ``channels`` and a kernel
+    ``kernel_width`` wide — or None where the family has no such step: on sdot the row's kx
+    quads, a pixel's channels padded to 4 (:data:`SDOT_TAPS`: 2 to 4 wide); on plain NEON its
+    bytes as pairs (:data:`NEON_PAIRS`: up to 16 bytes)."""
+    if channels > DEPTH:
+        return None
+    if family == "sdot" and kernel_width in SDOT_TAPS:
+        return kernel_width, DEPTH
+    if family == "neon" and kernel_width * channels <= 16:
+        return -(-kernel_width * channels // PAIR), PAIR
+    return None
+
+
+def pairs_block(channels: int) -> int:
+    """Output channels per block of a first layer's row of pairs (:data:`NEON_PAIRS`): 16, or 8
+    where 16 does not divide ``channels`` and 8 does (BlazeFace's 24: 16 would compute 32)."""
+    return PAIR_CHANNELS if channels % BLOCK and channels % PAIR_CHANNELS == 0 else BLOCK
+
+
+def row_intrinsic(family: str, step: int, steps: int, group: int, narrow: bool = False) -> str | None:
+    """The intrinsic a kernel of ``family`` over ``steps`` steps of ``step`` values runs ``group``
+    of them at a time with, ``narrow`` weights (within ±127): :data:`SDOT_TAPS`
+    (:func:`quad_steps`), :data:`NEON_PAIRS` (a first layer's row of pairs); else None."""
+    if quad_steps(family, step, steps, group):
+        return SDOT_TAPS[group]
+    if family == "neon" and step == PAIR and steps % group == 0:
+        return NEON_PAIRS.get((group, narrow))
+    return None
+
+
 def flip_sign(value: Any, dtype: str = "int8") -> Any:
     """An int8 value as the uint8 ``value + 128`` (its sign bit flipped), as the kernels of an
     unsigned family read their data; a uint8 value (``dtype``) as the int8 ``value − 128``, as a
@@ -245,6 +291,9 @@ def register() -> None:
     for quads, name in SDOT_TAPS.items():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_sdot_quads(quads))
+    for (pairs, narrow), name in NEON_PAIRS.items():
+        if TensorIntrin.get(name, allow_missing=True) is None:
+            TensorIntrin.register(name, *_neon_pairs(pairs, narrow))
     for name, narrow in ((NEON_LANES, False), (NEON_LANES_NARROW, True)):
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_neon_lanes(narrow))
@@ -317,6 +366,65 @@ def _neon_lanes(narrow: bool) -> tuple[Any, Any]:
             C[1, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([1, 0], "int32x4"), x, B.vload([1, 0], "int8x16"))
             C[2, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([2, 0], "int32x4"), x, B.vload([2, 0], "int8x16"))
             C[3, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([3, 0], "int32x4"), x, B.vload([3, 0], "int8x16"))
+
+    return desc, impl
+
+
+def _neon_pairs(pairs: int, narrow: bool) -> tuple[Any, Any]:
+    """(description, implementation) of :data:`NEON_PAIRS`: :data:`PAIR_CHANNELS` output
+    channels += ``pairs`` consecutive pairs of a row's bytes · their weights (per pair
+    ``[8, 2]``: one q register, the pairs ``stride`` bytes apart in the packed weights). The
+    row's bytes are loaded once, 8 or 16 of them whatever ``pairs`` (the data must extend that
+    far); pair ``j`` broadcast from lane ``j`` (``dup v.8h, v.h[j]``), its 16 products with the
+    weights (``smull``, ``smull2``) pairwise-added onto the two accumulators (``sadalp``) — with
+    ``narrow`` weights two pairs' products first summed in int16 (``smlal``, ``smlal2``:
+    |2 · 128 · 127| < 2¹⁵)."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    stride = T.int32()
+    size, n = pairs * PAIR, PAIR_CHANNELS
+    loaded = 8 if size <= 8 else 16
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (size,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (pairs, n, PAIR), "int8", offset_factor=1, strides=[stride, PAIR, 1])  # noqa: N806
+        C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:n], A[0:size], B[0:pairs, 0:n, 0:PAIR])
+            T.writes(C[0:n])
+            for j, i, k in T.grid(pairs, n, PAIR):
+                with T.sblock("update"):
+                    vi = T.axis.spatial(n, i)
+                    vk = T.axis.reduce(size, j * PAIR + k)
+                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vk // PAIR, vi, vk % PAIR], "int32")
+
+    def products(data: Any, b: Any, j: int) -> tuple[Any, Any]:
+        """Pair ``j`` times its weights: (channels 0-3, channels 4-7), int16x8 each."""
+        pair = T.reinterpret(T.Shuffle([data] * (16 // loaded), [j] * 8), dtype="int8x16")  # pair j in every lane
+        w = b.vload([j, 0, 0], "int8x16")
+        return (_products(T.vectorlow(pair, dtype="int8x8"), T.vectorlow(w, dtype="int8x8")),
+                _products(T.vectorhigh(pair, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8")))
+
+    def total(acc: Any, data: Any, b: Any, half: int) -> Any:
+        terms = [products(data, b, j)[half] for j in range(pairs)]
+        if narrow:  # two pairs' products summed in int16 (smlal), one widening add for both
+            terms = [terms[j] + terms[j + 1] if j + 1 < pairs else terms[j] for j in range(0, pairs, 2)]
+        for term in terms:
+            acc = acc + _pairs(term)
+        return acc
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (size,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (pairs, n, PAIR), "int8", offset_factor=1, strides=[stride, PAIR, 1])  # noqa: N806
+        C = T.match_buffer(c, (n,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:n], A[0:size], B[0:pairs, 0:n, 0:PAIR])
+            T.writes(C[0:n])
+            data = T.reinterpret(A.vload([0], f"int8x{loaded}"), dtype=f"int16x{loaded // 2}")
+            C[T.ramp(T.int32(0), 1, 4)] = total(C.vload([0], dtype="int32x4"), data, B, 0)
+            C[T.ramp(T.int32(4), 1, 4)] = total(C.vload([4], dtype="int32x4"), data, B, 1)
 
     return desc, impl
 

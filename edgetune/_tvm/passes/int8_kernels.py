@@ -112,23 +112,28 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         tile = winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, wanted.choice, default, wanted.min_channels)
         if tile:
             return _winograd(mutator, x, weights, geometry, tile, sig, bias, note), True, None
-    # On the Pi 4 a layer of at most 4 input channels (a network's first: RGB) pads each tap's
-    # channels to a 4-deep step of smull + pairwise adds; the fp32 kernel over the same integers
-    # (its first-layer tile) took fewer A72 cycles: SqueezeNet 54.3 → 53.0 M, face detector 13.4
-    # → 12.5, YOLOv8n-style 175.3 → 174.2; MobileNetV3-style and a VGG-style CNN +0.2 %
-    if int(a.groups) == 1 and family is not None and not (family == "neon" and ic <= FLOAT_FIRST_LAYER and exact):
-        # A first layer (≤ 4 input channels) on sdot: its taps along x as the quads of one
-        # by-lane step (the kernel's tap_quads), where each tap's quad was a broadcast load and
-        # a step of its own. A76 estimate, the layer's M cycles: SqueezeNet 1.94 → 1.72, VGG
-        # block 1.87 → 1.58, VGG-style CNN 0.48 → 0.41. Not where the epilogue looks values up
-        # in a table (a SiLU, a hard-swish: 16 registers, which the step's weights leave it
-        # without): YOLOv8n-style 1.31 → 1.60, MobileNetV3 0.64 → 0.71
-        taps = kw if (dot.quad_steps(family, dot.DEPTH, kw, kw) and ic <= dot.DEPTH
-                      and geometry["dilation"][1] == 1 and mutator.binding not in mutator.looked_up) else 0
-        if taps:
-            quads = np.zeros((oc, kh, kw, dot.DEPTH), weights.dtype)
-            quads[..., :ic] = weights
-            packed = dot.packed_weights(quads.reshape(oc, kh, 1, kw * dot.DEPTH), family)
+    # A first layer (≤ 4 input channels, a kernel row of at most 16 bytes on plain NEON, 2-4 wide
+    # on sdot) reads its taps along x as one group of steps of the family's row kernel
+    # (dot.tap_row: the kernel's taps). On the Pi 5 each tap's quad was a broadcast load and a
+    # step of its own; A76 estimate, the layer's M cycles: SqueezeNet 1.94 → 1.72, VGG block
+    # 1.87 → 1.58, VGG-style CNN 0.48 → 0.41. On the Pi 4 it ran as the fp32 kernel over the
+    # same integers (padding each tap's channels to a 4-deep step of smull and pairwise adds had
+    # measured slower still): FMLA's 4 products a cycle where smull gives 8. On the Pi 5 not
+    # where the epilogue looks values up in a table (a SiLU, a hard-swish: 16 registers, which
+    # the step's weights leave it without): YOLOv8n-style 1.31 → 1.60, MobileNetV3 0.64 → 0.71
+    row = dot.tap_row(family, kw, ic) if (family is not None and int(a.groups) == 1
+                                          and geometry["dilation"][1] == 1
+                                          and (family == "neon" or mutator.binding not in mutator.looked_up)) else None
+    if int(a.groups) == 1 and family is not None and (row is not None or not (
+            family == "neon" and ic <= FLOAT_FIRST_LAYER and exact)):
+        if row is not None:
+            steps, size = row
+            pixel = dot.DEPTH if size == dot.DEPTH else ic  # sdot pads a pixel's channels to a quad
+            taps = np.zeros((oc, kh, kw, pixel), weights.dtype)
+            taps[..., :ic] = weights
+            flat = np.zeros((oc, kh, 1, steps * size), weights.dtype)  # a row's taps, then zeros
+            flat[..., :kw * pixel] = taps.reshape(oc, kh, 1, -1)
+            packed = dot.packed_weights(flat, family, size, dot.pairs_block(oc) if size == dot.PAIR else dot.BLOCK)
         else:
             packed = dot.packed_weights(weights, family)
         offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
@@ -143,7 +148,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift or as_float else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
                   narrow=dot.narrow_weights(weights), signature=sig, default_variant=note, float_sums=as_float,
-                  tap_quads=taps, primfunc_name_hint="conv2d_nhwc_int8")
+                  taps=kw if row is not None else 0, primfunc_name_hint="conv2d_nhwc_int8")
         return call, as_float, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)

@@ -275,25 +275,41 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
         # 5 input quads, 4 weights): SqueezeNet's 55-wide layers 1.46 / 1.30 → 1.23 / 1.06 M
         # cycles (a 1×1 layer over 16 channels 0.42 → 0.45), the model 17.60 → 17.16 M
         default = 5
-    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
     oo, oi = sch.split(o, [None, block])
     nob = loop_extent(sch, oo)
     per = dots.blocks_per_tile(family, nob)
+    if depth == dots.PAIR:
+        # a first layer's row of pairs (dot.NEON_PAIRS): blocks of 8 channels (24: three, as
+        # one tile) and pixels to 16 accumulators
+        per = nob if nob * block <= 24 else 1
+        default = max(d for d in divisors(ow) if d <= max(1, 16 // (per * block // 4)))
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * rows if family == "vnni" else 6))
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
-    vec, intrinsic = oi, None
-    group = int(sch.get(main).annotations.get("edgetune.tap_quads", dots.QUADS))  # (a first layer's taps)
-    if dots.quad_steps(family, depth, loop_extent(sch, rco), group):
-        # sdot by element over four quads of a pixel's input at a time (dot.SDOT_QUADS): per
-        # 4-channel group of a block its four quads' weights stay in registers while every
-        # pixel of the tile is multiplied by them, each pixel's 16 bytes loaded once per step
+    group = int(sch.get(main).annotations.get("edgetune.tap_steps", dots.QUADS))  # (a first layer's row of taps)
+    narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
+    intrinsic = dots.row_intrinsic(family, depth, loop_extent(sch, rco), group, narrow)
+    if intrinsic is not None:
+        # sdot by element over four quads of a pixel's input at a time (dot.SDOT_QUADS; a first
+        # layer's row of taps: dot.SDOT_TAPS): per 4-channel group of a block its steps' weights
+        # stay in registers while every pixel of the tile is multiplied by them, each pixel's
+        # bytes loaded once per group of steps. On plain NEON (a first layer's row of pairs,
+        # dot.NEON_PAIRS) each pixel's broadcast pairs stay in registers while the block's
+        # 8-channel groups stream their weights past them (with the weights kept, LLVM spilled
+        # every pixel's broadcasts: SqueezeNet's first layer, A72 estimate, 4.74 → 4.03 M cycles;
+        # 4-channel groups, a d register of weights each, 5.04 and 4.77)
         rco, rcq = sch.split(rco, [None, group])
-        og, ol = sch.split(oi, [None, dots.lanes(family)])
-        inner, vec, intrinsic = [ob, og, xi, rcq, ol, rci], rcq, dots.SDOT_TAPS[group]
+        if depth == dots.PAIR:
+            og, ol = sch.split(oi, [None, dots.PAIR_CHANNELS])
+            inner = [ob, xi, og, rcq, ol, rci]
+        else:
+            og, ol = sch.split(oi, [None, dots.lanes(family)])
+            inner = [ob, og, xi, rcq, ol, rci]
+        vec = rcq
         dots.register()
         sch.unroll(og)
     else:
-        inner = [xi, ob, oi, rci]
+        inner, vec = [xi, ob, oi, rci], oi
     sch.unroll(ob)
     at = _tile_order(sch, lead, xo, oo, [ry, rx, rco], inner, ragged, order, cpu, cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, vec, cpu, cores, dot=family, intrinsic=intrinsic)
