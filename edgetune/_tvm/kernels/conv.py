@@ -212,7 +212,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
     vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`).
     ``taps``: the layer's kernel width, where its input has at most ``DEPTH`` channels and the
-    weights are packed [OCp/16, KH, 1, S, 16, D] — a row of taps as S steps of D values
+    weights are packed [OCp/B, KH, 1, S, B, D] — a row of taps as S steps of D values (B: 16, or
+    8 for a row of pairs, :func:`.dot.pairs_block`)
     (:func:`.dot.tap_row`): the input read as rows (:func:`tap_rows`), a pixel's bytes from its
     first column on holding its taps along x, one step group of the family's row kernel per row
     of taps. On sdot (D = 4) a step is a kx's channels padded to a quad, the kernel

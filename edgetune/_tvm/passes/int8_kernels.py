@@ -37,6 +37,7 @@ from .common import (
 from .legalize import legalize_winograd
 
 FLOAT_FIRST_LAYER = 4  # input channels up to which an int8 layer on NEON without sdot runs on the fp32 kernel
+# where its row of taps is no row of pairs (dot.tap_row: wider than 16 bytes, or dilated)
 
 
 @module_pass(opt_level=0)
