@@ -229,6 +229,49 @@ def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_pa
     assert v["status"] == "passed" and v["max_abs_error"] == 0, v
 
 
+def test_dead_channels_bias_at_int32_minimum_stay_on_integer_kernels(tmp_path):
+    """ai-edge-quantizer stores the bias of a channel whose weights are all zero as −2³¹ (its
+    float bias over a vanishing weight scale, saturated). That is an int32 and the layer's
+    integer sum: the layer runs on the integer kernel (it ran as a float convolution of
+    dequantized values where the fold had to stay within ±(2³¹ − 1): MediaPipe hand landmark,
+    15 of 31 convolutions), and equals onnxruntime's QLinearConv, whose sum starts at the same
+    −2³¹ (× its tiny scale: a step below the zero point, not a clipped extreme)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8)
+    ws = np.full(16, 0.004, np.float32)
+    b = rng.integers(-2000, 2000, 16).astype(np.int32)
+    for dead in (3, 11):
+        w[dead], ws[dead], b[dead] = 0, np.float32(1e-9), np.iinfo(np.int32).min
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", 0.05, np.float32), ("z", 3, np.int8), ("os", 0.1, np.float32), ("oz", -2, np.int8))]
+    inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(ws, "ws"),
+              numpy_helper.from_array(np.zeros(16, np.int8), "wz"), numpy_helper.from_array(b, "b"),
+              numpy_helper.from_array((np.float32(0.05) * ws).astype(np.float32), "bs"),
+              numpy_helper.from_array(np.zeros(16, np.int32), "bz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "os", "oz"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "os", "oz"], ["y"])]
+    graph = helper.make_graph(nodes, "dead", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = tmp_path / "dead.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "host"))
+    assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
+    kinds = result.manifest["schedules"]["kinds"]
+    assert kinds.get("conv2d-int8") == 1 and "conv2d" not in kinds, kinds
+    import edgetune_runtime
+
+    y = edgetune_runtime.load(result.path).run(rng.uniform(-6, 6, (1, 8, 12, 12)).astype(np.float32))["y"]
+    assert np.all(y[0, [3, 11]] == np.float32(-0.1)), y[0, [3, 11]]  # (round(−2³¹ · 0.05 · 1e-9 / 0.1) = −1) · 0.1
+
+
 def test_qdq_detector_with_long_int8_chains_packages_within_steps(tmp_path):
     """A DBNet-style text detector quantized with QDQ (an FPN of int8 resizes, adds and a concat;
     transposed convolutions that stay float): following its elementwise chains once overflowed

@@ -125,7 +125,14 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     row = dot.tap_row(family, kw, ic) if (family is not None and int(a.groups) == 1
                                           and geometry["dilation"][1] == 1
                                           and (family == "neon" or mutator.binding not in mutator.looked_up)) else None
-    if int(a.groups) == 1 and family is not None and (row is not None or not (
+    # the kernel's per-channel constant: the bias less what the family's data shift adds (an
+    # unsigned family's x + 128: Σ(x + 128)·w − 128·Σw = Σx·w); it must stay an int32 (a bias
+    # at −2³¹, a dead channel's, with non-zero weights would not: the fp32 kernel below)
+    shift = dot.data_shift("int8", family) if family is not None else 0
+    offset = (np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)) \
+        - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
+    fits = np.iinfo(np.int32).min <= int(offset.min(initial=0)) and int(offset.max(initial=0)) <= np.iinfo(np.int32).max
+    if int(a.groups) == 1 and family is not None and fits and (row is not None or not (
             family == "neon" and ic <= FLOAT_FIRST_LAYER and exact)):
         if row is not None:
             steps, size = row
@@ -137,9 +144,6 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
             packed = dot.packed_weights(flat, family, size, dot.pairs_block(oc) if size == dot.PAIR else dot.BLOCK)
         else:
             packed = dot.packed_weights(weights, family)
-        offset = np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)
-        shift = dot.data_shift("int8", family)  # x + 128 as uint8: Σ(x + 128)·w − 128·Σw = Σx·w
-        offset = offset - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
         # Where converting the sums to float is slow, they are returned as floats by their bit
         # pattern (the kernel's float_sums) if every partial sum stays below 2²²: |x| ≤ 128
         as_float = cpu.slow_converts and int((128 * np.abs(weights.astype(np.int64)).sum(axis=(1, 2, 3))
