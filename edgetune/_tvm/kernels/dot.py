@@ -53,13 +53,14 @@ SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
 # taps): 16 bytes loaded all the same, the last quads' lanes unused
 SDOT_TAPS = {2: "edgetune_dot_4x4x2_sdot", 3: "edgetune_dot_4x4x3_sdot", QUADS: SDOT_QUADS}
 # The NEON family over a first layer's row of taps (:func:`..conv.conv2d_nhwc_int8`'s taps): the
-# row's bytes — kx-major, a pixel's channels unpadded — as pairs, each pair broadcast to a d
-# register by lane (``dup``) and multiplied by four output channels' weights for it (``smull``: 8
-# products, adjacent pairs one channel's), two pairs' products summed in int16 where the weights
-# are within ±127 (``smlal``) and widened onto the accumulators (``sadalp``). Nothing is summed
-# across lanes after the reduction, and no channel of a pixel is padded: a 3×3 RGB row is 9 bytes,
-# 5 pairs, where the 4-deep step padded it to 12 bytes and summed each step's lanes. Keyed by the
-# pairs a row takes (1 to 8: 16 bytes, one load), narrow or not
+# row's bytes — kx-major, a pixel's channels unpadded — as pairs, each pair broadcast to every
+# 16-bit lane (``dup v.8h, v.h[j]``) and multiplied by eight output channels' weights for it, one
+# q register (``smull``, ``smull2``: 16 products, adjacent ones a channel's), two pairs' products
+# summed in int16 where the weights are within ±127 (``smlal``) and widened onto the accumulators
+# (``sadalp``). Nothing is summed across lanes after the reduction, and no channel of a pixel is
+# padded: a 3×3 RGB row is 9 bytes, 5 pairs, where the 4-deep step padded it to 12 bytes and
+# summed each step's lanes. Keyed by the pairs a row takes (1 to 8: 16 bytes, one load), narrow
+# or not
 PAIR = 2  # input values per step of the pairs kernel
 PAIR_CHANNELS = 8  # output channels per call of the pairs kernel: a pair's weights fill a q register
 NEON_PAIRS = {(pairs, narrow): f"edgetune_dot_4x2x{pairs}_neon{'_narrow' if narrow else ''}"
