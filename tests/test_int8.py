@@ -461,6 +461,22 @@ def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_pat
     assert calls[lookups.PIPELINE] < calls["s_tir"] if on_stack else calls[lookups.PIPELINE] == calls["s_tir"], calls
 
 
+def _checked_under_qemu(pkg: Path, device: str, x: np.ndarray, expected: dict[str, np.ndarray]) -> dict:
+    """The loader's ``check`` of package ``pkg`` under qemu against ``expected`` (output name →
+    value: the x86 package's, or worked out by hand) for the input ``x``, its reference file and
+    manifest hash replaced."""
+    import hashlib
+
+    from edgetune import emulation
+    from edgetune.profiles import get_profile
+
+    np.savez(pkg / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    manifest["files"]["reference.npz"] = hashlib.sha256((pkg / "reference.npz").read_bytes()).hexdigest()
+    (pkg / "manifest.json").write_text(json.dumps(manifest))
+    return emulation.run_loader(get_profile(device), pkg, ["check"])
+
+
 def _hard_swish_qdq(out: Path, conv: bool, channels: int = 8) -> tuple[Path, float, int, float]:
     """A QDQ graph as onnxruntime's quantizer writes MobileNetV3's hard-swish: DequantizeLinear →
     HardSigmoid → QuantizeLinear → DequantizeLinear → Mul (with the dequantized input) →
@@ -643,12 +659,9 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     epilogue's pixel tiles are fused into the parallel loop (it had left the kernel unscheduled).
     Alone (on the quantized input) the index is the int8 value + 128 with no clamp — TVM drops
     it, the type bounds it — and is a ``tbl`` too (it was a scalar load per lane)."""
-    import hashlib
     import subprocess
 
     import edgetune_runtime
-    from edgetune import emulation
-    from edgetune.profiles import get_profile
 
     model, scale, zero, _ = _hard_swish_qdq(tmp_path / "hs.onnx", conv=conv, channels=40)
     x = ((np.arange(-128, 128) - zero) * np.float32(scale)).astype(np.float32).reshape(1, 8, 8, 4)
@@ -665,11 +678,7 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     assert not re.search(r"\sfrintx\s+v\d+\.4s", asm), "a vector requantize as frintx + fcvtzs"
     # the table index (the requantized int8 value + 128) is in the table by construction: no clamp
     assert not re.search(r"\ss(max|min)\s+v\d+\.4s", asm), "the lookup index clamped again"
-    np.savez(pi.path / "reference.npz", **{"input:x": x, "output:y": expected})  # the 256 values, x86's results
-    manifest = json.loads((pi.path / "manifest.json").read_text())
-    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
-    (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    checked = _checked_under_qemu(pi.path, "pi4", x, {"y": expected})  # the 256 values, x86's results
     assert checked["outputs"]["y"]["max_abs_error"] == 0, checked
 
 
@@ -686,15 +695,12 @@ def test_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_path, q
     blocks of 8. The outputs — the input padded with a non-zero zero point, the row's last
     pixel's window past the padded row — equal the x86 package's integers under qemu (3×3 and
     5×5 stride-2 RGB layers; a 4-wide one-channel layer)."""
-    import hashlib
     import subprocess
 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     import edgetune_runtime
-    from edgetune import emulation
-    from edgetune.profiles import get_profile
 
     rng = np.random.default_rng(3)
     w = rng.integers(-127, 128, (24, channels, kernel, kernel)).astype(np.int8)
@@ -731,11 +737,7 @@ def test_first_layer_takes_its_taps_along_x_as_one_step_and_is_exact(tmp_path, q
         assert re.search(r"\sdup\s+v\d+\.8h, v\d+\.h\[\d\]", body) and re.search(r"\ssmull2?\s", body), body
         assert bool(re.search(r"\ssmlal2?\s", body)) == (channels > 1), body
     assert np.ptp(np.round(expected["y"] / 0.05)) > 60, expected["y"]  # not a constant
-    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
-    manifest = json.loads((pi.path / "manifest.json").read_text())
-    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
-    (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile(device), pi.path, ["check"])
+    checked = _checked_under_qemu(pi.path, device, x, expected)
     assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
 
 
@@ -754,15 +756,12 @@ def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu, de
     conversions) the sums reach float and the floats int32 by bit pattern — no ``scvtf``,
     ``fcvtns`` or ``frinti`` in the int8 layers (d's dequantized output rounded in float), the
     subtract saturating (``sqsub``)."""
-    import hashlib
     import subprocess
 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     import edgetune_runtime
-    from edgetune import emulation
-    from edgetune.profiles import get_profile
 
     rng = np.random.default_rng(7)
     inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
@@ -814,11 +813,7 @@ def test_requantize_on_arm_narrows_with_saturation_under_qemu(tmp_path, qemu, de
     d = np.round(expected["d"] / 1e-7)  # q − 3 of int8 q
     assert (d == 124).any() and (d == -131).any(), d  # both ends
     assert np.ptp(np.round(expected["e"] / 1e-7)) > 50, expected["e"]
-    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
-    manifest = json.loads((pi.path / "manifest.json").read_text())
-    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
-    (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile(device), pi.path, ["check"])
+    checked = _checked_under_qemu(pi.path, device, x, expected)
     assert all(o["max_abs_error"] == 0 for o in checked["outputs"].values()), checked
 
 
@@ -828,14 +823,11 @@ def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qem
     (codegen/division.py: no vector ``fdiv`` left), and rounds as the float32 division does on
     inputs one to three ulps either side of every rounding tie of the range: the integers equal
     numpy's, under qemu."""
-    import hashlib
     import subprocess
 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgetune import emulation
-    from edgetune.profiles import get_profile
 
     scale, zero = np.float32(0.0123), 131
     ties = ((np.arange(-131, 125, dtype=np.float64) + 0.5) * np.float64(scale)).astype(np.float32)
@@ -869,11 +861,7 @@ def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qem
     dscale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
     dzero = int(np.clip(np.round(np.float32(0 - np.float32(lo)) / dscale), 0, 255))
     expected = {"y": fake_quant(x, scale, zero), "d": fake_quant(x, dscale, dzero)}
-    np.savez(pi.path / "reference.npz", **{"input:x": x, **{f"output:{k}": v for k, v in expected.items()}})
-    manifest = json.loads((pi.path / "manifest.json").read_text())
-    manifest["files"]["reference.npz"] = hashlib.sha256((pi.path / "reference.npz").read_bytes()).hexdigest()
-    (pi.path / "manifest.json").write_text(json.dumps(manifest))
-    checked = emulation.run_loader(get_profile("pi4"), pi.path, ["check"])
+    checked = _checked_under_qemu(pi.path, "pi4", x, expected)
     assert all(checked["outputs"][k]["max_abs_error"] == 0 for k in expected), checked
 
 

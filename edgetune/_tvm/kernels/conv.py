@@ -212,9 +212,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
     vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`).
     ``taps``: the layer's kernel width, where its input has at most ``DEPTH`` channels and the
-    weights are packed [OCp/B, KH, 1, S, B, D] — a row of taps as S steps of D values (B: 16, or
-    8 for a row of pairs, :func:`.dot.pairs_block`)
-    (:func:`.dot.tap_row`): the input read as rows (:func:`tap_rows`), a pixel's bytes from its
+    weights are packed [OCp/B, KH, 1, S, B, D] — a row of taps as S steps of D values
+    (:func:`.dot.tap_row`; B: 16, or 8 for a row of pairs, :func:`.dot.row_block`): the input
+    read as rows (:func:`tap_rows`), a pixel's bytes from its
     first column on holding its taps along x, one step group of the family's row kernel per row
     of taps. On sdot (D = 4) a step is a kx's channels padded to a quad, the kernel
     :data:`.dot.SDOT_TAPS` (each tap took a broadcast load, ``ld1r``, and a step); on plain NEON
@@ -225,7 +225,7 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     n, h, w, ic = (int(x) for x in data.shape)
     oco, kh, kw, ico, block, depth = (int(x) for x in weights.shape)
     kw = taps or kw
-    pixel_bytes = ic if depth == dot.PAIR else dot.DEPTH  # a row's values per pixel (taps)
+    pixel_bytes = dot.row_pixel(depth, ic)  # a row's values per pixel (taps)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
@@ -236,9 +236,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0 \
         and not taps
     if taps:  # a pixel reads 16 bytes (8: a NEON row of up to 4 pairs) from its first column on
-        loaded = 8 if depth == dot.PAIR and ico * depth <= 8 else 16
-        src = tap_rows(data, padding, fill, wanted,
-                       max((w + left + right) * pixel_bytes, (ow - 1) * sw * pixel_bytes + loaded), pixel_bytes)
+        src = tap_rows(data, padding, fill, wanted, max((w + left + right) * pixel_bytes,
+                                                        (ow - 1) * sw * pixel_bytes + dot.row_bytes(depth, ico)),
+                       pixel_bytes)
     else:
         src = data if flip else pad_nhwc(data, padding, fill, wanted, ico * depth)
     # On x86 a width with no register-tile divisor near the tile's (13, 27: tiles of 1 and 3

@@ -115,7 +115,7 @@ def blocks_per_tile(family: str, blocks: int) -> int:
 def packed_weights(ohwi: Any, family: str, step: int = 0, block: int = BLOCK) -> Any:
     """Integer convolution weights ``[OC, KH, KW, IC]`` (int8 values) in the operand order of
     ``family``'s kernel, ``[OCp/B, KH, KW, ICp/D, B, D]`` (D: ``step``, else :func:`depth`; B:
-    ``block``, 16 but for a row of pairs, :func:`pairs_block`; OCp, ICp: zero filters and
+    ``block``, 16 but for a row of pairs, :func:`row_block`; OCp, ICp: zero filters and
     channels appended), int8."""
     import numpy as np
 
@@ -249,10 +249,25 @@ def tap_row(family: str, kernel_width: int, channels: int) -> tuple[int, int] | 
     return None
 
 
-def pairs_block(channels: int) -> int:
-    """Output channels per block of a first layer's row of pairs (:data:`NEON_PAIRS`): 16, or 8
-    where 16 does not divide ``channels`` and 8 does (BlazeFace's 24: 16 would compute 32)."""
-    return PAIR_CHANNELS if channels % BLOCK and channels % PAIR_CHANNELS == 0 else BLOCK
+def row_pixel(step: int, channels: int) -> int:
+    """Values per pixel of a first layer's rows (:func:`tap_row`'s ``step`` values a step, a
+    layer of ``channels`` input channels): sdot's quads pad a pixel's channels to 4, a row of
+    pairs keeps them as they are."""
+    return channels if step == PAIR else DEPTH
+
+
+def row_bytes(step: int, steps: int) -> int:
+    """Bytes a row kernel loads per pixel over ``steps`` steps of ``step`` values: one q
+    register, or a d register for a row of pairs that fits one (the data must extend that far)."""
+    return 8 if step == PAIR and steps * step <= 8 else 16
+
+
+def row_block(step: int, channels: int) -> int:
+    """Output channels per block of a first layer's rows: 16, or for a row of pairs 8 where 16
+    does not divide ``channels`` and 8 does (BlazeFace's 24: 16 would compute 32)."""
+    if step == PAIR and channels % BLOCK and channels % PAIR_CHANNELS == 0:
+        return PAIR_CHANNELS
+    return BLOCK
 
 
 def row_intrinsic(family: str, step: int, steps: int, group: int, narrow: bool = False) -> str | None:
@@ -384,7 +399,7 @@ def _neon_pairs(pairs: int, narrow: bool) -> tuple[Any, Any]:
 
     stride = T.int32()
     size, n = pairs * PAIR, PAIR_CHANNELS
-    loaded = 8 if size <= 8 else 16
+    loaded = row_bytes(PAIR, pairs)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -400,15 +415,14 @@ def _neon_pairs(pairs: int, narrow: bool) -> tuple[Any, Any]:
                     vk = T.axis.reduce(size, j * PAIR + k)
                     C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vk // PAIR, vi, vk % PAIR], "int32")
 
-    def products(data: Any, b: Any, j: int) -> tuple[Any, Any]:
-        """Pair ``j`` times its weights: (channels 0-3, channels 4-7), int16x8 each."""
+    def products(data: Any, b: Any, j: int, half: Any) -> Any:
+        """Pair ``j`` times its weights for channels 0-3 (``half``: T.vectorlow) or 4-7
+        (T.vectorhigh), int16x8."""
         pair = T.reinterpret(T.Shuffle([data] * (16 // loaded), [j] * 8), dtype="int8x16")  # pair j in every lane
-        w = b.vload([j, 0, 0], "int8x16")
-        return (_products(T.vectorlow(pair, dtype="int8x8"), T.vectorlow(w, dtype="int8x8")),
-                _products(T.vectorhigh(pair, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8")))
+        return _products(half(pair, dtype="int8x8"), half(b.vload([j, 0, 0], "int8x16"), dtype="int8x8"))
 
-    def total(acc: Any, data: Any, b: Any, half: int) -> Any:
-        terms = [products(data, b, j)[half] for j in range(pairs)]
+    def total(acc: Any, data: Any, b: Any, half: Any) -> Any:
+        terms = [products(data, b, j, half) for j in range(pairs)]
         if narrow:  # two pairs' products summed in int16 (smlal), one widening add for both
             terms = [terms[j] + terms[j + 1] if j + 1 < pairs else terms[j] for j in range(0, pairs, 2)]
         for term in terms:
@@ -424,8 +438,8 @@ def _neon_pairs(pairs: int, narrow: bool) -> tuple[Any, Any]:
             T.reads(C[0:n], A[0:size], B[0:pairs, 0:n, 0:PAIR])
             T.writes(C[0:n])
             data = T.reinterpret(A.vload([0], f"int8x{loaded}"), dtype=f"int16x{loaded // 2}")
-            C[T.ramp(T.int32(0), 1, 4)] = total(C.vload([0], dtype="int32x4"), data, B, 0)
-            C[T.ramp(T.int32(4), 1, 4)] = total(C.vload([4], dtype="int32x4"), data, B, 1)
+            C[T.ramp(T.int32(0), 1, 4)] = total(C.vload([0], dtype="int32x4"), data, B, T.vectorlow)
+            C[T.ramp(T.int32(4), 1, 4)] = total(C.vload([4], dtype="int32x4"), data, B, T.vectorhigh)
 
     return desc, impl
 

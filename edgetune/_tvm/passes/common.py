@@ -59,6 +59,14 @@ def readers_of(func: Any) -> dict[Any, list[Any]]:
     return readers
 
 
+def int32_values(values: Any) -> bool:
+    """Whether every integer of ``values`` (numpy) is an int32, −2³¹ included."""
+    import numpy as np
+
+    info = np.iinfo(np.int32)
+    return info.min <= int(np.min(values, initial=0)) and int(np.max(values, initial=0)) <= info.max
+
+
 def op_name(expr: Any) -> str:
     """The operator ``expr`` calls (``relax.add``), or "" when it is not an operator call."""
     if isinstance(expr, relax.Call) and isinstance(expr.op, tvm().ir.Op):

@@ -25,6 +25,7 @@ from .common import (
     const_array,
     emit_like,
     immediate,
+    int32_values,
     ints,
     is_tensor,
     map_functions,
@@ -131,17 +132,16 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     shift = dot.data_shift("int8", family) if family is not None else 0
     offset = (np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)) \
         - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
-    fits = np.iinfo(np.int32).min <= int(offset.min(initial=0)) and int(offset.max(initial=0)) <= np.iinfo(np.int32).max
-    if int(a.groups) == 1 and family is not None and fits and (row is not None or not (
+    if int(a.groups) == 1 and family is not None and int32_values(offset) and (row is not None or not (
             family == "neon" and ic <= FLOAT_FIRST_LAYER and exact)):
         if row is not None:
             steps, size = row
-            pixel = dot.DEPTH if size == dot.DEPTH else ic  # sdot pads a pixel's channels to a quad
+            pixel = dot.row_pixel(size, ic)  # sdot pads a pixel's channels to a quad
             taps = np.zeros((oc, kh, kw, pixel), weights.dtype)
             taps[..., :ic] = weights
             flat = np.zeros((oc, kh, 1, steps * size), weights.dtype)  # a row's taps, then zeros
             flat[..., :kw * pixel] = taps.reshape(oc, kh, 1, -1)
-            packed = dot.packed_weights(flat, family, size, dot.pairs_block(oc) if size == dot.PAIR else dot.BLOCK)
+            packed = dot.packed_weights(flat, family, size, dot.row_block(size, oc))
         else:
             packed = dot.packed_weights(weights, family)
         # Where converting the sums to float is slow, they are returned as floats by their bit

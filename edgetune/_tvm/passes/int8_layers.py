@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import const_array, map_functions, module_pass, op_name, relax
+from .common import const_array, int32_values, map_functions, module_pass, op_name, relax
 from .int8_scheme import EXACT_LIMIT, dequantized_constant, describe_layer, peel_transforms, per_channel
 
 
@@ -189,8 +189,7 @@ class _Exact(relax.PyExprMutator):
         # int32's range, its least value included: ai-edge-quantizer saturates the bias of a
         # channel whose weights are all zero at −2³¹ (MediaPipe hand landmark: up to 741 channels
         # of a layer; with |fold| < 2³¹ such layers ran as float convolutions of dequantized values)
-        info = np.iinfo(np.int32)
-        if np.any(fold < info.min) or np.any(fold > info.max):
+        if not int32_values(fold):
             return None
         emit = self.builder_.emit
         if shift:
