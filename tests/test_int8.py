@@ -1160,3 +1160,38 @@ def test_dynamically_quantized_encoder_runs_on_the_integer_dense_kernel(tmp_path
     assert len(ints) >= 4, kernels  # Q, K, V, output projection and the two feed-forward layers (some shared)
     assert all("multiply" in name for name in ints), ints  # the scales in the kernel's epilogue
     assert not any(k["kind"] == "dense" for k in kernels.values()), kernels
+
+
+def test_int8_prelus_run_without_a_division_and_change_no_output(tmp_path, monkeypatch, request):
+    """ai-edge-quantizer's int8 PRELU — ``quantize(prelu(dequantize(v), α))``, after nearly every
+    convolution of MediaPipe's face and iris landmark models — is ``round((v − z1) · k) + z2``
+    with ``k`` per sign and channel (passes/int8_elementwise.py: Int8Prelus), only where that is
+    the float path's result for every channel and input: the per-channel and the single slope
+    are rewritten, the [H, W, C] slope is not. The package equals LiteRT within a step (on the
+    Pi 4 too, under qemu) and, bit for bit, the package built without the rewrite (the float
+    path: its quantize divides)."""
+    import tflite_models
+
+    from edgetune._tvm.passes import int8_elementwise
+    from edgetune_runtime import load
+
+    int8 = quant_models.int8_tflite_from_float(tflite_models.prelu_slopes(tmp_path / "prelu.tflite"),
+                                               tmp_path / "prelu-int8.tflite")
+    scheme = json.loads(str(import_model(int8).mod.attrs[_tvm.constants.SCHEME_ATTR]))
+    assert scheme["prelus"] == 2, scheme
+    assert "2 int8 PReLUs without a division" in run_edgetune("inspect", str(int8)).stdout
+    v = package(PackageOptions(model=int8, device="host", output=tmp_path / "pkg")).verification
+    assert v["status"] == "passed" and v["max_abs_error"] <= 1, v
+    monkeypatch.setattr(int8_elementwise, "_prelu", lambda mutator, call: None)  # no PRELU seen: the float path
+    assert json.loads(str(import_model(int8).mod.attrs[_tvm.constants.SCHEME_ATTR]))["prelus"] == 0
+    package(PackageOptions(model=int8, device="host", output=tmp_path / "float-path", verify=False))
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (4, 1, 6, 7, 8), dtype=np.int8)
+    new, old = load(tmp_path / "pkg"), load(tmp_path / "float-path")
+    for sample in x:
+        a, b = new.run(sample), old.run(sample)
+        assert all(np.array_equal(a[k], b[k]) for k in a), (a, b)
+    monkeypatch.undo()
+    request.getfixturevalue("qemu")  # and on the Pi 4, under qemu, against LiteRT
+    v = package(PackageOptions(model=int8, device="pi4", output=tmp_path / "pi4")).verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v

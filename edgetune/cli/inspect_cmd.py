@@ -53,6 +53,7 @@ def inspect(
         out.print(f"quantized: weights {'; '.join(q['weights'])}; activations {'; '.join(q['activations'])}; layers {layers}")
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
         adds += f", {q['relus']} int8 ReLUs without a division" if q.get("relus") else ""
+        adds += f", {q['prelus']} int8 PReLUs without a division" if q.get("prelus") else ""
         adds += f", {q['rescales']} int8 rescales as a multiply" if q.get("rescales") else ""
         adds += f", {q['tables']} int8 → int8 elementwise chains as 256-entry lookups" if q.get("tables") else ""
         out.print(f"  exact integer sums: {q['exact']} of {sum(q['layers'].values())} layers"

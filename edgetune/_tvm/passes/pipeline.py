@@ -42,6 +42,7 @@ from .int8_elementwise import (
     Int8Concats,
     Int8LayoutMoves,
     Int8MaxPools,
+    Int8Prelus,
     Int8Relus,
     Int8Rescales,
     Int8SumsWithoutDivide,
@@ -79,13 +80,14 @@ def integer_layers(mod: Any, tflite: bool) -> Any:
     if scheme is None:  # a float model (or only elementwise QDQ chains: those as tables)
         return _run([moves, concats, pools, rescales, tables, sums], mod)
     layers = quantized_layers(mod)
-    exact, adds, relus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus()
-    mod = _run([exact, *([adds, relus] if tflite else []), moves, concats, pools, rescales, tables, sums], mod)
+    exact, adds, relus, prelus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus(), Int8Prelus()
+    mod = _run([exact, *([adds, relus] if tflite else []), prelus, moves, concats, pools, rescales, tables, sums], mod)
     counts = exact.counts
     float_layers = list((Counter(layers) - Counter(counts["rewritten"])).elements())
     scheme.update(exact=counts["layers"], exact_bounded=counts["bounded"], integer=counts["integer"],
                   float_layers=float_layers, fixed_point_adds=adds.count if tflite else 0,
-                  relus=relus.count if tflite else 0, concats=concats.count, max_pools=pools.count,
+                  relus=relus.count if tflite else 0, prelus=prelus.count,
+                  concats=concats.count, max_pools=pools.count,
                   layout_moves=moves.count, rescales=rescales.count, sums_without_divide=sums.count,
                   tables=tables.count,
                   requantized_as="LiteRT's XNNPACK" if tflite else "onnxruntime's QLinearConv / MLAS",
