@@ -287,11 +287,12 @@ def test_qdq_detector_with_long_int8_chains_packages_within_steps(tmp_path):
 
 
 def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size: int, rng: np.random.Generator,
-               bias: int, low: int = -127) -> Path:
+               bias: int, low: int = -127, depthwise: bool = False, stride: int = 1) -> Path:
     """A QDQ chain of convolutions as onnxruntime's quantizer writes them: the input quantized
     (scale 0.05, zero point 3), then per layer ``(in, out, kernel, weight scale, bias scale)``
     int8 weights in [``low``, 127] (the first one ``low``), int32 biases within ±``bias``, the
-    result quantized on the input's parameters; ``size``² pixels, padded to keep them."""
+    result quantized on the input's parameters; ``size``² pixels, padded by half the kernel
+    (``depthwise``: one group per channel; ``stride``: every layer's)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -300,7 +301,7 @@ def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["d0"])]
     for n, (cin, cout, k, weight_scale, bias_scale) in enumerate(layers):
-        w = rng.integers(low, 128, (cout, cin, k, k)).astype(np.int8)
+        w = rng.integers(low, 128, (cout, 1 if depthwise else cin, k, k)).astype(np.int8)
         w.flat[0] = low
         inits += [numpy_helper.from_array(w, f"w{n}"),
                   numpy_helper.from_array(np.full(cout, weight_scale, np.float32), f"ws{n}"),
@@ -310,28 +311,35 @@ def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size
                   numpy_helper.from_array(np.zeros(cout, np.int32), f"bz{n}")]
         nodes += [helper.make_node("DequantizeLinear", [f"w{n}", f"ws{n}", f"wz{n}"], [f"wd{n}"], axis=0),
                   helper.make_node("DequantizeLinear", [f"b{n}", f"bs{n}", f"bz{n}"], [f"bd{n}"], axis=0),
-                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"], pads=[k // 2] * 4),
+                  helper.make_node("Conv", [f"d{n}", f"wd{n}", f"bd{n}"], [f"c{n}"], pads=[k // 2] * 4,
+                                   group=cin if depthwise else 1, strides=[stride, stride]),
                   helper.make_node("QuantizeLinear", [f"c{n}", "s", "z"], [f"q{n}"]),
                   helper.make_node("DequantizeLinear", [f"q{n}", "s", "z"], [f"d{n + 1}"])]
-    last = f"d{len(layers)}"
+    last, side = f"d{len(layers)}", size
+    for _cin, _cout, k, _ws, _bs in layers:
+        side = (side + 2 * (k // 2) - k) // stride + 1
     graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, layers[0][0], size, size])],
-                              [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, layers[-1][1], size, size])], inits)
+                              [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, layers[-1][1], side, side])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(out))
     return out
 
 
-@pytest.mark.parametrize("weights", ["narrow", "full"])
+@pytest.mark.parametrize("weights", ["narrow", "full", "eights"])
 def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, qemu, weights):
     """The Pi 4's int8 step over 16 input channels keeps four partial sums per output channel
     (``sadalp``: :func:`dot.partial_lanes`), summed once per tile: a QDQ model of a 3×3 and a
     1×1 convolution (40 output channels computed as 48) over 32 input channels, with weights
     within ±127 (``smlal2`` pairs in int16) or reaching −128 (``smull2``, widened apart), is
-    exact against onnxruntime under qemu."""
+    exact against onnxruntime under qemu. So is the step over 8 channels (``eights``: a 3×3 layer
+    over 8 channels and a 1×1 over 24, which 16 would pad by a half and a third): a ``smull`` of
+    the pixel's 8 bytes per output channel, no high halves (``smull2``, ``smlal2``)."""
     import subprocess
 
-
-    _qdq_convs(tmp_path / "m.onnx", [(32, 32, 3, 0.002, 0.05 * 0.002), (32, 40, 1, 0.002, 0.05 * 0.002)], size=9,
-               rng=np.random.default_rng(11), bias=3000, low=-127 if weights == "narrow" else -128)
+    layers = [(32, 32, 3, 0.002, 0.05 * 0.002), (32, 40, 1, 0.002, 0.05 * 0.002)]
+    if weights == "eights":
+        layers = [(8, 24, 3, 0.004, 0.05 * 0.004), (24, 40, 1, 0.003, 0.05 * 0.003)]
+    _qdq_convs(tmp_path / "m.onnx", layers, size=9, rng=np.random.default_rng(11), bias=3000,
+               low=-128 if weights == "full" else -127)
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="pi4", output=tmp_path / "pkg"))
     v = result.verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
@@ -339,7 +347,10 @@ def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, q
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     assert re.search(r"\ssadalp\s", asm), "no partial sums accumulated by sadalp"
-    assert re.search(r"\ssmlal2\s" if weights == "narrow" else r"\ssmull2\s", asm)
+    if weights == "eights":
+        assert not re.search(r"\ss(mull|mlal)2\s", asm)
+    else:
+        assert re.search(r"\ssmlal2\s" if weights == "narrow" else r"\ssmull2\s", asm)
 
 
 def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_cnn, tmp_path, qemu):
@@ -428,26 +439,27 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
     np.testing.assert_array_equal(edgetune_runtime.load(result.path).run(x)["y"], np.round(x))
 
 
-@pytest.mark.parametrize(("mcpu", "lanes", "on_stack"),
-                         [("cortex-a76", False, True), ("cortex-a72", True, True), ("cortex-a72", False, False)])
-def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_path, mcpu, lanes, on_stack):
+@pytest.mark.parametrize(("mcpu", "channels", "kernel", "lanes", "on_stack"),
+                         [("cortex-a76", 40, 3, False, True), ("cortex-a72", 40, 3, True, True),
+                          ("cortex-a72", 8, 1, False, False)])
+def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_path, mcpu, channels, kernel, lanes,
+                                                                          on_stack):
     """TVM allocates every local buffer of a kernel (a ragged int8 convolution's accumulator tile:
-    40 channels computed as 48) from the runtime's workspace pool: two calls per tile and a
-    pointer LLVM cannot keep in registers. edgetune's pipeline leaves it an alloca
+    40 channels computed as 48, 8 as 16) from the runtime's workspace pool: two calls per tile
+    and a pointer LLVM cannot keep in registers. edgetune's pipeline leaves it an alloca
     (edgetune/_tvm/codegen/scratch.py), except where the inner loop fills the registers already:
-    the Pi 4's int8 step over 4 input channels (the 3-channel first layer: smull and an addp tree
-    per step), where promoted accumulators spilled (+30 %, estimate). Its step over 16 channels
-    into partial sums (``lanes``: the 40-channel layer) is promoted. (The Pi 4 runs such 3×3
-    layers as Winograd by default, and a 3-channel first layer on the fp32 kernel: the integer
-    kernels are asked for; the 4-deep step is a 24-channel layer's, 32 would pad a third more.)"""
+    the Pi 4's int8 step over 4 input channels (smull and an addp tree per step: a 1×1 layer
+    over 8 channels, one step of 8 being too short for partial sums), where promoted
+    accumulators spilled (+30 %, estimate). Its steps over 16 or 8 channels into partial sums
+    (``lanes``: the 40-channel 3×3 layer, five steps of 8 a tap) are promoted."""
     from edgetune._tvm.codegen import lookups
     from edgetune._tvm.passes import pipeline
 
-    width = 40 if lanes or mcpu == "cortex-a76" else 24
-    model = quant_models.qdq_onnx(models.small_cnn_onnx(tmp_path / "cnn.onnx", width=width), tmp_path / "qdq.onnx")
+    model = _qdq_convs(tmp_path / "m.onnx", [(channels, channels, kernel, 0.002, 0.05 * 0.002)], size=16,
+                       rng=np.random.default_rng(3), bias=3000, low=-127)
     target = _tvm.make_target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": mcpu, "num-cores": 4})
     fused = pipeline.fuse(import_model(model).mod, target, _tvm.lowering_for(target, "auto"), "direct")
-    layer = f"16x16x{width}>{width} k3x3"
+    layer = f"x{channels}>{channels} k{kernel}x{kernel}"  # (the input's padding a stage of its own)
     conv = next(f for gv, f in fused.functions_items() if "conv2d_nhwc_int8" in gv.name_hint and layer in f.script())
     assert ("edgetune.dot_lanes" in conv.script()) == lanes
     sch = _tvm.default_schedule(conv.with_attr("global_symbol", "main"), target).sch
@@ -866,7 +878,8 @@ def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qem
 
 
 def test_depthwise_int8_input_widens_through_16_bit_lanes_on_arm(tmp_path, qemu):
-    """An int8 depthwise layer on the Pi 4 runs on float kernels: its input is converted 16
+    """An int8 depthwise layer on the Pi 5 runs on float kernels (the Pi 4's on the integer
+    kernel: the next test): its input is converted 16
     lanes at a time through 16-bit lanes made with ``zip`` (codegen/widening.py: ``sshr`` of
     eight 16-bit lanes), not LLVM's four-lane ``shl`` + ``sshr`` legalization, and the package
     passes its check against onnxruntime under qemu."""
@@ -886,13 +899,41 @@ def test_depthwise_int8_input_widens_through_16_bit_lanes_on_arm(tmp_path, qemu)
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "dw.onnx"))
     qdq = quant_models.qdq_onnx(tmp_path / "dw.onnx", tmp_path / "dw-int8.onnx")
-    pi = package(PackageOptions(model=qdq, device="pi4", output=tmp_path / "pi4"))
+    pi = package(PackageOptions(model=qdq, device="pi5", output=tmp_path / "pi5"))
     assert pi.verification["status"] == "passed" and "qemu" in pi.verification["executed_on"], pi.verification
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     depthwise = "\n".join(f for f in asm.split("\n\n") if re.match(r"[0-9a-f]+ <\w*depthwise_conv2d\w*>:", f))
     assert re.search(r"\ssshr\s+v\d+\.8h, v\d+\.8h, #(0x)?8\b", depthwise), depthwise[:3000]
     assert not re.search(r"\sshl\s+v\d+\.4h, v\d+\.4h, #(0x)?8\b", depthwise), "int8 widened four lanes at a time"
+
+
+@pytest.mark.parametrize(("channels", "kernel", "stride", "low"),
+                         [(32, 3, 1, -127), (24, 3, 2, -127), (16, 5, 1, -127), (16, 3, 1, -128)])
+def test_pi4_int8_depthwise_sums_tap_pairs_in_16_bit_lanes_and_is_exact(tmp_path, qemu, channels, kernel, stride, low):
+    """On the Pi 4 an int8 depthwise layer whose weights are within ±127 runs on the integer
+    kernel (kernels/conv.py: depthwise_conv2d_nhwc_int8): its taps in pairs, each pair's products
+    summed in 16-bit lanes (``smull`` + ``smlal``: 8 products an instruction, |2·128·127| <
+    2¹⁵) and widened once (``saddw``), where the fp32 kernel's ``fmla`` took 4 and a float copy
+    of its input — 16 channels a block (24: 8), 3×3 and 5×5 (an odd tap count: the last pair's
+    partner a zero weight), stride 1 and 2, the input padded with its zero point 3. Equal to
+    onnxruntime under qemu. A weight of −128 (two products may overflow int16) keeps the fp32
+    kernel."""
+    import subprocess
+
+    _qdq_convs(tmp_path / "dw.onnx", [(channels, channels, kernel, 0.004, 0.05 * 0.004)], size=11,
+               rng=np.random.default_rng(kernel + stride), bias=2000, low=low, depthwise=True, stride=stride)
+    result = package(PackageOptions(model=tmp_path / "dw.onnx", device="pi4", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+    kinds = [k["kind"] for k in result.manifest["kernels"].values()]
+    assert ("depthwise-int8" in kinds) == (low > -128) and ("depthwise" in kinds) == (low == -128), kinds
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    depthwise = "\n".join(f for f in asm.split("\n\n") if re.match(r"[0-9a-f]+ <\w*depthwise_conv2d\w*>:", f))
+    if low > -128:
+        assert re.search(r"\ssmlal2?\s+v\d+\.8h", depthwise) and re.search(r"\ssaddw2?\s", depthwise), depthwise[:3000]
+        assert not re.search(r"\sfmla\s", depthwise), "an fp32 multiply-add in the integer depthwise kernel"
 
 
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:

@@ -329,7 +329,7 @@ def _dot_sums(shape: tuple[Any, ...], read: Any, kernel: tuple[int, int], flip: 
             return te.sum(product(at, o, rc, rc // depth, rc % depth), axis=[ry, rx, rc])
 
         return te.compute(shape, total, name="conv2d_nhwc_int8", attrs=attrs)
-    rc, e = te.reduce_axis((0, ico), "rc"), te.reduce_axis((0, 4), "e")
+    rc, e = te.reduce_axis((0, ico), "rc"), te.reduce_axis((0, dot.lane_terms(depth)), "e")
 
     def partial(*idx: Any) -> Any:
         *at, o, lane = idx
@@ -359,6 +359,43 @@ def _plus_channels(out: Any, per_channel: Any) -> Any:
     if per_channel is None:
         return out
     return te.compute(out.shape, lambda *idx: out[idx] + per_channel[idx[-1]], name="bias")
+
+
+def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, kernel: tuple[int, int],
+                               strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                               fill: Any = 0) -> Any:
+    """An int8 depthwise layer's int32 sums ``Σ x·w`` (plus ``offset`` per channel) over its
+    ``kernel``'s taps in pairs (weights ``[P, 2, C']`` int8, :func:`.dot.depthwise_pairs`: the
+    taps row-major, a last odd tap's partner a zero weight; ``C'`` the channels rounded up to
+    8): each pair's two products summed in int16 — exact for weights within ±127, |2 · 128 ·
+    127| < 2¹⁵ — and widened once, which NEON issues as ``smull`` + ``smlal`` (8 products each)
+    and ``saddw``, where the fp32 kernel's ``fmla`` takes 4 and reads its input converted to
+    float. The input is padded with ``fill`` (the zero point) and its channels zero-extended to
+    ``C'``; the sums are cropped to the input's channels."""
+    from tvm import te, tirx
+
+    from .dense import dims
+
+    n, h, w, c = dims(data.shape)
+    pairs, _two, padded = (int(x) for x in weights.shape)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    top, left, bottom, right = padding
+    oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
+    taps = kh * kw
+    src = pad_nhwc(data, padding, fill, "int8", padded)
+    p = te.reduce_axis((0, pairs), "p")
+
+    def product(b: Any, y: Any, x: Any, ch: Any, tap: Any, k: int) -> Any:
+        value = src[b, y * sh + tap // kw * dh, x * sw + tap % kw * dw, ch]
+        return value.astype("int16") * weights[p, k, ch].astype("int16")
+
+    def total(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        pair = product(b, y, x, ch, 2 * p, 0) + product(b, y, x, ch, tirx.min(2 * p + 1, taps - 1), 1)
+        return te.sum(pair.astype("int32"), axis=p)
+
+    out = te.compute((n, oh, ow, padded), total, name="depthwise_conv2d_nhwc_int8",
+                     attrs={"edgetune.kernel": "depthwise_conv2d_nhwc_int8"})
+    return _plus_channels(crop(out, c), offset)
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],

@@ -34,6 +34,7 @@ from .cpu import has_feature
 BLOCK = 16  # output channels per micro-kernel block: one zmm of int32, or four NEON registers
 DEPTH = 4  # input channels per dot-product step
 WIDE_DEPTH = 16  # input channels per step of the NEON family's wide intrinsic
+HALF_DEPTH = 8  # input channels per step of its half-wide one (a layer whose channels are odd 8s)
 
 SINGLE_INSTRUCTION = {"vnni": "llvm.x86.avx512.vpdpbusd.512", "sdot": "llvm.aarch64.neon.sdot.v4i32.v16i8"}
 INTRINSICS = {"vnni": "edgetune_dot_16x4_vnni", "sdot": "edgetune_dot_4x4_sdot", "neon": "edgetune_dot_4x4_neon"}
@@ -43,6 +44,9 @@ LANES = 4  # partial sums per output channel of the NEON family's 16-channel ste
 # the reduction (``sadalp`` per channel, no ``addp`` tree per step: :func:`partial_lanes`)
 NEON_LANES = "edgetune_dot_4x16_neon_lanes"
 NEON_LANES_NARROW = "edgetune_dot_4x16_neon_lanes_narrow"
+# the same over 8 input channels: per output channel one ``smull`` of the pixel's 8 bytes (a d
+# register) and that channel's 8 weights, its pairs added into the partial sums (``sadalp``)
+NEON_LANES_HALF = "edgetune_dot_4x8_neon_lanes"
 # four output channels' partial sums summed: an ``addp`` tree (the partial-sum kernels' last step)
 LANES_SUM = "edgetune_lanes_sum_4x4"
 # sdot over four consecutive input quads of one pixel: its 16 bytes loaded once (``ldr q``), each
@@ -122,11 +126,25 @@ def packed_weights(ohwi: Any, family: str, step: int = 0, block: int = BLOCK) ->
     from .cpu import pad_axis
 
     oc, kh, kw, ic = ohwi.shape
-    step = step or depth(family, ic)
+    step = step or depth(family, ic, kh * kw)
     blocks = padded_blocks(family, oc) if block == BLOCK else -(-oc // block)
     padded = pad_axis(pad_axis(ohwi, 0, block * blocks), 3, step)
     return (padded.reshape(-1, block, kh, kw, padded.shape[3] // step, step)
             .transpose(0, 2, 3, 4, 1, 5).astype(np.int8).copy())
+
+
+def depthwise_pairs(ohwi: Any) -> Any:
+    """Depthwise weights ``[C, KH, KW, 1]`` (int8 values within ±127) as the NEON depthwise
+    kernel takes them (:func:`..conv.depthwise_conv2d_nhwc_int8`): ``[P, 2, C']``, the taps
+    row-major in pairs (a last odd tap's partner zero), ``C'`` the channels rounded up to 8
+    (zero weights)."""
+    import numpy as np
+
+    from .cpu import pad_axis
+
+    c, kh, kw, _one = ohwi.shape
+    taps = pad_axis(ohwi.reshape(c, kh * kw).T, 0, 2)  # [T', C]
+    return pad_axis(taps.reshape(-1, 2, c), 2, 8).astype(np.int8).copy()
 
 
 def int8_weights(weights: Any) -> bool:
@@ -186,12 +204,21 @@ def padded_blocks(family: str, channels: int) -> int:
     return blocks + 1 if family == "vnni" and blocks > 1 and blocks_per_tile(family, blocks) == 1 else blocks
 
 
-def depth(family: str, channels: int) -> int:
+def depth(family: str, channels: int, taps: int = 1) -> int:
     """Input channels per step of ``family``'s intrinsic for a layer of ``channels`` input
-    channels (padded to a multiple of it): 16 for the NEON family where that pads at most a
-    quarter more channels (24 → 32 does not; 48, 64, 144 do), else 4."""
-    wide = -(-channels // WIDE_DEPTH) * WIDE_DEPTH
-    return WIDE_DEPTH if family == "neon" and 4 * wide <= 5 * channels else DEPTH
+    channels (padded to a multiple of it) and ``taps`` kernel taps. On the NEON family: 16 where
+    that pads at most an eighth more channels (48, 64, 88, 144); else 8 where 8 pads fewer and
+    the reduction takes two steps of 8 or more (24, 36, 40, 56 channels; a 3×3 layer over 8);
+    else 16 where that pads at most a quarter more (28, 42: as many as 8 would); else 4 (12
+    channels; a 1×1 layer over 8)."""
+    if family != "neon" or channels <= DEPTH:
+        return DEPTH
+    wide, half = (-(-channels // d) * d for d in (WIDE_DEPTH, HALF_DEPTH))
+    if 8 * wide <= 9 * channels:
+        return WIDE_DEPTH
+    if half < wide and taps * half >= 2 * HALF_DEPTH:
+        return HALF_DEPTH
+    return WIDE_DEPTH if 4 * wide <= 5 * channels else DEPTH
 
 
 def lanes(family: str) -> int:
@@ -205,25 +232,31 @@ def intrinsic(family: str, data_dtype: str, step: int = DEPTH, narrow: bool = Fa
     channels (:func:`depth`); ``narrow``: the layer's weights are within ±127."""
     register()
     if partial_lanes(family, step):
-        return NEON_LANES_NARROW if narrow else NEON_LANES
+        return NEON_LANES_HALF if step == HALF_DEPTH else NEON_LANES_NARROW if narrow else NEON_LANES
     return FLIPPED if unsigned_data(family) and data_dtype == "int8" else INTRINSICS[family]
 
 
 def partial_lanes(family: str, step: int) -> bool:
     """Whether a kernel of ``family`` over ``step`` input channels a step keeps :data:`LANES`
-    partial sums per output channel, summed after the reduction: the NEON family over 16
+    partial sums per output channel, summed after the reduction: the NEON family over 16 or 8
     channels. Its step's pairwise adds then accumulate (``sadalp``, one per channel and step)
     where the sum of each channel's lanes took three ``addp`` and an ``add`` per four channels
     and step — 8 µops beside the 8 multiplies on the A72's two vector pipes, 80 % of the
     multiply pipe at best (llvm-mca), 4 with the partial sums: 100 %. The accumulators are four
     times as many, so a register tile is one pixel × 16 channels."""
-    return family == "neon" and step == WIDE_DEPTH
+    return family == "neon" and step in (WIDE_DEPTH, HALF_DEPTH)
+
+
+def lane_terms(step: int) -> int:
+    """Products each partial sum of a step over ``step`` input channels adds (:func:`lane_input`)."""
+    return step // LANES
 
 
 def lane_input(lane: Any, e: Any) -> Any:
-    """The input channel (of a step's 16) whose product lands in partial sum ``lane`` as its
-    ``e``-th (0–3) term: ``smull`` multiplies channels i < 8, ``smull2``/``smlal2`` i + 8 into
-    int16 lane i, and the pairwise add sums lanes 2l and 2l + 1 — {2l, 2l + 1, 2l + 8, 2l + 9}."""
+    """The input channel (of a step's 16, or 8) whose product lands in partial sum ``lane`` as
+    its ``e``-th term (0–3, or 0–1: :func:`lane_terms`): ``smull`` multiplies channels i < 8,
+    ``smull2``/``smlal2`` i + 8 into int16 lane i, and the pairwise add sums lanes 2l and 2l + 1
+    — {2l, 2l + 1, 2l + 8, 2l + 9}."""
     return 2 * lane + e % 2 + 8 * (e // 2)
 
 
@@ -310,9 +343,10 @@ def register() -> None:
     for (pairs, narrow), name in NEON_PAIRS.items():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_neon_pairs(pairs, narrow))
-    for name, narrow in ((NEON_LANES, False), (NEON_LANES_NARROW, True)):
+    for name, step, narrow in ((NEON_LANES, WIDE_DEPTH, False), (NEON_LANES_NARROW, WIDE_DEPTH, True),
+                               (NEON_LANES_HALF, HALF_DEPTH, False)):
         if TensorIntrin.get(name, allow_missing=True) is None:
-            TensorIntrin.register(name, *_neon_lanes(narrow))
+            TensorIntrin.register(name, *_neon_lanes(narrow, step))
     if TensorIntrin.get(LANES_SUM, allow_missing=True) is None:
         TensorIntrin.register(LANES_SUM, *_lanes_sum())
     _REGISTERED.append(True)
@@ -342,21 +376,24 @@ def _addp(x: Any, y: Any) -> Any:
                                    dtype="int32x4")
 
 
-def _neon_lanes(narrow: bool) -> tuple[Any, Any]:
+def _neon_lanes(narrow: bool, step: int = WIDE_DEPTH) -> tuple[Any, Any]:
     """(description, implementation) of :data:`NEON_LANES` (``narrow``: weights within ±127,
-    :data:`NEON_LANES_NARROW`): four output channels' :data:`LANES` partial sums += one
-    pixel's 16 input channels · their weights ``[4, 16]`` (:func:`lane_input`)."""
+    :data:`NEON_LANES_NARROW`; ``step`` 8: :data:`NEON_LANES_HALF`): four output channels'
+    :data:`LANES` partial sums += one pixel's ``step`` input channels · their weights
+    ``[4, step]`` (:func:`lane_input`)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    terms = lane_terms(step)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (WIDE_DEPTH,), "int8", offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (4, WIDE_DEPTH), "int8", offset_factor=1)  # noqa: N806
+        A = T.match_buffer(a, (step,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (4, step), "int8", offset_factor=1)  # noqa: N806
         C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:4, 0:LANES], A[0:WIDE_DEPTH], B[0:4, 0:WIDE_DEPTH])
+            T.reads(C[0:4, 0:LANES], A[0:step], B[0:4, 0:step])
             T.writes(C[0:4, 0:LANES])
-            for i, lane, e in T.grid(4, LANES, 4):
+            for i, lane, e in T.grid(4, LANES, terms):
                 with T.sblock("update"):
                     vi, vl, ve = T.axis.remap("SSR", [i, lane, e])
                     C[vi, vl] = C[vi, vl] + T.cast(A[lane_input(vl, ve)], "int32") * T.cast(B[vi, lane_input(vl, ve)], "int32")
@@ -369,13 +406,31 @@ def _neon_lanes(narrow: bool) -> tuple[Any, Any]:
         high = _products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
         return acc + _pairs(low + high) if narrow else acc + _pairs(low) + _pairs(high)
 
+    if step == HALF_DEPTH:
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (step,), "int8", offset_factor=1)  # noqa: N806
+            B = T.match_buffer(b, (4, step), "int8", offset_factor=1)  # noqa: N806
+            C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
+            with T.sblock("root"):
+                T.reads(C[0:4, 0:LANES], A[0:step], B[0:4, 0:step])
+                T.writes(C[0:4, 0:LANES])
+                x = A.vload([0], "int8x8")
+                C[0, T.ramp(T.int32(0), 1, LANES)] = C.vload([0, 0], "int32x4") + _pairs(_products(x, B.vload([0, 0], "int8x8")))
+                C[1, T.ramp(T.int32(0), 1, LANES)] = C.vload([1, 0], "int32x4") + _pairs(_products(x, B.vload([1, 0], "int8x8")))
+                C[2, T.ramp(T.int32(0), 1, LANES)] = C.vload([2, 0], "int32x4") + _pairs(_products(x, B.vload([2, 0], "int8x8")))
+                C[3, T.ramp(T.int32(0), 1, LANES)] = C.vload([3, 0], "int32x4") + _pairs(_products(x, B.vload([3, 0], "int8x8")))
+
+        return desc, impl
+
     @T.prim_func(s_tir=True)
-    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (WIDE_DEPTH,), "int8", offset_factor=1)  # noqa: N806
-        B = T.match_buffer(b, (4, WIDE_DEPTH), "int8", offset_factor=1)  # noqa: N806
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:  # noqa: F811 — the 16-channel step
+        A = T.match_buffer(a, (step,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (4, step), "int8", offset_factor=1)  # noqa: N806
         C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
-            T.reads(C[0:4, 0:LANES], A[0:WIDE_DEPTH], B[0:4, 0:WIDE_DEPTH])
+            T.reads(C[0:4, 0:LANES], A[0:step], B[0:4, 0:step])
             T.writes(C[0:4, 0:LANES])
             x = A.vload([0], "int8x16")
             C[0, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([0, 0], "int32x4"), x, B.vload([0, 0], "int8x16"))

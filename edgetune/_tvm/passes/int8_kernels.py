@@ -8,7 +8,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..kernels import dot
-from ..kernels.conv import conv2d_nhwc_int8, conv2d_nhwc_packed, dense_int8, depthwise_conv2d_nhwc
+from ..kernels.conv import (
+    conv2d_nhwc_int8,
+    conv2d_nhwc_packed,
+    dense_int8,
+    depthwise_conv2d_nhwc,
+    depthwise_conv2d_nhwc_int8,
+)
 from ..kernels.cpu import FLOAT_BIAS_BITS, FLOAT_BIAS_LIMIT, CpuFacts, depthwise_weights, packed_weights, register_tile
 from ..kernels.winograd import (
     ConvChoice,
@@ -160,6 +166,12 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
+    if int(a.groups) == ic == oc and ic_g == 1 and family == "neon" and dot.narrow_weights(weights) and \
+            int32_values(offset):
+        call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
+                  *([relax.const(offset.astype(np.int32))] if bias is not None else []), kernel=(kh, kw), **geometry,
+                  primfunc_name_hint="depthwise_conv2d_nhwc_int8")
+        return call, False, None
     if int(a.groups) == ic == oc and ic_g == 1:
         packed = depthwise_weights(weights.astype(np.float32), cpu)
         call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",

@@ -15,6 +15,7 @@ from .microkernels import (
     schedule_conv2d_packed,
     schedule_dense,
     schedule_depthwise,
+    schedule_depthwise_int8,
     schedule_matmul,
     schedule_winograd,
 )
@@ -29,6 +30,7 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_int8": ("conv2d-int8", schedule_conv2d_int8),
     "dense_int8": ("dense-int8", schedule_conv2d_int8),  # a 1×1 convolution over rows (kernels.conv.dense_int8)
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
+    "depthwise_conv2d_nhwc_int8": ("depthwise-int8", schedule_depthwise_int8),
     "dense_packed": ("dense", schedule_dense),
     "matmul_packed": ("matmul", schedule_matmul),
     "softmax_rows": ("softmax", schedule_rows),

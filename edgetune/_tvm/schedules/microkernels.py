@@ -98,19 +98,28 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
         loops = sch.get_loops(block)
         if len(loops) > 1:
             sch.unroll(loops[-2])
-        lanes = _byte_lanes(sch, block, cpu) if block == writer else None
-        cuts = _lane_cuts(sch, block, loops[-1], cpu, lanes) if block == writer else []
-        if cuts:
-            # A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
-            # if_then_else on the vector lane, which TVM cannot vectorize: it left the whole
-            # epilogue scalar (BlazeFace int8: 0.36 → 0.2 ms per layer, partitioned, measured).
-            # Cut the loop where the condition flips, and after the whole registers of a piece
-            # (120 channels: 112 + 8): each part vectorizes with the condition constant.
-            sizes = [b - a for a, b in zip([0, *cuts], cuts)]
-            for part in sch.loop_partition(loops[-1], [*sizes, None]):
-                _vector_registers(sch, part, cpu, lanes=lanes)
-            continue
-        _vector_registers(sch, loops[-1], cpu, lanes=lanes)
+        if block == writer:
+            _vector_epilogue(sch, block, cpu)
+        else:
+            _vector_registers(sch, loops[-1], cpu)
+
+
+def _vector_epilogue(sch: Any, block: Any, cpu: CpuFacts) -> None:
+    """Vectorize an epilogue ``block``'s inner loop (:func:`_byte_lanes` at a time where it
+    stores bytes). A channel pad read in the epilogue (a residual padded 24 → 28 channels) is an
+    if_then_else on the vector lane, which TVM cannot vectorize: it left the whole epilogue
+    scalar (BlazeFace int8: 0.36 → 0.2 ms per layer, partitioned, measured). So the loop is cut
+    where the condition flips, and after the whole registers of a piece (120 channels: 112 +
+    8): each part vectorizes with the condition constant."""
+    loop = sch.get_loops(block)[-1]
+    lanes = _byte_lanes(sch, block, cpu)
+    cuts = _lane_cuts(sch, block, loop, cpu, lanes)
+    if not cuts:
+        _vector_registers(sch, loop, cpu, lanes=lanes)
+        return
+    sizes = [b - a for a, b in zip([0, *cuts], cuts)]
+    for part in sch.loop_partition(loop, [*sizes, None]):
+        _vector_registers(sch, part, cpu, lanes=lanes)
 
 
 def _byte_lanes(sch: Any, block: Any, cpu: CpuFacts) -> int | None:
@@ -185,6 +194,8 @@ FIRST_LAYER_ACCUMULATORS = 20
 # IR nodes of an epilogue's computation: bias + activation 13-40, a GELU or a SiLU with fast_exp
 # 370-470 (measured on BERT, YOLO, MobileNetV3, BlazeFace; host and Pi 5)
 EXPENSIVE_EPILOGUE = 200
+# pixels per row tile of the NEON int8 depthwise kernel: 4 × 16 channels are 16 int32x4 accumulators
+DEPTHWISE_INT8_ROWS = 4
 
 
 def _body_size(sch: Any, block: Any) -> int:
@@ -369,7 +380,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     sch.tensorize(four, dots.LANES_SUM)
     sch.unroll(group)
     _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
-    _vector_registers(sch, sch.get_loops(epi)[-1], cpu, lanes=_byte_lanes(sch, epi, cpu))
+    _vector_epilogue(sch, epi, cpu)
 
 
 def _exists(sch: Any, loop: Any) -> bool:
@@ -442,6 +453,49 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     if at in par and not _exists(sch, at):  # fused into the parallel loop (few rows: a symbolic width)
         at = fused
     _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
+
+
+def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """int8 depthwise on plain NEON (:func:`..kernels.conv.depthwise_conv2d_nhwc_int8`): a row of
+    ``RW`` pixels × 16 channels (8 where the channels are odd 8s) of int32 accumulators in
+    registers — 4 q registers per pixel and 16 channels, 4 pixels —, the taps' pairs unrolled
+    and each pair's products over the channel block vectorized whole (LLVM: ``smull``,
+    ``smlal``, ``saddw``; cut into 4-lane pieces the int16 products would be 4 lanes too)."""
+    _pad_stages(sch, cpu, cores)
+    epi, separate = fold_epilogue(sch, main)
+    b, y, x, c, p = sch.get_loops(main)
+    channels, ow = loop_extent(sch, c), loop_extent(sch, x)
+    cv = 16 if channels % 16 == 0 else 8
+    default = max(d for d in divisors(ow) if d <= DEPTHWISE_INT8_ROWS)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * DEPTHWISE_INT8_ROWS))
+    co, ci = sch.split(c, [None, cv])
+    if order == 0:
+        sch.reorder(b, y, xo, co, p, xi, ci)
+        par = [b, y, xo]
+    else:
+        sch.reorder(b, y, co, xo, p, xi, ci)
+        par = [b, y, co]
+    at = sch.get_loops(main)[3]  # the inner of the two tile loops
+    parallel_outer(sch, par, cpu, cores)
+    if separate and epi is not None:
+        writer = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+        schedule_elementwise(sch, epi, cpu, cores)
+    elif epi is not None:
+        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
+        sch.set_scope(main, 0, "local")
+        writer = epi
+    else:
+        writer = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+    sch.unroll(p)
+    sch.unroll(xi)
+    sch.vectorize(ci)
+    init = sch.decompose_reduction(main, p)
+    sch.unroll(sch.get_loops(init)[-2])
+    _vector_registers(sch, sch.get_loops(init)[-1], cpu)
+    sch.unroll(sch.get_loops(writer)[-2])
+    _vector_epilogue(sch, writer, cpu)
 
 
 def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
