@@ -878,28 +878,16 @@ def test_quantize_divisions_on_arm_are_exact_multiplies_under_qemu(tmp_path, qem
 
 
 def test_depthwise_int8_input_widens_through_16_bit_lanes_on_arm(tmp_path, qemu):
-    """An int8 depthwise layer on the Pi 5 runs on float kernels (the Pi 4's on the integer
-    kernel: the next test): its input is converted 16
-    lanes at a time through 16-bit lanes made with ``zip`` (codegen/widening.py: ``sshr`` of
-    eight 16-bit lanes), not LLVM's four-lane ``shl`` + ``sshr`` legalization, and the package
-    passes its check against onnxruntime under qemu."""
+    """An int8 depthwise layer whose weights reach −128 runs on the fp32 kernel on Arm (others on
+    the integer kernel: the next test): its input is converted 16 lanes at a time through
+    16-bit lanes made with ``zip`` (codegen/widening.py: ``sshr`` of eight 16-bit lanes), not
+    LLVM's four-lane ``shl`` + ``sshr`` legalization, and the package passes its check against
+    onnxruntime under qemu."""
     import subprocess
 
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(4)
-    inits = [numpy_helper.from_array((rng.standard_normal((32, 3, 1, 1)) * 0.5).astype(np.float32), "w1"),
-             numpy_helper.from_array((rng.standard_normal((32, 1, 3, 3)) * 0.3).astype(np.float32), "w2"),
-             numpy_helper.from_array(rng.uniform(-0.2, 0.2, 32).astype(np.float32), "b2")]
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=32, pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c2"], ["y"])]
-    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "dw.onnx"))
-    qdq = quant_models.qdq_onnx(tmp_path / "dw.onnx", tmp_path / "dw-int8.onnx")
-    pi = package(PackageOptions(model=qdq, device="pi5", output=tmp_path / "pi5"))
+    _qdq_convs(tmp_path / "dw.onnx", [(32, 32, 3, 0.004, 0.05 * 0.004)], size=12, rng=np.random.default_rng(4),
+               bias=2000, low=-128, depthwise=True)
+    pi = package(PackageOptions(model=tmp_path / "dw.onnx", device="pi4", output=tmp_path / "pi4"))
     assert pi.verification["status"] == "passed" and "qemu" in pi.verification["executed_on"], pi.verification
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
@@ -908,22 +896,24 @@ def test_depthwise_int8_input_widens_through_16_bit_lanes_on_arm(tmp_path, qemu)
     assert not re.search(r"\sshl\s+v\d+\.4h, v\d+\.4h, #(0x)?8\b", depthwise), "int8 widened four lanes at a time"
 
 
-@pytest.mark.parametrize(("channels", "kernel", "stride", "low"),
-                         [(32, 3, 1, -127), (24, 3, 2, -127), (16, 5, 1, -127), (16, 3, 1, -128)])
-def test_pi4_int8_depthwise_sums_tap_pairs_in_16_bit_lanes_and_is_exact(tmp_path, qemu, channels, kernel, stride, low):
-    """On the Pi 4 an int8 depthwise layer whose weights are within ±127 runs on the integer
+@pytest.mark.parametrize(("device", "channels", "kernel", "stride", "low"),
+                         [("pi4", 32, 3, 1, -127), ("pi4", 24, 3, 2, -127), ("pi4", 16, 5, 1, -127),
+                          ("pi4", 16, 3, 1, -128), ("pi5", 24, 3, 1, -127)])
+def test_int8_depthwise_on_arm_sums_tap_pairs_in_16_bit_lanes_and_is_exact(tmp_path, qemu, device, channels, kernel,
+                                                                           stride, low):
+    """On the Pis an int8 depthwise layer whose weights are within ±127 runs on the integer
     kernel (kernels/conv.py: depthwise_conv2d_nhwc_int8): its taps in pairs, each pair's products
     summed in 16-bit lanes (``smull`` + ``smlal``: 8 products an instruction, |2·128·127| <
     2¹⁵) and widened once (``saddw``), where the fp32 kernel's ``fmla`` took 4 and a float copy
     of its input — 16 channels a block (24: 8), 3×3 and 5×5 (an odd tap count: the last pair's
     partner a zero weight), stride 1 and 2, the input padded with its zero point 3. Equal to
-    onnxruntime under qemu. A weight of −128 (two products may overflow int16) keeps the fp32
-    kernel."""
+    onnxruntime under qemu (Pi 4 and Pi 5). A weight of −128 (two products may overflow int16)
+    keeps the fp32 kernel."""
     import subprocess
 
     _qdq_convs(tmp_path / "dw.onnx", [(channels, channels, kernel, 0.004, 0.05 * 0.004)], size=11,
                rng=np.random.default_rng(kernel + stride), bias=2000, low=low, depthwise=True, stride=stride)
-    result = package(PackageOptions(model=tmp_path / "dw.onnx", device="pi4", output=tmp_path / "pkg"))
+    result = package(PackageOptions(model=tmp_path / "dw.onnx", device=device, output=tmp_path / "pkg"))
     v = result.verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
     kinds = [k["kind"] for k in result.manifest["kernels"].values()]

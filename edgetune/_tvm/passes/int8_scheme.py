@@ -128,14 +128,14 @@ def integer_runs_as(family: str | None, gpu: bool = False, known: bool = True) -
     if not known:
         return (f"full convolutions and dense layers (as 1×1 convolutions) on the target CPU's int8 dot-product "
                 f"instruction where it has one ({', '.join(_DOT_INSTRUCTIONS.values())}), depthwise layers with "
-                f"weights within ±127 on Arm NEON's smull/smlal where the CPU has no sdot, else — and on GPUs — "
+                f"weights within ±127 on Arm NEON's smull/smlal, else — and on GPUs — "
                 f"as {fp32}")
     if gpu:
         return f"{fp32} (GPU: the integer kernels are CPU-only)"
     if family is None:
         return f"{fp32} (this CPU has no int8 dot-product instruction edgetune uses)"
     depthwise = (f"depthwise layers with weights within ±127 on Arm NEON (smull/smlal, taps in pairs), others as {fp32}"
-                 if family == "neon" else f"depthwise layers as {fp32}")
+                 if family in ("neon", "sdot") else f"depthwise layers as {fp32}")
     return f"full convolutions and dense layers (as 1×1 convolutions) on {_DOT_INSTRUCTIONS[family]}, {depthwise}"
 
 

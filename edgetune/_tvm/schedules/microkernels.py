@@ -456,7 +456,7 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
 
 
 def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
-    """int8 depthwise on plain NEON (:func:`..kernels.conv.depthwise_conv2d_nhwc_int8`): a row of
+    """int8 depthwise on Arm NEON (:func:`..kernels.conv.depthwise_conv2d_nhwc_int8`): a row of
     ``RW`` pixels × 16 channels (8 where the channels are odd 8s) of int32 accumulators in
     registers — 4 q registers per pixel and 16 channels, 4 pixels —, the taps' pairs unrolled
     and each pair's products over the channel block vectorized whole (LLVM: ``smull``,
