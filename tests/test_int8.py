@@ -1226,3 +1226,20 @@ def test_int8_prelus_run_without_a_division_and_change_no_output(tmp_path, monke
     request.getfixturevalue("qemu")  # and on the Pi 4, under qemu, against LiteRT
     v = package(PackageOptions(model=int8, device="pi4", output=tmp_path / "pi4")).verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v
+
+
+def test_int8_adds_with_a_fused_activation_are_fixed_point_and_clamped(tmp_path, request):
+    """An int8 ADD with a fused RELU6 or RELU (``quantize(clip(a + b))``) is LiteRT's fixed-point
+    add clamped to the activation's quantized bounds (passes/int8_elementwise.py:
+    XnnpackInt8Adds), not the float path's per-element division: both adds of the model are
+    rewritten, and the package equals LiteRT within a step on the host and on the Pi 4."""
+    import tflite_models
+
+    int8 = quant_models.int8_tflite_from_float(tflite_models.activated_adds(tmp_path / "adds.tflite"),
+                                               tmp_path / "adds-int8.tflite")
+    assert json.loads(str(import_model(int8).mod.attrs[_tvm.constants.SCHEME_ATTR]))["fixed_point_adds"] == 2
+    v = package(PackageOptions(model=int8, device="host", output=tmp_path / "pkg")).verification
+    assert v["status"] == "passed" and v["max_abs_error"] <= 1, v
+    request.getfixturevalue("qemu")
+    v = package(PackageOptions(model=int8, device="pi4", output=tmp_path / "pi4")).verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v

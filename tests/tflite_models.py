@@ -287,6 +287,33 @@ def prelu_slopes(out: Path, seed: int = 0) -> Path:
     return bld.save(out)
 
 
+def activated_adds(out: Path, seed: int = 0) -> Path:
+    """conv 3×3 → ADD with the input, fused RELU6 → conv 1×1 → ADD with the first sum, fused
+    RELU: residual adds as MediaPipe's pose landmark decoder has them."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    shape = [1, 6, 7, 8]
+    x = bld.tensor(sub, "serving_default_x:0", shape)
+
+    def conv(name: str, src: int, k: int) -> int:
+        y = bld.tensor(sub, name, shape)
+        w = bld.const(sub, f"{name}/w", (rng.standard_normal((8, k, k, 8)) * 0.3).astype(np.float32))
+        b = bld.const(sub, f"{name}/b", (rng.standard_normal(8) * 0.5).astype(np.float32))
+        bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
+        return y
+
+    def add(name: str, a: int, b: int, activation: int) -> int:
+        y = bld.tensor(sub, name, shape)
+        bld.op(sub, ops.ADD, [a, b], [y], *bld.options("AddOptions", fusedActivationFunction=activation))
+        return y
+
+    first = add("sum1", conv("conv1", x, 3), x, 3)  # RELU6
+    y = add("StatefulPartitionedCall:0", conv("conv2", first, 1), first, 1)  # RELU
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
 def dynamic_signature(out: Path, features: int = 16, hidden: int = 8, seed: int = 0) -> Path:
     """x [-1, -1, F] (stored [1, 1, F]) → dense per step → reshaped to [batch · steps, H] with a
     shape computed from SHAPE at run time, then back."""
