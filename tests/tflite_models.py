@@ -257,6 +257,18 @@ def hard_swish(out: Path, seed: int = 0) -> Path:
     return bld.save(out)
 
 
+def _same_conv(bld: Builder, sub: Any, rng: np.random.Generator, name: str, src: int, k: int, shape: list[int],
+               bias: float) -> int:
+    """A k×k CONV_2D (SAME padding) from ``src`` to a tensor of ``shape`` (its channels both
+    sides), weights ~N(0, 0.3²), biases ~N(0, ``bias``²)."""
+    ops, c = _ops(), shape[-1]
+    y = bld.tensor(sub, name, shape)
+    w = bld.const(sub, f"{name}/w", (rng.standard_normal((c, k, k, c)) * 0.3).astype(np.float32))
+    b = bld.const(sub, f"{name}/b", (rng.standard_normal(c) * bias).astype(np.float32))
+    bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
+    return y
+
+
 def prelu_slopes(out: Path, seed: int = 0) -> Path:
     """conv 3×3 → PRELU (slope [1, 1, C]) → conv 1×1 → PRELU (slope [1]) → + input → PRELU
     (slope [H, W, C]); slopes of both signs."""
@@ -267,11 +279,7 @@ def prelu_slopes(out: Path, seed: int = 0) -> Path:
     x = bld.tensor(sub, "serving_default_x:0", shape)
 
     def conv(name: str, src: int, k: int) -> int:
-        y = bld.tensor(sub, name, shape)
-        w = bld.const(sub, f"{name}/w", (rng.standard_normal((8, k, k, 8)) * 0.3).astype(np.float32))
-        b = bld.const(sub, f"{name}/b", (rng.standard_normal(8) * 0.1).astype(np.float32))
-        bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
-        return y
+        return _same_conv(bld, sub, rng, name, src, k, shape, bias=0.1)
 
     def prelu(name: str, src: int, slope: np.ndarray) -> int:
         y = bld.tensor(sub, name, shape)
@@ -297,11 +305,7 @@ def activated_adds(out: Path, seed: int = 0) -> Path:
     x = bld.tensor(sub, "serving_default_x:0", shape)
 
     def conv(name: str, src: int, k: int) -> int:
-        y = bld.tensor(sub, name, shape)
-        w = bld.const(sub, f"{name}/w", (rng.standard_normal((8, k, k, 8)) * 0.3).astype(np.float32))
-        b = bld.const(sub, f"{name}/b", (rng.standard_normal(8) * 0.5).astype(np.float32))
-        bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
-        return y
+        return _same_conv(bld, sub, rng, name, src, k, shape, bias=0.5)
 
     def add(name: str, a: int, b: int, activation: int) -> int:
         y = bld.tensor(sub, name, shape)

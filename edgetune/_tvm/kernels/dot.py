@@ -399,44 +399,30 @@ def _neon_lanes(narrow: bool, step: int = WIDE_DEPTH) -> tuple[Any, Any]:
                     C[vi, vl] = C[vi, vl] + T.cast(A[lane_input(vl, ve)], "int32") * T.cast(B[vi, lane_input(vl, ve)], "int32")
 
     def channel(acc: Any, x: Any, w: Any) -> Any:
-        """One output channel's 16 products added to its partial sums: the pairwise adds onto
-        the accumulator are ``sadalp``, the high halves' ``smull`` a ``smull2`` (narrow: added
-        in int16 first, ``smlal2``, and widened once)."""
+        """One output channel's products added to its partial sums: the pairwise adds onto the
+        accumulator are ``sadalp``; over 16 channels the high halves' ``smull`` a ``smull2``
+        (narrow: added in int16 first, ``smlal2``, and widened once)."""
+        if step == HALF_DEPTH:
+            return acc + _pairs(_products(x, w))
         low = _products(T.vectorlow(x, dtype="int8x8"), T.vectorlow(w, dtype="int8x8"))
         high = _products(T.vectorhigh(x, dtype="int8x8"), T.vectorhigh(w, dtype="int8x8"))
         return acc + _pairs(low + high) if narrow else acc + _pairs(low) + _pairs(high)
 
-    if step == HALF_DEPTH:
-
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (step,), "int8", offset_factor=1)  # noqa: N806
-            B = T.match_buffer(b, (4, step), "int8", offset_factor=1)  # noqa: N806
-            C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
-            with T.sblock("root"):
-                T.reads(C[0:4, 0:LANES], A[0:step], B[0:4, 0:step])
-                T.writes(C[0:4, 0:LANES])
-                x = A.vload([0], "int8x8")
-                C[0, T.ramp(T.int32(0), 1, LANES)] = C.vload([0, 0], "int32x4") + _pairs(_products(x, B.vload([0, 0], "int8x8")))
-                C[1, T.ramp(T.int32(0), 1, LANES)] = C.vload([1, 0], "int32x4") + _pairs(_products(x, B.vload([1, 0], "int8x8")))
-                C[2, T.ramp(T.int32(0), 1, LANES)] = C.vload([2, 0], "int32x4") + _pairs(_products(x, B.vload([2, 0], "int8x8")))
-                C[3, T.ramp(T.int32(0), 1, LANES)] = C.vload([3, 0], "int32x4") + _pairs(_products(x, B.vload([3, 0], "int8x8")))
-
-        return desc, impl
+    bytes_t = f"int8x{step}"  # a pixel's step of channels, one output channel's weights for it
 
     @T.prim_func(s_tir=True)
-    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:  # noqa: F811 — the 16-channel step
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (step,), "int8", offset_factor=1)  # noqa: N806
         B = T.match_buffer(b, (4, step), "int8", offset_factor=1)  # noqa: N806
         C = T.match_buffer(c, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
             T.reads(C[0:4, 0:LANES], A[0:step], B[0:4, 0:step])
             T.writes(C[0:4, 0:LANES])
-            x = A.vload([0], "int8x16")
-            C[0, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([0, 0], "int32x4"), x, B.vload([0, 0], "int8x16"))
-            C[1, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([1, 0], "int32x4"), x, B.vload([1, 0], "int8x16"))
-            C[2, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([2, 0], "int32x4"), x, B.vload([2, 0], "int8x16"))
-            C[3, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([3, 0], "int32x4"), x, B.vload([3, 0], "int8x16"))
+            x = A.vload([0], bytes_t)
+            C[0, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([0, 0], "int32x4"), x, B.vload([0, 0], bytes_t))
+            C[1, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([1, 0], "int32x4"), x, B.vload([1, 0], bytes_t))
+            C[2, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([2, 0], "int32x4"), x, B.vload([2, 0], bytes_t))
+            C[3, T.ramp(T.int32(0), 1, LANES)] = channel(C.vload([3, 0], "int32x4"), x, B.vload([3, 0], bytes_t))
 
     return desc, impl
 

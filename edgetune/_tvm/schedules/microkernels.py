@@ -56,14 +56,8 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
     slower than the extra pass. With ``dot`` (an int8 dot-product family) the accumulation
     below ``vec`` is tensorized with its instruction instead of vectorized (``intrinsic``: a
     given one at ``vec`` as it is, else the family's over ``vec`` cut into its lanes)."""
-    if separate and epi is not None:
-        writer = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
-        schedule_elementwise(sch, epi, cpu, cores)
-    elif epi is not None:
-        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
-        sch.set_scope(main, 0, "local")
-        writer = epi
+    writer = _place_epilogue(sch, main, epi, at, separate, cpu, cores)
+    if epi is not None and writer == epi:
         if _body_size(sch, epi) > EXPENSIVE_EPILOGUE:
             # Copy the registers out (unrolled, constant indices: they stay registers) into a
             # small stack buffer and loop over the copy without unrolling: a fast_exp SiLU
@@ -73,9 +67,6 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
             index = next(n for n, r in enumerate(sch.get(epi).reads) if r.source.same_as(acc))
             writer = sch.cache_read(epi, index, "local")
             _vector_registers(sch, sch.get_loops(epi)[-1], cpu, unroll=False)
-    else:
-        writer = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
     sch.unroll(row)
     if dot is None:
         _vector_registers(sch, vec, cpu)
@@ -102,6 +93,23 @@ def _finish_microkernel(sch: Any, main: Any, epi: Any | None, at: Any, first_red
             _vector_epilogue(sch, block, cpu)
         else:
             _vector_registers(sch, loops[-1], cpu)
+
+
+def _place_epilogue(sch: Any, main: Any, epi: Any | None, at: Any, separate: bool, cpu: CpuFacts,
+                    cores: int) -> Any:
+    """Put a micro-kernel's output stage under ``at`` and return it: the epilogue from the
+    registers (``main``'s accumulators made local); with ``separate``, or with no epilogue, a
+    local copy of the accumulators written out there (a separate epilogue then a pass of its
+    own, scheduled here)."""
+    if epi is not None and not separate:
+        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
+        sch.set_scope(main, 0, "local")
+        return epi
+    writer = sch.cache_write(main, 0, "local")
+    sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+    if epi is not None:
+        schedule_elementwise(sch, epi, cpu, cores)
+    return writer
 
 
 def _vector_epilogue(sch: Any, block: Any, cpu: CpuFacts) -> None:
@@ -477,17 +485,7 @@ def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, deci
         par = [b, y, co]
     at = sch.get_loops(main)[3]  # the inner of the two tile loops
     parallel_outer(sch, par, cpu, cores)
-    if separate and epi is not None:
-        writer = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
-        schedule_elementwise(sch, epi, cpu, cores)
-    elif epi is not None:
-        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
-        sch.set_scope(main, 0, "local")
-        writer = epi
-    else:
-        writer = sch.cache_write(main, 0, "local")
-        sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+    writer = _place_epilogue(sch, main, epi, at, separate, cpu, cores)
     sch.unroll(p)
     sch.unroll(xi)
     sch.vectorize(ci)
