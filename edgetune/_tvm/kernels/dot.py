@@ -101,6 +101,13 @@ def dot_family(target: Any) -> str | None:
     return None
 
 
+def integer_depthwise(family: str | None) -> bool:
+    """Whether ``family``'s CPU runs int8 depthwise layers (weights within ±127) on the integer
+    depthwise kernel, :func:`..conv.depthwise_conv2d_nhwc_int8`: Arm's (``smull`` / ``smlal``;
+    ``sdot`` does not help a per-channel sum). Elsewhere the fp32 kernel over the integers."""
+    return family in ("neon", "sdot")
+
+
 def unsigned_data(family: str) -> bool:
     """Whether the family multiplies unsigned activations (the kernel shifts int8 by 128)."""
     return family == "vnni"

@@ -60,14 +60,15 @@ class XnnpackInt8Adds(QuantizeRewrite):
             d = bound_value(mutator, arg)
             if op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != "int8":
                 return None
-            scale, zero = const_array(d.args[1]), const_array(d.args[2])
-            if scale is None or zero is None or scale.size != 1 or zero.size != 1 or const_array(d.args[0]) is not None:
+            params = _per_tensor(d)
+            if params is None or const_array(d.args[0]) is not None:
                 return None
-            terms.append((d.args[0], np.float32(scale.reshape(())), int(zero.reshape(()))))
-        sy, zy = const_array(q.args[1]), const_array(q.args[2])
-        if sy is None or zy is None or sy.size != 1 or zy.size != 1:
+            terms.append((d.args[0], *params))
+        output = _per_tensor(q)
+        if output is None:
             return None
-        ratios = [np.float32(s / np.float32(sy.reshape(()))) for _x, s, _z in terms]
+        sy, zy = output
+        ratios = [np.float32(s / sy) for _x, s, _z in terms]
         largest = max(ratios)
         if not all(2.0**-10 <= r < 2.0**8 for r in ratios):
             return None  # outside XNNPACK's range: it would not run this add either
@@ -80,8 +81,8 @@ class XnnpackInt8Adds(QuantizeRewrite):
             wide = emit(relax.op.astype(x, "int32"))
             acc = emit(relax.op.add(acc, emit(relax.op.multiply(wide, relax.const(np.int32(m), "int32")))))
         shifted = emit(relax.op.right_shift(acc, relax.const(np.int32(shift), "int32")))
-        out = emit(relax.op.add(shifted, relax.const(np.int32(zy.reshape(())), "int32")))
-        low, high = (_tflite_quantized(b, np.float32(sy.reshape(())), int(zy.reshape(()))) for b in bounds)
+        out = emit(relax.op.add(shifted, relax.const(np.int32(zy), "int32")))
+        low, high = (_tflite_quantized(b, sy, zy) for b in bounds)
         return relax.op.astype(emit(relax.op.clip(out, max(-128, low), min(127, high))), "int8")
 
 

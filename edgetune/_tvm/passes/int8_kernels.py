@@ -169,7 +169,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
-    if int(a.groups) == ic == oc and ic_g == 1 and family in ("neon", "sdot") and dot.narrow_weights(weights) and \
+    if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights) and \
             int32_values(offset):
         call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
                   *([relax.const(offset.astype(np.int32))] if bias is not None else []), kernel=(kh, kw), **geometry,

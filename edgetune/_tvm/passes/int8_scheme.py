@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..constants import SCHEME_ATTR
+from ..kernels import dot
 from .common import const_array, op_name
 
 _TRANSFORMS = ("relax.reshape", "relax.permute_dims")
@@ -135,7 +136,7 @@ def integer_runs_as(family: str | None, gpu: bool = False, known: bool = True) -
     if family is None:
         return f"{fp32} (this CPU has no int8 dot-product instruction edgetune uses)"
     depthwise = (f"depthwise layers with weights within ±127 on Arm NEON (smull/smlal, taps in pairs), others as {fp32}"
-                 if family in ("neon", "sdot") else f"depthwise layers as {fp32}")
+                 if dot.integer_depthwise(family) else f"depthwise layers as {fp32}")
     return f"full convolutions and dense layers (as 1×1 convolutions) on {_DOT_INSTRUCTIONS[family]}, {depthwise}"
 
 

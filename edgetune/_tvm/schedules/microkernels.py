@@ -479,11 +479,10 @@ def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, deci
     co, ci = sch.split(c, [None, cv])
     if order == 0:
         sch.reorder(b, y, xo, co, p, xi, ci)
-        par = [b, y, xo]
+        par, at = [b, y, xo], co
     else:
         sch.reorder(b, y, co, xo, p, xi, ci)
-        par = [b, y, co]
-    at = sch.get_loops(main)[3]  # the inner of the two tile loops
+        par, at = [b, y, co], xo
     parallel_outer(sch, par, cpu, cores)
     writer = _place_epilogue(sch, main, epi, at, separate, cpu, cores)
     sch.unroll(p)
