@@ -422,6 +422,38 @@ def depthwise_tile(channels: int, width: int, cpu: CpuFacts) -> tuple[int, int, 
     return best[1], best[2], best[3]
 
 
+def depthwise_row_tile(channels: int, width: int, kernel_width: int, stride: int, cpu: CpuFacts) -> tuple[int, int, int]:
+    """(channel block, pixels per tile, most pixels a tile may hold) of an Arm fp32 depthwise
+    row whose input is read once per kernel row into registers (:func:`_input_rows`): the
+    most pixels up to 8 that divide the row and whose sums and input row — (P − 1)·stride + KW
+    vectors — fit the registers, one channel register, or more where the tile's sums would
+    not cover the FMLA's latency on every pipe (A72: 7 sums, A76: 8). By the Pi 4 estimate
+    over ten MediaPipe-style layers (3×3 and 5×5, stride 1 and 2, 24–1152 channels) one
+    register × up to 8 pixels is within 4 % of the best tile measured for each layer; on the
+    Pi 5 two registers × 7 pixels beat one by 2–8 %."""
+    def fits(pixels: int, vectors: int) -> bool:
+        return pixels * vectors + (pixels - 1) * stride + kernel_width <= cpu.registers
+
+    pixels = max([d for d in divisors(width) if d <= 8 and fits(d, 1)] or [1])
+    if channels % cpu.lanes:
+        return channels, pixels, 8  # (a block that is not whole registers: LLVM's choice)
+    vectors = 1
+    for v in (2, 3, 4):
+        if pixels * vectors >= cpu.fma_latency * cpu.fma_pipes:
+            break
+        if channels % (v * cpu.lanes) == 0 and fits(pixels, v):
+            vectors = v
+    return vectors * cpu.lanes, pixels, 8
+
+
+def _input_stride(sch: Any, main: Any, ow: int, kw: int) -> int:
+    """A depthwise layer's stride along x, from its input's width (read before any pad of its
+    own: ``(ow − 1)·stride + KW`` columns at least; taken as dilation 1)."""
+    acc = sch.get(main).writes[0].source
+    src = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and not r.source.same_as(acc))
+    return max(1, (int(src.shape[2]) - kw) // max(1, ow - 1))
+
+
 def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """Depthwise NHWC: a row of ``RW`` pixels × a channel vector block in registers."""
     _pad_stages(sch, cpu, cores)
@@ -429,12 +461,16 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     b, y, x, c, ry, rx = sch.get_loops(main)
     channels = loop_extent(sch, c)
     tile = sch.get(main).annotations.get("edgetune.row_tile")
+    fp32 = all(str(p.dtype) == "float32" for p in sch.mod["main"].params if hasattr(p, "shape"))
     if tile is not None:  # a symbolic width, computed as whole tiles of this many pixels
         cv = vector_factor(channels, cpu) or channels
         xo, xi = sch.split(x, [None, int(tile)])
     else:
         ow = loop_extent(sch, x)
-        if all(str(p.dtype) == "float32" for p in sch.mod["main"].params if hasattr(p, "shape")):
+        if fp32 and cpu.aarch64:
+            kw = loop_extent(sch, rx)
+            cv, default, rows = depthwise_row_tile(channels, ow, kw, _input_stride(sch, main, ow, kw), cpu)
+        elif fp32:
             cv, default, rows = depthwise_tile(channels, ow, cpu)
         else:  # a quantized layer (integer tables, requantized per pixel): the narrower
             # block measured worse there (MobileNetV3 int8's 7-pixel layer, Pi 4 estimate: 1.84 ->
@@ -460,7 +496,37 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     fused = parallel_outer(sch, par, cpu, cores)
     if at in par and not _exists(sch, at):  # fused into the parallel loop (few rows: a symbolic width)
         at = fused
+    in_rows = cpu.aarch64 and fp32 and tile is None and cv % cpu.lanes == 0
+    name = block_name(sch, main)
+    if in_rows:
+        cio, ci = _input_rows(sch, main, rx, xi, ci, cpu)
     _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
+    if in_rows:  # the sums' initial values: every register
+        init = sch.get_sblock(f"{name}_init")
+        for loop in sch.get_loops(init)[-3:-1]:
+            sch.unroll(loop)
+
+
+def _input_rows(sch: Any, main: Any, rx: Any, xi: Any, ci: Any, cpu: CpuFacts) -> tuple[Any, Any]:
+    """A depthwise tile's input row in registers, one channel register at a time: under each
+    kernel row the tile's pixels take the taps ``rx`` of ``(P − 1)·stride + KW`` input vectors,
+    loaded once (a local copy) and reused by every tap and pixel that reads them, where each
+    tap of each pixel loaded its own (LLVM merged none of the loads the unrolled taps share:
+    on the A72, with one load a cycle, 20 loads per 16 FMLAs of a 3×3 layer). Returns the
+    channel loops (registers, lanes)."""
+    cio, ci = sch.split(ci, [None, cpu.lanes])
+    sch.reorder(cio, rx, xi, ci)
+    acc = sch.get(main).writes[0].source
+    reads = sch.get(main).reads
+    index = next(n for n, r in enumerate(reads) if len(r.source.shape) == 4 and not r.source.same_as(acc))
+    cache = sch.cache_read(main, index, "local")
+    sch.compute_at(cache, cio, preserve_unit_loops=True)
+    loops = sch.get_loops(cache)
+    sch.vectorize(loops[-1])
+    sch.unroll(loops[-2])
+    sch.unroll(cio)
+    sch.unroll(rx)
+    return cio, ci
 
 
 def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
