@@ -229,47 +229,65 @@ def test_int8_cnn_is_bit_exact_on_host_and_without_dot_products(int8_cnn, tmp_pa
     assert v["status"] == "passed" and v["max_abs_error"] == 0, v
 
 
-def test_dead_channels_bias_at_int32_minimum_stay_on_integer_kernels(tmp_path):
+@pytest.mark.parametrize(("device", "depthwise"), [("host", False), ("pi5", False), ("pi5", True)])
+def test_dead_channels_bias_at_int32_minimum_stay_on_integer_kernels(tmp_path, request, device, depthwise):
     """ai-edge-quantizer stores the bias of a channel whose weights are all zero as −2³¹ (its
     float bias over a vanishing weight scale, saturated). That is an int32 and the layer's
     integer sum: the layer runs on the integer kernel (it ran as a float convolution of
     dequantized values where the fold had to stay within ±(2³¹ − 1): MediaPipe hand landmark,
     15 of 31 convolutions), and equals onnxruntime's QLinearConv, whose sum starts at the same
-    −2³¹ (× its tiny scale: a step below the zero point, not a clipped extreme)."""
+    −2³¹ (× its tiny scale: a step below the zero point, not a clipped extreme). On the Pi 5
+    (slow int → float conversions) the sums leave the kernel as floats by their bit pattern
+    all the same, full and depthwise layers: a dead channel adds 0 and takes off 1.5 · 2²³ + 2³¹
+    (passes/int8_kernels.py: _float_sums), where its −2³¹ had kept the whole layer on ``scvtf``."""
+    import subprocess
+
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    if device != "host":
+        request.getfixturevalue("qemu")
     rng = np.random.default_rng(5)
-    w = rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8)
-    ws = np.full(16, 0.004, np.float32)
-    b = rng.integers(-2000, 2000, 16).astype(np.int32)
-    for dead in (3, 11):
+    channels = 8 if depthwise else 16
+    w = rng.integers(-127, 128, (channels, 1 if depthwise else 8, 3, 3)).astype(np.int8)
+    ws = np.full(channels, 0.004, np.float32)
+    b = rng.integers(-2000, 2000, channels).astype(np.int32)
+    dead_channels = (3, 6) if depthwise else (3, 11)
+    for dead in dead_channels:
         w[dead], ws[dead], b[dead] = 0, np.float32(1e-9), np.iinfo(np.int32).min
     inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
         ("s", 0.05, np.float32), ("z", 3, np.int8), ("os", 0.1, np.float32), ("oz", -2, np.int8))]
     inits += [numpy_helper.from_array(w, "w"), numpy_helper.from_array(ws, "ws"),
-              numpy_helper.from_array(np.zeros(16, np.int8), "wz"), numpy_helper.from_array(b, "b"),
+              numpy_helper.from_array(np.zeros(channels, np.int8), "wz"), numpy_helper.from_array(b, "b"),
               numpy_helper.from_array((np.float32(0.05) * ws).astype(np.float32), "bs"),
-              numpy_helper.from_array(np.zeros(16, np.int32), "bz")]
+              numpy_helper.from_array(np.zeros(channels, np.int32), "bz")]
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
              helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
              helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
-             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], group=channels if depthwise else 1),
              helper.make_node("QuantizeLinear", ["c", "os", "oz"], ["q"]),
              helper.make_node("DequantizeLinear", ["q", "os", "oz"], ["y"])]
     graph = helper.make_graph(nodes, "dead", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = tmp_path / "dead.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
-    result = package(PackageOptions(model=model, device="host", output=tmp_path / "host"))
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
     kinds = result.manifest["schedules"]["kinds"]
-    assert kinds.get("conv2d-int8") == 1 and "conv2d" not in kinds, kinds
-    import edgetune_runtime
+    kind = "depthwise-int8" if depthwise else "conv2d-int8"
+    assert kinds.get(kind) == 1 and "conv2d" not in kinds and "depthwise" not in kinds, kinds
+    if device == "host":
+        import edgetune_runtime
 
-    y = edgetune_runtime.load(result.path).run(rng.uniform(-6, 6, (1, 8, 12, 12)).astype(np.float32))["y"]
-    assert np.all(y[0, [3, 11]] == np.float32(-0.1)), y[0, [3, 11]]  # (round(−2³¹ · 0.05 · 1e-9 / 0.1) = −1) · 0.1
+        y = edgetune_runtime.load(result.path).run(rng.uniform(-6, 6, (1, 8, 12, 12)).astype(np.float32))["y"]
+        assert np.all(y[0, list(dead_channels)] == np.float32(-0.1)), y[0, list(dead_channels)]  # (round(−2³¹ · 0.05 · 1e-9 / 0.1) = −1) · 0.1
+        return
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    layer = "\n".join(f for f in asm.split("\n\n") if re.match(r"[0-9a-f]+ <fused_\w*conv2d\w*>:", f))
+    assert layer and not re.search(r"\sscvtf\s+v", layer), layer[:3000]
+    assert re.search(r"\sfsub\s+v", layer), "the sums' bit pattern less its constant"
 
 
 def test_qdq_detector_with_long_int8_chains_packages_within_steps(tmp_path):

@@ -197,7 +197,7 @@ def _cast(out: Any, dtype: str) -> Any:
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
                      narrow: bool = False, signature: str = "", default_variant: str = "",
-                     float_sums: bool = False, taps: int = 0) -> Any:
+                     float_sums: bool = False, taps: int = 0, unbias: Any = None) -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -210,7 +210,8 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     in int16). ``float_sums``: the sums returned as float32 by their bit pattern — ``offset``
     includes :data:`.cpu.FLOAT_BIAS_BITS`, so each sum s is held as the float 1.5 · 2²³ + s,
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
-    vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`).
+    vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`);
+    ``unbias``: what is taken off instead, a float32 per channel (:func:`sums_as_floats`).
     ``taps``: the layer's kernel width, where its input has at most ``DEPTH`` channels and the
     weights are packed [OCp/B, KH, 1, S, B, D] — a row of taps as S steps of D values
     (:func:`.dot.tap_row`; B: 16, or 8 for a row of pairs, :func:`.dot.row_block`): the input
@@ -262,10 +263,23 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     if width != ow or oco * block != out_channels:
         out = te.compute((n, oh, ow, out_channels), lambda *idx: out[idx], name="crop")
     out = _plus_channels(out, offset)
-    if not float_sums:
-        return out
-    return te.compute(out.shape, lambda *idx: tirx.reinterpret("float32", out[idx]) - tirx.const(FLOAT_BIAS, "float32"),
-                      name="floats")
+    return sums_as_floats(out, unbias) if float_sums else out
+
+
+def sums_as_floats(out: Any, unbias: Any = None) -> Any:
+    """Integer sums ``out`` held as floats by their bit pattern (each sum s as the float
+    1.5 · 2²³ + s: the kernel's offset includes :data:`.cpu.FLOAT_BIAS_BITS`) as float32: the
+    pattern read as a float less 1.5 · 2²³, or less ``unbias`` (float32 per channel, its last
+    axis) where given — a channel whose filter is all zeros and whose constant is too large for
+    the pattern sums 0 and takes off 1.5 · 2²³ − float(constant) instead
+    (:func:`..passes.int8_kernels._float_sums` checks that this is exact)."""
+    from tvm import te, tirx
+
+    def value(*idx: Any) -> Any:
+        less = tirx.const(FLOAT_BIAS, "float32") if unbias is None else unbias[idx[-1]]
+        return tirx.reinterpret("float32", out[idx]) - less
+
+    return te.compute(out.shape, value, name="floats")
 
 
 def dense_int8(data: Any, weights: Any, *, out_channels: int, family: str, narrow: bool = False,
@@ -363,7 +377,7 @@ def _plus_channels(out: Any, per_channel: Any) -> Any:
 
 def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, kernel: tuple[int, int],
                                strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
-                               fill: Any = 0) -> Any:
+                               fill: Any = 0, float_sums: bool = False, unbias: Any = None) -> Any:
     """An int8 depthwise layer's int32 sums ``Σ x·w`` (plus ``offset`` per channel) over its
     ``kernel``'s taps in pairs (weights ``[P, 2, C']`` int8, :func:`.dot.depthwise_pairs`: the
     taps row-major, a last odd tap's partner a zero weight; ``C'`` the channels rounded up to
@@ -371,7 +385,8 @@ def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, k
     127| < 2¹⁵ — and widened once, which NEON issues as ``smull`` + ``smlal`` (8 products each)
     and ``saddw``, where the fp32 kernel's ``fmla`` takes 4 and reads its input converted to
     float. The input is padded with ``fill`` (the zero point) and its channels zero-extended to
-    ``C'``; the sums are cropped to the input's channels."""
+    ``C'``; the sums are cropped to the input's channels. ``float_sums``, ``unbias``: the sums
+    returned as float32 by their bit pattern (as :func:`conv2d_nhwc_int8`'s)."""
     from tvm import te, tirx
 
     from .dense import dims
@@ -395,7 +410,8 @@ def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, k
 
     out = te.compute((n, oh, ow, padded), total, name="depthwise_conv2d_nhwc_int8",
                      attrs={"edgetune.kernel": "depthwise_conv2d_nhwc_int8"})
-    return _plus_channels(crop(out, c), offset)
+    out = _plus_channels(crop(out, c), offset)
+    return sums_as_floats(out, unbias) if float_sums else out
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],

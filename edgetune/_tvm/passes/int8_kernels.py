@@ -15,7 +15,7 @@ from ..kernels.conv import (
     depthwise_conv2d_nhwc,
     depthwise_conv2d_nhwc_int8,
 )
-from ..kernels.cpu import FLOAT_BIAS_BITS, FLOAT_BIAS_LIMIT, CpuFacts, depthwise_weights, packed_weights, register_tile
+from ..kernels.cpu import FLOAT_BIAS, FLOAT_BIAS_BITS, FLOAT_BIAS_LIMIT, CpuFacts, depthwise_weights, packed_weights, register_tile
 from ..kernels.winograd import (
     ConvChoice,
     conv_signature,
@@ -153,16 +153,11 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
             packed = dot.packed_weights(flat, family, size, dot.row_block(size, oc))
         else:
             packed = dot.packed_weights(weights, family)
-        # Where converting the sums to float is slow, they are returned as floats by their bit
-        # pattern (the kernel's float_sums) if every partial sum stays below 2²²: |x| ≤ 128
-        as_float = cpu.slow_converts and int((128 * np.abs(weights.astype(np.int64)).sum(axis=(1, 2, 3))
-                                              + np.abs(offset)).max(initial=0)) < FLOAT_BIAS_LIMIT
-        if as_float:
-            offset = offset + FLOAT_BIAS_BITS
+        as_float, offset, unbias = _float_sums(cpu, weights, offset)
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift or as_float else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
                   narrow=dot.narrow_weights(weights), signature=sig, default_variant=note, float_sums=as_float,
-                  taps=kw if row is not None else 0, primfunc_name_hint="conv2d_nhwc_int8")
+                  taps=kw if row is not None else 0, **unbias, primfunc_name_hint="conv2d_nhwc_int8")
         return call, as_float, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
@@ -171,10 +166,11 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         return call, True, rest
     if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights) and \
             int32_values(offset):
+        as_float, offset, unbias = _float_sums(cpu, weights, offset)
         call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
-                  *([relax.const(offset.astype(np.int32))] if bias is not None else []), kernel=(kh, kw), **geometry,
-                  primfunc_name_hint="depthwise_conv2d_nhwc_int8")
-        return call, False, None
+                  *([relax.const(offset.astype(np.int32))] if bias is not None or as_float else []), kernel=(kh, kw),
+                  **geometry, float_sums=as_float, **unbias, primfunc_name_hint="depthwise_conv2d_nhwc_int8")
+        return call, as_float, None
     if int(a.groups) == ic == oc and ic_g == 1:
         packed = depthwise_weights(weights.astype(np.float32), cpu)
         call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
@@ -201,6 +197,33 @@ def _winograd(mutator: Any, x: Any, weights: Any, geometry: dict[str, Any], tile
                             default_variant=note)
     out = relax.op.round(b.emit(out))
     return out if bias is None else relax.op.add(b.emit(out), relax.const(bias.astype(np.float32)))
+
+
+def _float_sums(cpu: CpuFacts, weights: Any, offset: Any) -> tuple[bool, Any, dict[str, Any]]:
+    """Whether an integer kernel returns its sums as floats by their bit pattern (the kernel's
+    ``float_sums``: where converting them is slow, :data:`..kernels.cpu.SLOW_CONVERTS`), the
+    per-channel ``offset`` it adds then, and its ``unbias`` argument (none, or a float32 per
+    channel). Taken where every sum stays below 2²² (|x| ≤ 128). A channel whose filter is all
+    zeros sums its constant alone, which may be anything: ai-edge-quantizer stores −2³¹ for
+    such a channel (MediaPipe hand landmark: up to 741 of a layer's channels), which kept its
+    whole layer converting with ``scvtf``. Such a channel now adds 0 and takes off
+    1.5 · 2²³ − float(constant) instead of 1.5 · 2²³, where that gives float(constant) exactly
+    (and within int32, for the integer users of the sums)."""
+    if not cpu.slow_converts:
+        return False, offset, {}
+    reach = 128 * np.abs(weights.astype(np.int64)).reshape(len(weights), -1).sum(axis=1)
+    wide = (reach == 0) & (np.abs(offset) >= FLOAT_BIAS_LIMIT)
+    if int((reach + np.abs(offset))[~wide].max(initial=0)) >= FLOAT_BIAS_LIMIT:
+        return False, offset, {}
+    if not wide.any():
+        return True, offset + FLOAT_BIAS_BITS, {}
+    value = offset[wide].astype(np.float32)  # what converting the sum gives
+    less = (np.float64(FLOAT_BIAS) - value.astype(np.float64)).astype(np.float32)
+    if not (np.array_equal(np.float32(FLOAT_BIAS) - less, value) and np.all((value >= -2.0**31) & (value < 2.0**31))):
+        return False, offset, {}
+    unbias = np.full(len(offset), FLOAT_BIAS, np.float32)
+    unbias[wide] = less
+    return True, np.where(wide, 0, offset) + FLOAT_BIAS_BITS, {"unbias": relax.const(unbias)}
 
 
 def _channel_constant(expr: Any, channels: int) -> Any | None:
