@@ -348,14 +348,14 @@ def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, q
     (``sadalp``: :func:`dot.partial_lanes`), summed once per tile: a QDQ model of a 3×3 and a
     1×1 convolution (40 output channels computed as 48) over 32 input channels, with weights
     within ±127 (``smlal2`` pairs in int16) or reaching −128 (``smull2``, widened apart), is
-    exact against onnxruntime under qemu. So is the step over 8 channels (``eights``: a 3×3 layer
-    over 8 channels and a 1×1 over 24, which 16 would pad by a half and a third): a ``smull`` of
-    the pixel's 8 bytes per output channel, no high halves (``smull2``, ``smlal2``)."""
+    exact against onnxruntime under qemu. So is the step over 8 channels (``eights``: 3×3 layers
+    over 8 and 24 channels, which 16 would pad by a half and a third): a ``smull`` of the
+    pixel's 8 bytes per output channel, no high halves (``smull2``, ``smlal2``)."""
     import subprocess
 
     layers = [(32, 32, 3, 0.002, 0.05 * 0.002), (32, 40, 1, 0.002, 0.05 * 0.002)]
     if weights == "eights":
-        layers = [(8, 24, 3, 0.004, 0.05 * 0.004), (24, 40, 1, 0.003, 0.05 * 0.003)]
+        layers = [(8, 24, 3, 0.004, 0.05 * 0.004), (24, 40, 3, 0.003, 0.05 * 0.003)]
     _qdq_convs(tmp_path / "m.onnx", layers, size=9, rng=np.random.default_rng(11), bias=3000,
                low=-128 if weights == "full" else -127)
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="pi4", output=tmp_path / "pkg"))
@@ -369,6 +369,33 @@ def test_pi4_int8_kernels_keep_partial_sums_and_are_exact_under_qemu(tmp_path, q
         assert not re.search(r"\ss(mull|mlal)2\s", asm)
     else:
         assert re.search(r"\ssmlal2\s" if weights == "narrow" else r"\ssmull2\s", asm)
+
+
+@pytest.mark.parametrize("low", [-127, -128])
+def test_pi4_pointwise_layers_over_few_channels_read_each_pixel_as_pairs_and_are_exact(tmp_path, qemu, low):
+    """On the Pi 4 a 1×1 int8 layer over 8, 16, 24 or 40 input channels (dot.pointwise_pairs)
+    reads each pixel's channels as a row of pairs straight from its input — each pair broadcast
+    by lane into ``smull`` / ``smull2`` against 8 output channels' weights, two pairs summed in
+    int16 where the weights are within ±127 — and sums nothing across lanes afterwards: no
+    ``addp`` tree, which the partial-sum kernel spent per 4 output channels and pixel (MobileNetV2
+    int8's 24 → 144 layer, A72 estimate: 5.88 → 3.63 M cycles). A QDQ chain of such layers is
+    exact against onnxruntime under qemu, with a −128 weight too (products widened apart)."""
+    import subprocess
+
+    layers = [(8, 16, 1, 0.004, 0.05 * 0.004), (16, 24, 1, 0.003, 0.05 * 0.003), (24, 40, 1, 0.003, 0.05 * 0.003),
+              (40, 24, 1, 0.002, 0.05 * 0.002)]
+    _qdq_convs(tmp_path / "m.onnx", layers, size=9, rng=np.random.default_rng(12), bias=3000, low=low)
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device="pi4", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+    assert result.manifest["schedules"]["kinds"].get("conv2d-int8") == 4, result.manifest["schedules"]
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    bodies = [b for _fn, b in re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S)]
+    assert len(bodies) == 4, len(bodies)
+    for body in bodies:
+        assert re.search(r"\sdup\s+v\d+\.8h, v\d+\.h\[\d\]", body) and not re.search(r"\saddp\s", body), body[:3000]
+        assert bool(re.search(r"\ssmlal2?\s", body)) == (low > -128), body[:3000]
 
 
 def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_cnn, tmp_path, qemu):
@@ -459,7 +486,7 @@ def test_requantizing_epilogues_are_vector_code_and_round_ties_to_even(tmp_path)
 
 @pytest.mark.parametrize(("mcpu", "channels", "kernel", "lanes", "on_stack"),
                          [("cortex-a76", 40, 3, False, True), ("cortex-a72", 40, 3, True, True),
-                          ("cortex-a72", 8, 1, False, False)])
+                          ("cortex-a72", 12, 1, False, False)])
 def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_path, mcpu, channels, kernel, lanes,
                                                                           on_stack):
     """TVM allocates every local buffer of a kernel (a ragged int8 convolution's accumulator tile:
@@ -467,7 +494,7 @@ def test_kernel_scratch_is_an_alloca_unless_the_kernel_is_register_bound(tmp_pat
     and a pointer LLVM cannot keep in registers. edgetune's pipeline leaves it an alloca
     (edgetune/_tvm/codegen/scratch.py), except where the inner loop fills the registers already:
     the Pi 4's int8 step over 4 input channels (smull and an addp tree per step: a 1×1 layer
-    over 8 channels, one step of 8 being too short for partial sums), where promoted
+    over 12 channels: 16 a step pads them by a third, 8 does not divide them, no row of pairs), where promoted
     accumulators spilled (+30 %, estimate). Its steps over 16 or 8 channels into partial sums
     (``lanes``: the 40-channel 3×3 layer, five steps of 8 a tap) are promoted."""
     from edgetune._tvm.codegen import lookups

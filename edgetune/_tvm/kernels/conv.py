@@ -197,7 +197,7 @@ def _cast(out: Any, dtype: str) -> Any:
 def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                      dilation: Sequence[int], out_channels: int, family: str, fill: Any = 0,
                      narrow: bool = False, signature: str = "", default_variant: str = "",
-                     float_sums: bool = False, taps: int = 0, unbias: Any = None) -> Any:
+                     float_sums: bool = False, taps: int = 0, unbias: Any = None, pairs: int = 0) -> Any:
     """int8 NHWC convolution summed in int32, weights packed [OCp/16, KH, KW, ICp/D, 16, D] (the
     dot-product instructions' operand order, D input channels a step: :func:`.dot.depth`; OCp,
     ICp: zero filters / channels appended), the
@@ -212,6 +212,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     and 1.5 · 2²³ is taken off in float (exact for |s| < 2²², which the caller checks): one
     vector add for a conversion that takes the A76 four times as long (:data:`.cpu.SLOW_CONVERTS`);
     ``unbias``: what is taken off instead, a float32 per channel (:func:`sums_as_floats`).
+    ``pairs``: a 1×1 layer's pixel read as a row of pairs, ``pairs`` a call
+    (:func:`.dot.pointwise_pairs`; weights packed as a first layer's, one tap), straight from
+    its int8 input.
     ``taps``: the layer's kernel width, where its input has at most ``DEPTH`` channels and the
     weights are packed [OCp/B, KH, 1, S, B, D] — a row of taps as S steps of D values
     (:func:`.dot.tap_row`; B: 16, or 8 for a row of pairs, :func:`.dot.row_block`): the input
@@ -236,7 +239,9 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
     wanted = "uint8" if dot.unsigned_data(family) else "int8"
     flip = dot.unsigned_data(family) and str(data.dtype) == "int8" and not any(padding) and ic % depth == 0 \
         and not taps
-    if taps:  # a pixel reads 16 bytes (8: a NEON row of up to 4 pairs) from its first column on
+    if pairs:  # a 1×1 layer's pixel: its channels, in groups that end within it
+        src = data
+    elif taps:  # a pixel reads 16 bytes (8: a NEON row of up to 4 pairs) from its first column on
         src = tap_rows(data, padding, fill, wanted, max((w + left + right) * pixel_bytes,
                                                         (ow - 1) * sw * pixel_bytes + dot.row_bytes(depth, ico)),
                        pixel_bytes)
@@ -252,11 +257,13 @@ def conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, strides: Se
 
     def pixel(b: Any, y: Any, x: Any, ry: Any, rx: Any, c: Any) -> Any:
         x = x if width == ow else tirx.min(x, ow - 1)
+        if pairs:
+            return src[b, y * sh + ry * dh, x * sw, c]
         if taps:
             return src[b, y * sh + ry * dh, x * sw * pixel_bytes + c]
         return src[b, y * sh + ry * dh, x * sw + rx * dw, c]
 
-    row = {"edgetune.tap_steps": ico} if taps else {}
+    row = {"edgetune.tap_steps": pairs or ico} if taps else {}
     out = _dot_sums((n, oh, width, oco * block), pixel, (kh, 1 if taps else kw), flip, weights, family,
                     {**conv_attrs("conv2d_nhwc_int8", signature, default_variant), "edgetune.dot": family,
                      "edgetune.dot_narrow": int(narrow), **row})

@@ -289,6 +289,22 @@ def tap_row(family: str, kernel_width: int, channels: int) -> tuple[int, int] | 
     return None
 
 
+def pointwise_pairs(family: str | None, channels: int) -> int | None:
+    """Pairs per call of :data:`NEON_PAIRS` where a 1×1 layer of ``channels`` int8 input
+    channels reads each pixel's channels as a row of pairs on plain NEON (16 bytes a call, or
+    8: a call never reads past its pixel), or None where it keeps the partial-sum kernel: a
+    layer over 8 or 16 channels, or over a count the 8-channel step takes (:func:`depth`: 24,
+    40, 56). Per 4 input values × 8 output channels the row of pairs issues 4 multiplies
+    (``smull``, ``smull2``, ``smlal``, ``smlal2``) and 2 ``sadalp`` and sums nothing across
+    lanes afterwards; the partial sums take as many multiplies but an ``addp`` tree per 4 output
+    channels and pixel, which a short reduction does not amortize (Pi 4 estimate, MobileNetV2
+    int8: its 24 → 144 layer 5.88 → 3.63 M cycles; at 32 channels two layers 7-8 % slower)."""
+    if family != "neon" or channels % HALF_DEPTH or (channels > WIDE_DEPTH and depth(family, channels) != HALF_DEPTH):
+        return None
+    pairs = channels // PAIR
+    return 8 if pairs % 8 == 0 else 4
+
+
 def row_pixel(step: int, channels: int) -> int:
     """Values per pixel of a first layer's rows (:func:`tap_row`'s ``step`` values a step, a
     layer of ``channels`` input channels): sdot's quads pad a pixel's channels to 4, a row of

@@ -135,6 +135,12 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     row = dot.tap_row(family, kw, ic) if (family is not None and int(a.groups) == 1
                                           and geometry["dilation"][1] == 1
                                           and (family == "neon" or mutator.binding not in mutator.looked_up)) else None
+    # A 1×1 layer over few channels on plain NEON reads each pixel's channels as a row of pairs
+    # too (dot.pointwise_pairs), straight from its input
+    pairs = dot.pointwise_pairs(family, ic) if (row is None and kh == kw == 1 and int(a.groups) == 1
+                                                and not any(padding) and str(x.ty.dtype) == "int8") else None
+    if pairs:
+        row = (ic // dot.PAIR, dot.PAIR)
     # the kernel's per-channel constant: the bias less what the family's data shift adds (an
     # unsigned family's x + 128: Σ(x + 128)·w − 128·Σw = Σx·w); it must stay an int32 (a bias
     # at −2³¹, a dead channel's, with non-zero weights would not: the fp32 kernel below)
@@ -157,7 +163,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         extra = [relax.const(offset.astype(np.int32))] if bias is not None or shift or as_float else []
         call = te(conv2d_nhwc_int8, x, relax.const(packed), *extra, **geometry, out_channels=oc, family=family,
                   narrow=dot.narrow_weights(weights), signature=sig, default_variant=note, float_sums=as_float,
-                  taps=kw if row is not None else 0, **unbias, primfunc_name_hint="conv2d_nhwc_int8")
+                  taps=kw if row is not None else 0, pairs=pairs or 0, **unbias, primfunc_name_hint="conv2d_nhwc_int8")
         return call, as_float, None
     if int(a.groups) == 1:
         oci, _rw = register_tile(oc, int(conv.ty.shape.values[2]), cpu)
