@@ -447,8 +447,9 @@ def depthwise_row_tile(channels: int, width: int, kernel_width: int, stride: int
 
 
 def _input_stride(sch: Any, main: Any, ow: int, kw: int) -> int:
-    """A depthwise layer's stride along x, from its input's width (read before any pad of its
-    own: ``(ow − 1)·stride + KW`` columns at least; taken as dilation 1)."""
+    """A depthwise layer's stride along x, from the width of the buffer its taps read (its input,
+    or its own padded copy: ``(ow − 1)·stride + KW`` columns, or a few more), taken as
+    dilation 1."""
     acc = sch.get(main).writes[0].source
     src = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and not r.source.same_as(acc))
     return max(1, (int(src.shape[2]) - kw) // max(1, ow - 1))
@@ -499,7 +500,7 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     in_rows = cpu.aarch64 and fp32 and tile is None and cv % cpu.lanes == 0
     name = block_name(sch, main)
     if in_rows:
-        cio, ci = _input_rows(sch, main, rx, xi, ci, cpu)
+        ci = _input_rows(sch, main, rx, xi, ci, cpu)
     _finish_microkernel(sch, main, epi, at, ry, xi, ci, cpu, cores, separate and not per_row)
     if in_rows:  # the sums' initial values: every register
         init = sch.get_sblock(f"{name}_init")
@@ -507,13 +508,13 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
             sch.unroll(loop)
 
 
-def _input_rows(sch: Any, main: Any, rx: Any, xi: Any, ci: Any, cpu: CpuFacts) -> tuple[Any, Any]:
+def _input_rows(sch: Any, main: Any, rx: Any, xi: Any, ci: Any, cpu: CpuFacts) -> Any:
     """A depthwise tile's input row in registers, one channel register at a time: under each
     kernel row the tile's pixels take the taps ``rx`` of ``(P − 1)·stride + KW`` input vectors,
     loaded once (a local copy) and reused by every tap and pixel that reads them, where each
     tap of each pixel loaded its own (LLVM merged none of the loads the unrolled taps share:
     on the A72, with one load a cycle, 20 loads per 16 FMLAs of a 3×3 layer). Returns the
-    channel loops (registers, lanes)."""
+    loop over one register's lanes."""
     cio, ci = sch.split(ci, [None, cpu.lanes])
     sch.reorder(cio, rx, xi, ci)
     acc = sch.get(main).writes[0].source
@@ -526,7 +527,7 @@ def _input_rows(sch: Any, main: Any, rx: Any, xi: Any, ci: Any, cpu: CpuFacts) -
     sch.unroll(loops[-2])
     sch.unroll(cio)
     sch.unroll(rx)
-    return cio, ci
+    return ci
 
 
 def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
