@@ -138,7 +138,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     # A 1×1 layer over few channels on plain NEON reads each pixel's channels as a row of pairs
     # too (dot.pointwise_pairs), straight from its input
     pairs = dot.pointwise_pairs(family, ic) if (row is None and kh == kw == 1 and int(a.groups) == 1
-                                                and not any(padding) and str(x.ty.dtype) == "int8") else None
+                                                and not any(padding)) else None
     if pairs:
         row = (ic // dot.PAIR, dot.PAIR)
     # the kernel's per-channel constant: the bias less what the family's data shift adds (an

@@ -446,12 +446,19 @@ def depthwise_row_tile(channels: int, width: int, kernel_width: int, stride: int
     return vectors * cpu.lanes, pixels, 8
 
 
+def _input_read(sch: Any, main: Any) -> tuple[int, Any]:
+    """(index among ``main``'s reads, buffer) of the NHWC input a depthwise kernel's taps read:
+    the 4-D buffer that is not its accumulator."""
+    acc = sch.get(main).writes[0].source
+    return next((n, r.source) for n, r in enumerate(sch.get(main).reads)
+                if len(r.source.shape) == 4 and not r.source.same_as(acc))
+
+
 def _input_stride(sch: Any, main: Any, ow: int, kw: int) -> int:
     """A depthwise layer's stride along x, from the width of the buffer its taps read (its input,
     or its own padded copy: ``(ow − 1)·stride + KW`` columns, or a few more), taken as
     dilation 1."""
-    acc = sch.get(main).writes[0].source
-    src = next(r.source for r in sch.get(main).reads if len(r.source.shape) == 4 and not r.source.same_as(acc))
+    src = _input_read(sch, main)[1]
     return max(1, (int(src.shape[2]) - kw) // max(1, ow - 1))
 
 
@@ -517,10 +524,7 @@ def _input_rows(sch: Any, main: Any, rx: Any, xi: Any, ci: Any, cpu: CpuFacts) -
     loop over one register's lanes."""
     cio, ci = sch.split(ci, [None, cpu.lanes])
     sch.reorder(cio, rx, xi, ci)
-    acc = sch.get(main).writes[0].source
-    reads = sch.get(main).reads
-    index = next(n for n, r in enumerate(reads) if len(r.source.shape) == 4 and not r.source.same_as(acc))
-    cache = sch.cache_read(main, index, "local")
+    cache = sch.cache_read(main, _input_read(sch, main)[0], "local")
     sch.compute_at(cache, cio, preserve_unit_loops=True)
     loops = sch.get_loops(cache)
     sch.vectorize(loops[-1])
