@@ -22,6 +22,7 @@ from conftest import EXAMPLES, run_edgetune
 
 from edgetune import _tvm
 from edgetune._tvm import parse_unsupported
+from edgetune.errors import VerificationError
 from edgetune.importer import import_model
 from edgetune.package import PackageOptions, package
 
@@ -1288,3 +1289,67 @@ def test_int8_adds_with_a_fused_activation_are_fixed_point_and_clamped(tmp_path,
     request.getfixturevalue("qemu")
     v = package(PackageOptions(model=int8, device="pi4", output=tmp_path / "pi4")).verification
     assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] <= 1, v
+
+
+def test_int8_bilinear_resizes_are_xnnpacks_fixed_point_bit_for_bit(tmp_path, request, monkeypatch):
+    """TFLite int8 RESIZE_BILINEARs — ×2 with half-pixel centres, to 17 × 9 with aligned corners
+    (weights that are no power-of-two fractions), to 20 × 20 by the legacy mapping — run on the
+    8-bit values as XNNPACK's kernel does (passes/int8_elementwise.py: XnnpackInt8Resizes, its
+    11-bit weights and rounding): the package equals LiteRT exactly on the host and on the Pi 4
+    under qemu, and no float resize is left. The float path (dequantize, interpolate, divide)
+    was up to two steps off on this model."""
+    import tflite_models
+
+    from edgetune._tvm.passes import int8_elementwise
+
+    int8 = quant_models.int8_tflite_from_float(tflite_models.bilinear_upsamplings(tmp_path / "up.tflite"),
+                                               tmp_path / "up-int8.tflite")
+    assert json.loads(str(import_model(int8).mod.attrs[_tvm.constants.SCHEME_ATTR]))["fixed_point_resizes"] == 3
+    result = package(PackageOptions(model=int8, device="host", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_abs_error"] == 0, v
+    kernels = list(result.manifest["kernels"])
+    assert sum(name.count("resize2d_q11") for name in kernels) == 3 and not any("quantize" in k for k in kernels), kernels
+    with monkeypatch.context() as patched:  # the float path: not LiteRT's values
+        patched.setattr(int8_elementwise, "_same_scale_bilinear", lambda mutator, q: None)
+        with pytest.raises(VerificationError, match="max abs 2"):
+            package(PackageOptions(model=int8, device="host", output=tmp_path / "float-path"))
+    request.getfixturevalue("qemu")
+    v = package(PackageOptions(model=int8, device="pi4", output=tmp_path / "pi4")).verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+
+
+@pytest.mark.parametrize("rescaled", [False, True], ids=["same-scale", "rescaled"])
+def test_qdq_nearest_resize_moves_the_int8_tensor(tmp_path, rescaled):
+    """``quantize(resize_nearest(dequantize(x)))`` — a QDQ YOLO neck's ×2 upsampling — gathers
+    the int8 tensor itself (:class:`Int8LayoutMoves`; a rescale after it where the parameters
+    differ): exact against onnxruntime, and no float resize or quantize left around it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    s, z, s2, z2 = 0.05, 3, (0.07 if rescaled else 0.05), (-5 if rescaled else 3)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s", s, np.float32), ("z", z, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8),
+        ("scales", [1.0, 1.0, 2.0, 2.0], np.float32))]
+    inits += [numpy_helper.from_array(rng.integers(-127, 128, (16, 8, 1, 1)).astype(np.int8), "w"),
+              numpy_helper.from_array(np.full(16, 0.004, np.float32), "ws"),
+              numpy_helper.from_array(np.zeros(16, np.int8), "wz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"]),
+             helper.make_node("Resize", ["cd", "", "scales"], ["r"], mode="nearest"),
+             helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "upsample", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 14])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
+    assert scheme["layout_moves"] == 1, scheme
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
+    assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
+    kernels = list(result.manifest["kernels"])
+    assert not any(re.search(r"dequantize\d*_resize|resize2d\d*_quantize", name) for name in kernels), kernels

@@ -10,11 +10,11 @@ import pytest
 from edgetune._tvm.kernels.resize import METHODS, MODES
 
 
-def _run(func, *arrays):
+def _run(func, *arrays, dtype=np.float32):
     from edgetune._tvm.core import tvm
 
     lib = tvm().compile(tvm().IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
-    out = tvm().runtime.tensor(np.zeros(arrays[-1], np.float32))
+    out = tvm().runtime.tensor(np.zeros(arrays[-1], dtype))
     lib["main"](*(tvm().runtime.tensor(a) for a in arrays[:-1]), out)
     return out.numpy()
 
@@ -34,6 +34,26 @@ def test_tables_compute_what_topi_computes(method, mode, shape, size):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     out = (shape[0], *size, shape[3])
     np.testing.assert_array_equal(_run(ours, x, out), _run(theirs, x, out))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nearest_tables_gather_8_bit_images_as_topi_does(mode):
+    """A nearest-neighbour resize of an int8 image (TFLite's RESIZE_NEAREST_NEIGHBOR, a QDQ
+    upsampling on its 8-bit tensor) takes the tables too: the same elements as TOPI's."""
+    from tvm import te, topi
+
+    from edgetune._tvm.kernels.resize import resize2d_nhwc, supported
+
+    assert supported("nearest_neighbor", mode, "int8") and not supported("linear", mode, "int8")
+    shape, size = (1, 5, 7, 6), (10, 13)
+    data = te.placeholder(shape, name="data", dtype="int8")
+    ours = te.create_prim_func([data, resize2d_nhwc(data, size, "nearest_neighbor", mode, "")])
+    theirs = te.create_prim_func([data, topi.image.resize2d(data, (0.0, 0.0, 0.0, 0.0), size, layout="NHWC",
+                                                            method="nearest_neighbor",
+                                                            coordinate_transformation_mode=mode)])
+    x = np.random.default_rng(2).integers(-128, 128, shape).astype(np.int8)
+    out = (shape[0], *size, shape[3])
+    np.testing.assert_array_equal(_run(ours, x, out, dtype=np.int8), _run(theirs, x, out, dtype=np.int8))
 
 
 def test_default_schedule_keeps_the_tables_out_of_the_pixel_loop():

@@ -318,6 +318,35 @@ def activated_adds(out: Path, seed: int = 0) -> Path:
     return bld.save(out)
 
 
+def bilinear_upsamplings(out: Path, seed: int = 0) -> Path:
+    """conv 3×3 → RESIZE_BILINEAR ×2 (half-pixel centres) → ADD with a skip conv's output → conv
+    1×1 → RESIZE_BILINEAR to 17 × 9 (align-corners: weights that are not multiples of a power of
+    two) → RESIZE_BILINEAR to 20 × 20 (TensorFlow's legacy asymmetric mapping): upsamplings as
+    MediaPipe's segmentation decoders have them, in each of TFLite's three modes."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    small, large = [1, 5, 7, 8], [1, 10, 14, 8]
+    x = bld.tensor(sub, "serving_default_x:0", small)
+    skip = bld.tensor(sub, "serving_default_skip:0", large)
+
+    def resize(name: str, src: int, size: list[int], **options: bool) -> int:
+        y = bld.tensor(sub, name, [1, *size, 8])
+        bld.op(sub, ops.RESIZE_BILINEAR, [src, bld.const(sub, f"{name}/size", np.array(size, np.int32))], [y],
+               *bld.options("ResizeBilinearOptions", **options))
+        return y
+
+    up = resize("up", _same_conv(bld, sub, rng, "conv1", x, 3, small, bias=0.5), [10, 14], halfPixelCenters=True)
+    summed = bld.tensor(sub, "sum", large)
+    bld.op(sub, ops.ADD, [up, _same_conv(bld, sub, rng, "conv_skip", skip, 1, large, bias=0.5)], [summed],
+           *bld.options("AddOptions"))
+    corners = resize("corners", _same_conv(bld, sub, rng, "conv2", summed, 1, large, bias=0.5), [17, 9],
+                     alignCorners=True)
+    y = resize("StatefulPartitionedCall:0", corners, [20, 20])
+    sub.inputs, sub.outputs = [x, skip], [y]
+    return bld.save(out)
+
+
 def dynamic_signature(out: Path, features: int = 16, hidden: int = 8, seed: int = 0) -> Path:
     """x [-1, -1, F] (stored [1, 1, F]) → dense per step → reshaped to [batch · steps, H] with a
     shape computed from SHAPE at run time, then back."""

@@ -52,6 +52,7 @@ def inspect(
         layers = ", ".join(f"{n} {kind}" for kind, n in q["layers"].items())
         out.print(f"quantized: weights {'; '.join(q['weights'])}; activations {'; '.join(q['activations'])}; layers {layers}")
         adds = f", {q['fixed_point_adds']} int8 adds in LiteRT's fixed point" if q["fixed_point_adds"] else ""
+        adds += f", {q['fixed_point_resizes']} int8 bilinear resizes as XNNPACK's" if q.get("fixed_point_resizes") else ""
         adds += f", {q['relus']} int8 ReLUs without a division" if q.get("relus") else ""
         adds += f", {q['prelus']} int8 PReLUs without a division" if q.get("prelus") else ""
         adds += f", {q['rescales']} int8 rescales as a multiply" if q.get("rescales") else ""

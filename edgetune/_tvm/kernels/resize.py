@@ -20,8 +20,9 @@ MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_
 
 
 def supported(method: str, mode: str, dtype: str) -> bool:
-    """Whether :func:`resize2d_nhwc` computes this resize (else TOPI's stays)."""
-    return method in METHODS and mode in MODES and dtype == "float32"
+    """Whether :func:`resize2d_nhwc` computes this resize (else TOPI's stays): nearest-neighbour
+    ones of any type (a gather), linear ones in float32."""
+    return method in METHODS and mode in MODES and (dtype == "float32" or method == "nearest_neighbor")
 
 
 def resize2d_nhwc(data: Any, size: tuple[int, int], method: str, mode: str, rounding: str) -> Any:
@@ -74,3 +75,29 @@ def resize2d_nhwc(data: Any, size: tuple[int, int], method: str, mode: str, roun
         return lerp(top, bottom, wy[y])
 
     return te.compute((data.shape[0], oh, ow, data.shape[3]), value, name="resize")
+
+
+def resize2d_nhwc_q11(data: Any, rows: Any, cols: Any) -> Any:
+    """``data`` [N, H, W, C], 8-bit, resized bilinearly as XNNPACK's ``ibilinear`` kernels do:
+    ``rows`` [OH, 3] and ``cols`` [OW, 3] hold each output row's and column's two source
+    indices and the second one's weight in 1/2048 (:func:`..passes.int8_elementwise.q11_axis`);
+    in int32, ``t = (tl << 11) + (tr − tl)·αx`` (``b`` likewise below), ``(t << 11) + (b −
+    t)·αy``, rounded by ``+ 2²¹ >> 22`` — a weighted mean, never outside the 8-bit range. (LLVM
+    makes NEON's widening subtracts and multiply-adds of it: 40 instructions per 8 channels.)"""
+    from tvm import te
+
+    n, c = data.shape[0], data.shape[3]
+    oh, ow = rows.shape[0], cols.shape[0]
+
+    def value(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        def pixel(row: int, col: int) -> Any:
+            return data[b, rows[y, row], cols[x, col], ch].astype("int32")
+
+        def lerp(first: Any, second: Any, weight: Any) -> Any:
+            return (first << 11) + (second - first) * weight
+
+        top = lerp(pixel(0, 0), pixel(0, 1), cols[x, 2])
+        bottom = lerp(pixel(1, 0), pixel(1, 1), cols[x, 2])
+        return ((lerp(top, bottom, rows[y, 2]) + (1 << 21)) >> 22).astype(data.dtype)
+
+    return te.compute((n, oh, ow, c), value, name="resize")

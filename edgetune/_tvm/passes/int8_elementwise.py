@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..core import tvm_module
-from .common import bound_value, const_array, immediate, map_functions, module_pass, op_name, relax
+from ..kernels.resize import resize2d_nhwc_q11
+from .common import INJECTIVE, bound_value, const_array, immediate, map_functions, module_pass, op_name, relax, static_shape
 
 tirx = tvm_module("tirx")
 
@@ -93,6 +94,83 @@ def _tflite_quantized(value: float, scale: np.float32, zero: int) -> int:
         return 1 << 20 if value > 0 else -(1 << 20)
     v = np.float32(np.float32(value) / scale)
     return zero + int(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)))
+
+
+@module_pass(opt_level=0)
+class XnnpackInt8Resizes(QuantizeRewrite):
+    """TFLite int8 bilinear RESIZEs (``quantize(resize2d(dequantize(x)))``, one scale and zero
+    point in and out, as TFLite requires) computed as LiteRT's XNNPACK kernel does, on the 8-bit
+    values: each axis's source coordinate and its weight rounded to 11 bits (``q11``, the
+    ``RESIZE_BILINEAR`` modes: half-pixel centres clamped into the image, align-corners, the
+    legacy asymmetric one), then in int32 ``t = (tl << 11) + (tr − tl)·αx``, the same below,
+    ``(t << 11) + (b − t)·αy``, rounded by ``+ 2²¹ >> 22`` — bit for bit XNNPACK's result.
+    The float path dequantized into a float32 image, interpolated it and divided by the scale
+    per element (float64 on AArch64); MediaPipe pose landmark's segmentation decoder upsamples
+    five times, to 256 × 256 × 8: 2.7 M of the Pi 4's 84 M cycles in the last one alone."""
+
+    dtypes = ("int8", "uint8")
+
+    def rewrite(self, mutator: Any, q: Any) -> Any | None:
+        found = _same_scale_bilinear(mutator, q)
+        if found is None:
+            return None
+        d, resize = found
+        shape, size = static_shape(d.args[0]), static_shape(resize)
+        if shape is None or size is None:
+            return None
+        mode = str(resize.attrs.coordinate_transformation_mode)
+        rows = np.stack(q11_axis(shape[1], size[1], mode), axis=1)
+        cols = np.stack(q11_axis(shape[2], size[2], mode), axis=1)
+        out = mutator.builder_.call_te(resize2d_nhwc_q11, d.args[0], relax.const(rows, "int32"),
+                                       relax.const(cols, "int32"), primfunc_name_hint="resize2d_q11")
+        gv = out.args[0]  # injective, as the float resize is: it fuses as that did
+        mutator.builder_.update_func(gv, mutator.builder_.get()[gv].with_attr("op_pattern", INJECTIVE))
+        return out
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        mutator = _Quantizes(mod, self)  # the kernels it adds are in its builder's module
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                mutator.builder_.update_func(gv, mutator.visit_expr(func))
+        return mutator.builder_.get()
+
+
+Q11_MODES = ("half_pixel", "align_corners", "asymmetric")
+
+
+def _same_scale_bilinear(mutator: Any, q: Any) -> tuple[Any, Any] | None:
+    """(the dequantize, the resize) of ``q`` = ``quantize(resize2d(dequantize(x)))``, a linear
+    NHWC resize of an 8-bit ``x`` in one of TFLite's modes on the same per-tensor scale and zero
+    point in and out; else None."""
+    resize = bound_value(mutator, q.args[0])
+    if op_name(resize) != "relax.image.resize2d":
+        return None
+    a, d = resize.attrs, bound_value(mutator, resize.args[0])
+    if (op_name(d) != "relax.dequantize" or str(d.args[0].ty.dtype) != str(q.attrs.out_dtype)
+            or str(a.method) != "linear" or str(a.layout) != "NHWC"
+            or str(a.coordinate_transformation_mode) not in Q11_MODES):
+        return None
+    params = _per_tensor(d)
+    return (d, resize) if params is not None and params == _per_tensor(q) else None
+
+
+def q11_axis(image: int, target: int, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One axis of XNNPACK's 8-bit bilinear resize (its ``q11`` indirection): per output index
+    the first and second source index and the second's weight in 1/2048, computed in float32
+    as XNNPACK computes them (the weight rounded half to even, as ``lrintf``)."""
+    f32 = np.float32
+    adjust = 1 if mode == "align_corners" and target != 1 else 0
+    scale = f32(f32(image - adjust) / f32(target - adjust))
+    index = np.arange(target, dtype=np.int32).astype(f32)
+    if mode == "half_pixel":
+        offset = f32(f32(0.5) * scale - f32(0.5))
+        source = np.clip((index * scale).astype(f32) + offset, f32(0), f32(image - 1)).astype(f32)
+    else:  # align corners, or TensorFlow's legacy asymmetric mapping
+        source = (index * scale).astype(f32)
+    first = source.astype(np.int32)  # truncation, as the C cast: the source is never negative
+    second = np.minimum(first + 1, image - 1).astype(np.int32)
+    weight = np.rint((source - first.astype(f32)) * f32(2048)).astype(np.int32)
+    return first, second, weight
 
 
 @module_pass(opt_level=0)
@@ -294,18 +372,19 @@ LAYOUT_OPS = ("relax.reshape", "relax.permute_dims", "relax.expand_dims", "relax
 @module_pass(opt_level=0)
 class Int8LayoutMoves(QuantizeRewrite):
     """``quantize(L(dequantize(x)))`` with ``L`` a chain of layout ops (reshape, transpose,
-    expand / squeeze dims) — how QDQ graphs move 8-bit tensors, a YOLO head's outputs to
-    channels-first — as ``L(x)`` on the 8-bit tensor, then a rescale where the parameters
-    differ (:class:`Int8Rescales`). Exact: on the same scale and zero point ``round((x − z)·s /
-    s) + z`` is ``x`` for every 8-bit ``x`` (float32 is off by far less than half a step). The
-    float path moved float32 (four times the bytes) and divided by the scale per element: a
-    YOLOv8n-style int8 head's output kernel was 7 % of the model on the Pi 5 estimate."""
+    expand / squeeze dims, nearest-neighbour resizes) — how QDQ graphs move 8-bit tensors, a
+    YOLO head's outputs to channels-first, its neck's upsamplings — as ``L(x)`` on the 8-bit
+    tensor, then a rescale where the parameters differ (:class:`Int8Rescales`). Exact: on the
+    same scale and zero point ``round((x − z)·s / s) + z`` is ``x`` for every 8-bit ``x``
+    (float32 is off by far less than half a step). The float path moved float32 (four times
+    the bytes) and divided by the scale per element: a YOLOv8n-style int8 head's output kernel
+    was 7 % of the model on the Pi 5 estimate; its neck's two upsamplings 1.0 → 0.56 M cycles."""
 
     dtypes = ("int8", "uint8")
 
     def rewrite(self, mutator: Any, q: Any) -> Any | None:
         moves, expr = [], bound_value(mutator, q.args[0])
-        while op_name(expr) in LAYOUT_OPS:
+        while op_name(expr) in LAYOUT_OPS or _nearest_resize(expr):
             moves.append(expr)
             expr = bound_value(mutator, expr.args[0])
         dtype = str(q.attrs.out_dtype)
@@ -316,8 +395,21 @@ class Int8LayoutMoves(QuantizeRewrite):
             return None
         moved = expr.args[0]
         for move in reversed(moves):
-            moved = mutator.builder_.emit(relax.Call(move.op, [moved, *move.args[1:]], move.attrs, move.ty_args))
+            if _nearest_resize(move):  # (its output type is an attribute: the 8-bit input's now)
+                a = move.attrs
+                call = relax.op.image.resize2d(moved, move.args[1], [float(v) for v in a.roi], str(a.layout),
+                                               str(a.method), str(a.coordinate_transformation_mode),
+                                               str(a.rounding_method), float(a.cubic_alpha), int(a.cubic_exclude),
+                                               float(a.extrapolation_value))
+            else:
+                call = relax.Call(move.op, [moved, *move.args[1:]], move.attrs, move.ty_args)
+            moved = mutator.builder_.emit(call)
         return _on_scale_of(mutator, moved, expr, q) if params != out else moved
+
+
+def _nearest_resize(expr: Any) -> bool:
+    """A nearest-neighbour resize: each output element one input element, a move as well."""
+    return op_name(expr) == "relax.image.resize2d" and str(expr.attrs.method) == "nearest_neighbor"
 
 
 def _on_scale_of(mutator: Any, x: Any, d: Any, q: Any) -> Any:

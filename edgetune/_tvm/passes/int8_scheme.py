@@ -84,7 +84,7 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
 
     ``exact``: the layers whose int8 sums are computed exactly and requantized as the runtime
     does (:class:`.int8_layers.ExactInt8Layers`); ``fixed_point_adds``: TFLite int8 ADDs in LiteRT's fixed
-    point. The import stores the scheme on the module (these rewrites hide the pattern)."""
+    point; ``fixed_point_resizes``: its int8 bilinear resizes in XNNPACK's. The import stores the scheme on the module (these rewrites hide the pattern)."""
 
     if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
         return json.loads(str(mod.attrs[SCHEME_ATTR]))

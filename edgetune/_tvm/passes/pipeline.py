@@ -48,6 +48,7 @@ from .int8_elementwise import (
     Int8SumsWithoutDivide,
     Int8Tables,
     XnnpackInt8Adds,
+    XnnpackInt8Resizes,
 )
 from .int8_kernels import (
     Int8Convolutions,
@@ -81,11 +82,13 @@ def integer_layers(mod: Any, tflite: bool) -> Any:
         return _run([moves, concats, pools, rescales, tables, sums], mod)
     layers = quantized_layers(mod)
     exact, adds, relus, prelus = ExactInt8Layers(), XnnpackInt8Adds(), Int8Relus(), Int8Prelus()
-    mod = _run([exact, *([adds, relus] if tflite else []), prelus, moves, concats, pools, rescales, tables, sums], mod)
+    resizes = XnnpackInt8Resizes()
+    mod = _run([exact, *([resizes, adds, relus] if tflite else []), prelus, moves, concats, pools, rescales, tables, sums], mod)
     counts = exact.counts
     float_layers = list((Counter(layers) - Counter(counts["rewritten"])).elements())
     scheme.update(exact=counts["layers"], exact_bounded=counts["bounded"], integer=counts["integer"],
                   float_layers=float_layers, fixed_point_adds=adds.count if tflite else 0,
+                  fixed_point_resizes=resizes.count if tflite else 0,
                   relus=relus.count if tflite else 0, prelus=prelus.count,
                   concats=concats.count, max_pools=pools.count,
                   layout_moves=moves.count, rescales=rescales.count, sums_without_divide=sums.count,
