@@ -1353,3 +1353,21 @@ def test_qdq_nearest_resize_moves_the_int8_tensor(tmp_path, rescaled):
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
     kernels = list(result.manifest["kernels"])
     assert not any(re.search(r"dequantize\d*_resize|resize2d\d*_quantize", name) for name in kernels), kernels
+
+
+@pytest.mark.parametrize("device", ["host", "pi4", "pi5"])
+def test_a_live_channel_with_a_saturated_bias_wraps_as_litert_sums(tmp_path, request, device):
+    """A channel with a filter and ai-edge-quantizer's saturated −2³¹ bias (MediaPipe hand
+    landmark's 1152 → 192 layer has one): ``bias − zx·Σw`` leaves int32, and LiteRT's int32
+    accumulator wraps (XNNPACK folds it in uint32 arithmetic). The fold is taken modulo 2³²
+    (passes/common.py: wrapped_int32), so the layer runs on the integer kernel and equals
+    LiteRT exactly, on the host and on both Pis under qemu; as a float convolution of the
+    true sum (before) that channel was two steps off wherever LiteRT's sum wrapped."""
+    import tflite_models
+
+    if device != "host":
+        request.getfixturevalue("qemu")
+    model = tflite_models.saturated_bias_conv(tmp_path / "m.tflite")
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
+    assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
+    assert result.manifest["schedules"]["kinds"] == {"conv2d-int8": 1}, result.manifest["schedules"]["kinds"]

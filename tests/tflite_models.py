@@ -210,6 +210,30 @@ def int8_slicing(out: Path, seed: int = 0) -> Path:
     return bld.save(out)
 
 
+def saturated_bias_conv(out: Path, seed: int = 0) -> Path:
+    """int8 [1, 6, 6, 8] (zero point 20) → CONV_2D 3×3 SAME, 16 channels, int8 weights per
+    channel, as ai-edge-quantizer writes a layer with near-dead channels: channel 9's filter all
+    zero and channel 5's a live one, both with a weight scale of 1e-9 and their bias saturated
+    at −2³¹. Channel 5's sum leaves int32 (−2³¹ − 20·Σw + Σx·w): LiteRT's int32 accumulator wraps."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_x:0", [1, 6, 6, 8], INT8, quant=([0.05], [20], 0))
+    w = rng.integers(-127, 128, (16, 3, 3, 8)).astype(np.int8)
+    w[5] = np.abs(w[5])  # Σw > 0: −2³¹ − 20·Σw is below int32
+    w[9] = 0
+    scales = np.full(16, 0.004, np.float32)
+    scales[[5, 9]] = np.float32(1e-9)
+    bias = rng.integers(-2000, 2000, 16).astype(np.int32)
+    bias[[5, 9]] = np.iinfo(np.int32).min
+    weights = bld.tensor(sub, "conv/w", list(w.shape), INT8, data=w, quant=(list(scales), [0] * 16, 0))
+    b = bld.tensor(sub, "conv/b", [16], INT32, data=bias, quant=(list(np.float32(0.05) * scales), [0] * 16, 0))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 6, 6, 16], INT8, quant=([0.1], [-2], 0))
+    bld.op(sub, ops.CONV_2D, [x, weights, b], [y], *bld.options("Conv2DOptions", padding=0, strideW=1, strideH=1))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
+
+
 def fp16_weights(out: Path, seed: int = 0) -> Path:
     """A 3×3 convolution and a dense layer whose weights and biases are float16 constants behind
     DEQUANTIZE, as TensorFlow's float16 quantization writes them."""

@@ -59,12 +59,14 @@ def readers_of(func: Any) -> dict[Any, list[Any]]:
     return readers
 
 
-def int32_values(values: Any) -> bool:
-    """Whether every integer of ``values`` (numpy) is an int32, −2³¹ included."""
+def wrapped_int32(values: Any) -> Any:
+    """``values`` (integers, numpy) as int32 arithmetic holds them: modulo 2³², in [−2³¹, 2³¹).
+    The runtimes fold ``bias − zx·Σw`` into their int32 accumulators so (XNNPACK computes it
+    on ``uint32``; MLAS likewise), and every integer kernel here adds in int32: a sum that
+    leaves int32 and comes back (a channel's −2³¹ bias plus its products) is theirs exactly."""
     import numpy as np
 
-    info = np.iinfo(np.int32)
-    return info.min <= int(np.min(values, initial=0)) and int(np.max(values, initial=0)) <= info.max
+    return (np.asarray(values, np.int64) + 2**31) % 2**32 - 2**31
 
 
 def op_name(expr: Any) -> str:

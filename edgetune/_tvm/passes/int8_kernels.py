@@ -31,7 +31,6 @@ from .common import (
     const_array,
     emit_like,
     immediate,
-    int32_values,
     ints,
     is_tensor,
     map_functions,
@@ -40,6 +39,7 @@ from .common import (
     readers_of,
     relax,
     static_shape,
+    wrapped_int32,
 )
 from .legalize import legalize_winograd
 
@@ -142,12 +142,12 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     if pairs:
         row = (ic // dot.PAIR, dot.PAIR)
     # the kernel's per-channel constant: the bias less what the family's data shift adds (an
-    # unsigned family's x + 128: Σ(x + 128)·w − 128·Σw = Σx·w); it must stay an int32 (a bias
-    # at −2³¹, a dead channel's, with non-zero weights would not: the fp32 kernel below)
+    # unsigned family's x + 128: Σ(x + 128)·w − 128·Σw = Σx·w), in int32 as the kernel's sums
+    # wrap (common.wrapped_int32)
     shift = dot.data_shift("int8", family) if family is not None else 0
-    offset = (np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64)) \
-        - shift * weights.astype(np.int64).sum(axis=(1, 2, 3))
-    if int(a.groups) == 1 and family is not None and int32_values(offset) and (row is not None or not (
+    offset = wrapped_int32((np.zeros(oc, np.int64) if bias is None else bias.astype(np.int64))
+                           - shift * weights.astype(np.int64).sum(axis=(1, 2, 3)))
+    if int(a.groups) == 1 and family is not None and (row is not None or not (
             family == "neon" and ic <= FLOAT_FIRST_LAYER and exact)):
         if row is not None:
             steps, size = row
@@ -170,8 +170,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
-    if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights) and \
-            int32_values(offset):
+    if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights):
         as_float, offset, unbias = _float_sums(cpu, weights, offset)
         call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
                   *([relax.const(offset.astype(np.int32))] if bias is not None or as_float else []), kernel=(kh, kw),

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import const_array, int32_values, map_functions, module_pass, op_name, relax
+from .common import const_array, map_functions, module_pass, op_name, relax, wrapped_int32
 from .int8_scheme import EXACT_LIMIT, dequantized_constant, describe_layer, peel_transforms, per_channel
 
 
@@ -180,17 +180,19 @@ class _Exact(relax.PyExprMutator):
                      strides: Any, padding: list[int], dilation: Any, groups: int) -> Any | None:
         """An int8 × int8 → int32 convolution — the input padded with its zero point first, so a
         padded tap adds nothing — plus ``bias − zx·Σw`` per channel, then float32 (exact: the
-        sums are bounded, see the caller). None for other data types or a fold beyond int32."""
+        sums are bounded, see the caller). None for other data types."""
         if str(x.ty.dtype) not in ("int8", "uint8") or w.dtype != np.int8:
             return None
         shift = 128 if str(x.ty.dtype) == "uint8" else 0  # x − zx = (x − 128) − (zx − 128): int8 data, exact
         axes = tuple(i for i, c in enumerate(kernel_layout) if c != "O")
-        fold = (bias.astype(np.int64).reshape(-1) if bias is not None else 0) - (zx - shift) * w.astype(np.int64).sum(axis=axes)
-        # int32's range, its least value included: ai-edge-quantizer saturates the bias of a
-        # channel whose weights are all zero at −2³¹ (MediaPipe hand landmark: up to 741 channels
-        # of a layer; with |fold| < 2³¹ such layers ran as float convolutions of dequantized values)
-        if not int32_values(fold):
-            return None
+        # in int32 as the runtimes' accumulators hold it (common.wrapped_int32): ai-edge-quantizer
+        # saturates biases at −2³¹ (MediaPipe hand landmark: up to 741 channels of a layer, most
+        # with all-zero filters — such layers ran as float convolutions of dequantized values
+        # while a fold had to be within ±(2³¹ − 1) —, and one channel with a filter, whose fold
+        # leaves int32: LiteRT's sums wrap, so its 1152 → 192 layer did not match them and ran
+        # in float: the package's outputs were up to 6 steps off LiteRT's, now equal)
+        fold = wrapped_int32((bias.astype(np.int64).reshape(-1) if bias is not None else 0)
+                             - (zx - shift) * w.astype(np.int64).sum(axis=axes))
         emit = self.builder_.emit
         if shift:
             x = emit(relax.op.astype(emit(relax.op.subtract(emit(relax.op.astype(x, "int16")), relax.const(shift, "int16"))), "int8"))
