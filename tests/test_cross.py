@@ -206,6 +206,58 @@ def test_arm_fp32_depthwise_reads_each_input_vector_once_per_kernel_row(tmp_path
     assert len(ratios) == 4 and sum(r < 0.9 for r in ratios) >= 2, ratios
 
 
+def _few_output_layers(path: Path, layers: list[tuple[int, int, int, int, int]]) -> Path:
+    """An ONNX model of independent convolutions (in channels, size, out channels, kernel,
+    stride), each with its bias and a ReLU, SAME-padded."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(len(layers))
+    nodes, inits, inputs, outputs = [], [], [], []
+    for i, (c, size, oc, k, stride) in enumerate(layers):
+        out = (size + 2 * (k // 2) - k) // stride + 1
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1, c, size, size]))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, oc, out, out]))
+        inits += [numpy_helper.from_array(rng.standard_normal((oc, c, k, k)).astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), f"b{i}")]
+        nodes += [helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[k, k],
+                                   pads=[k // 2] * 4, strides=[stride] * 2),
+                  helper.make_node("Relu", [f"c{i}"], [f"y{i}"])]
+    graph = helper.make_graph(nodes, "few", inputs, outputs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+FEW_OUTPUTS = [(8, 24, 1, 3, 1), (16, 12, 2, 1, 1), (12, 15, 3, 3, 2), (288, 2, 1, 1, 1), (6, 10, 1, 3, 1)]
+
+
+@pytest.mark.parametrize("device", ["host", "pi4"])
+def test_convolutions_to_few_channels_sum_across_input_lanes(tmp_path, request, device):
+    """A convolution to fewer output channels than a vector holds (a segmentation head's mask)
+    is summed across its input channels' lanes (kernels/conv.py: conv2d_nhwc_lanes), not padded
+    to a register of output channels (MediaPipe pose landmark's 3×3 8 → 1 layer: three zero
+    filters per real one, 5.8 → 1.8 M A72 cycles); on the Pis four outputs' sums are a tree of
+    three ``faddp``. Equal to onnxruntime on the host and under qemu: 1, 2 and 3 channels, 3×3
+    and 1×1, stride 2, an odd width, 288 input channels on 2×2 pixels; over 6 input channels (no
+    whole vector) the packed kernel stays."""
+    import re
+
+    if device != "host":
+        request.getfixturevalue("qemu")
+        _need("aarch64-linux-gnu-g++")
+    model = _few_output_layers(tmp_path / "few.onnx", FEW_OUTPUTS)
+    result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_rel_error"] < 1e-5, v
+    kinds = result.manifest["schedules"]["kinds"]
+    assert kinds.get("conv2d-lanes") == 4 and kinds.get("conv2d") == 1 and not result.manifest["schedules"]["naive"], kinds
+    if device == "pi4":
+        asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                             capture_output=True, text=True, check=True).stdout
+        assert re.search(r"\sfaddp\s+v\d+\.4s", asm), "four outputs' sums as a tree of faddp"
+
+
 def test_arm_depthwise_tiles_take_up_to_8_pixels_and_registers_enough_for_the_fmla_latency():
     from edgetune._tvm.kernels.cpu import CpuFacts
     from edgetune._tvm.schedules.microkernels import depthwise_row_tile

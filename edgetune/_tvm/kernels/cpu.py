@@ -76,6 +76,16 @@ def vector_widths(lanes: int) -> list[int]:
     return sorted({lanes * k for k in (1, 2, 3, 4)} | {w for w in (4, 8) if w < lanes})
 
 
+def few_outputs_lanes(oc: int, ic: int, cpu: CpuFacts) -> int:
+    """The vector width a convolution of ``oc`` output channels over ``ic`` input channels is
+    summed in across its input channels (:func:`.conv.conv2d_nhwc_lanes`): the widest of the
+    target's vectors (4 floats or more) that divides ``ic``, where ``oc`` is below the narrowest
+    — the packed kernel would pad its channels to a register; 0 otherwise."""
+    if oc >= min(vector_widths(cpu.lanes)):
+        return 0
+    return max((w for w in vector_widths(cpu.lanes) if w <= cpu.lanes and ic % w == 0), default=0)
+
+
 def tile_rate(rows: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0) -> float:
     """Estimated register-tile updates per cycle of a ``rows`` × ``vectors`` micro-kernel: two
     FMA pipes, two loads per cycle (``rows`` broadcasts + ``vectors`` weight loads per step, each

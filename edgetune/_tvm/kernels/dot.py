@@ -49,6 +49,9 @@ NEON_LANES_NARROW = "edgetune_dot_4x16_neon_lanes_narrow"
 NEON_LANES_HALF = "edgetune_dot_4x8_neon_lanes"
 # four output channels' partial sums summed: an ``addp`` tree (the partial-sum kernels' last step)
 LANES_SUM = "edgetune_lanes_sum_4x4"
+# the same over float32 partial sums (``faddp``): four pixels' one output channel of the
+# few-outputs convolution (:func:`..conv.conv2d_nhwc_lanes`)
+LANES_SUM_F32 = "edgetune_lanes_sum_4x4_f32"
 # sdot over four consecutive input quads of one pixel: its 16 bytes loaded once (``ldr q``), each
 # quad multiplied by lane (``sdot v.4s, v.16b, v.4b[j]``) instead of broadcast by ``ld1r`` first,
 # which issues on the A76's vector pipes beside the sdots (5 vector µops per 4 sdots: 80 % at best)
@@ -370,8 +373,9 @@ def register() -> None:
                                (NEON_LANES_HALF, HALF_DEPTH, False)):
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_neon_lanes(narrow, step))
-    if TensorIntrin.get(LANES_SUM, allow_missing=True) is None:
-        TensorIntrin.register(LANES_SUM, *_lanes_sum())
+    for name, dtype in ((LANES_SUM, "int32"), (LANES_SUM_F32, "float32")):
+        if TensorIntrin.get(name, allow_missing=True) is None:
+            TensorIntrin.register(name, *_lanes_sum(dtype))
     _REGISTERED.append(True)
 
 
@@ -508,17 +512,24 @@ def _neon_pairs(pairs: int, narrow: bool) -> tuple[Any, Any]:
     return desc, impl
 
 
-def _lanes_sum() -> tuple[Any, Any]:
-    """(description, implementation) of :data:`LANES_SUM`: four output channels += their
-    :data:`LANES` partial sums (``[4, 4]`` int32), three ``addp`` — where summing each channel
-    across its vector lanes left LLVM moving single lanes (the Pi 4 estimate: 1×1 convolutions
-    of 2–8 steps 1.2–1.9× slower than the tree per step they replace)."""
+def _lanes_sum(dtype: str) -> tuple[Any, Any]:
+    """(description, implementation) of :data:`LANES_SUM` (int32: ``addp``) or
+    :data:`LANES_SUM_F32` (float32: ``faddp``): four outputs += their :data:`LANES` partial sums
+    (``[4, 4]``), a tree of three pairwise adds — where summing each output across its vector
+    lanes left LLVM moving single lanes (the Pi 4 estimate: 1×1 convolutions of 2–8 steps
+    1.2–1.9× slower than the tree per step they replace)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    vector = f"{dtype}x4"
+    pairwise = "llvm.aarch64.neon.faddp.v4f32" if dtype == "float32" else "llvm.aarch64.neon.addp.v4i32"
+
+    def pairs(x: Any, y: Any) -> Any:
+        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(pairwise), x, y, dtype=vector)
 
     @T.prim_func(s_tir=True)
     def desc(p: T.handle, c: T.handle) -> None:
-        P = T.match_buffer(p, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
-        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        P = T.match_buffer(p, (4, LANES), dtype, offset_factor=1, scope="local")  # noqa: N806
+        C = T.match_buffer(c, (4,), dtype, offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
             T.reads(C[0:4], P[0:4, 0:LANES])
             T.writes(C[0:4])
@@ -529,14 +540,14 @@ def _lanes_sum() -> tuple[Any, Any]:
 
     @T.prim_func(s_tir=True)
     def impl(p: T.handle, c: T.handle) -> None:
-        P = T.match_buffer(p, (4, LANES), "int32", offset_factor=1, scope="local")  # noqa: N806
-        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        P = T.match_buffer(p, (4, LANES), dtype, offset_factor=1, scope="local")  # noqa: N806
+        C = T.match_buffer(c, (4,), dtype, offset_factor=1, scope="local")  # noqa: N806
         with T.sblock("root"):
             T.reads(C[0:4], P[0:4, 0:LANES])
             T.writes(C[0:4])
-            C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype="int32x4") + _addp(
-                _addp(P.vload([0, 0], dtype="int32x4"), P.vload([1, 0], dtype="int32x4")),
-                _addp(P.vload([2, 0], dtype="int32x4"), P.vload([3, 0], dtype="int32x4")))
+            C[T.ramp(T.int32(0), 1, 4)] = C.vload([0], dtype=vector) + pairs(
+                pairs(P.vload([0, 0], dtype=vector), P.vload([1, 0], dtype=vector)),
+                pairs(P.vload([2, 0], dtype=vector), P.vload([3, 0], dtype=vector)))
 
     return desc, impl
 

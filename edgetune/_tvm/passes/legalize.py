@@ -8,12 +8,13 @@ from typing import Any
 import numpy as np
 
 from ..core import tvm
-from ..kernels.conv import conv2d_nhwc_packed, depthwise_conv2d_nhwc
+from ..kernels.conv import conv2d_nhwc_lanes, conv2d_nhwc_packed, depthwise_conv2d_nhwc
 from ..kernels.cpu import (
     CpuFacts,
     best_rows,
     dense_block,
     depthwise_weights,
+    few_outputs_lanes,
     max_rows,
     packed_weights,
     pad_axis,
@@ -202,6 +203,10 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
         # an int8 layer made exact (int8_layers.py) has small integer weights: Winograd's
         # transforms would round its sums, so it keeps the direct kernel
         exact = bool(np.all(np.abs(weights) <= 128) and np.array_equal(weights, np.round(weights)))
+        lanes = few_outputs_lanes(oc, ic, cpu)
+        if lanes:
+            return bb.call_te(conv2d_nhwc_lanes, call.args[0], relax.const(np.ascontiguousarray(weights)), **geometry,
+                              lanes=lanes, signature=sig, primfunc_name_hint="conv2d_nhwc")
         tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default, min_channels)
         if tile:
             return legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)

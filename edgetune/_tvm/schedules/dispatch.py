@@ -12,6 +12,7 @@ from .common import NoMatchError, child_blocks, is_reduction, kernel_of
 from .microkernels import (
     Decider,
     schedule_conv2d_int8,
+    schedule_conv2d_lanes,
     schedule_conv2d_packed,
     schedule_dense,
     schedule_depthwise,
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "conv2d_nhwc_packed": ("conv2d", schedule_conv2d_packed),
+    "conv2d_nhwc_lanes": ("conv2d-lanes", schedule_conv2d_lanes),
     "conv2d_nhwc_int8": ("conv2d-int8", schedule_conv2d_int8),
     "dense_int8": ("dense-int8", schedule_conv2d_int8),  # a 1×1 convolution over rows (kernels.conv.dense_int8)
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),

@@ -9,6 +9,7 @@ from typing import Any
 from ..core import ir_nodes
 from ..kernels.cpu import STREAMED, CpuFacts, divisors, max_rows, tile_rate, vector_widths
 from .common import (
+    NoMatchError,
     block_index,
     block_name,
     child_blocks,
@@ -255,6 +256,68 @@ def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decid
         par = [b, y, oo]
     parallel_outer(sch, par, cpu, cores)
     _finish_microkernel(sch, main, epi, at, ry, xi, oi, cpu, cores, cropped)
+
+
+LANES_ACCUMULATORS = 8  # registers of partial sums in a tile of the few-outputs convolution
+
+
+def schedule_conv2d_lanes(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """The convolution to few output channels (:func:`..kernels.conv.conv2d_nhwc_lanes`): a
+    register tile of ``RW`` pixels × the output channels, one vector of partial sums each, over
+    (ky, kx ↓, ic / lanes) — per kernel row and channel block the tile's input vectors, each
+    read once for every kx (unrolled) —; per tile the sums across lanes and the epilogue, from
+    registers (the outputs adjacent: a vector store where the tile holds whole registers). One
+    loop order."""
+    if order:
+        raise NoMatchError("one loop order")
+    _pad_stages(sch, cpu, cores)
+    total = sch.get_consumers(main)[0]
+    epi, _cropped = fold_epilogue(sch, total)
+    b, y, p, lane, ry, rx, rb = sch.get_loops(main)
+    oc = int(sch.get(main).reads[1].source.shape[0])  # the weights [OC, KH, KW, IC]
+    ow = loop_extent(sch, p) // oc
+    rows = max(d for d in divisors(ow) if d * oc <= LANES_ACCUMULATORS or d == 1)
+    po, pi = sch.split(p, decide.tile(p, [ow // rows, rows * oc], LANES_ACCUMULATORS))
+    sch.reorder(b, y, po, ry, rb, rx, pi, lane)
+    sch.unroll(rx)
+    fused = parallel_outer(sch, [b, y, po], cpu, cores)
+    at = po if _exists(sch, po) else fused
+    sch.reverse_compute_at(total, at, preserve_unit_loops=True)
+    sch.set_scope(main, 0, "local")
+    if epi is not None:
+        sch.reverse_compute_at(epi, at, preserve_unit_loops=True)
+        sch.set_scope(total, 0, "local")
+    sch.unroll(pi)
+    sch.vectorize(lane)
+    init = sch.decompose_reduction(main, ry)
+    *_, ipi, ilane = sch.get_loops(init)
+    sch.unroll(ipi)
+    sch.vectorize(ilane)
+    *_, tp, tl = sch.get_loops(total)
+    if cpu.aarch64 and loop_extent(sch, tp) % 4 == 0 and loop_extent(sch, tl) == 4:
+        # four outputs' sums a tree of three faddp (dot.LANES_SUM_F32): summed one by one, LLVM
+        # moved single lanes (transposes and lane inserts: 0.57 of the 8 → 1 layer's 1.99 M cycles)
+        from ..kernels import dot as dots
+
+        group, four = sch.split(tp, [None, 4])
+        sums = sch.decompose_reduction(total, group)
+        dots.register()
+        sch.tensorize(four, dots.LANES_SUM_F32)
+        sch.unroll(group)
+        _vector_registers(sch, sch.get_loops(sums)[-1], cpu)
+    else:
+        sch.unroll(tp)
+        sch.unroll(tl)
+    if epi is not None:
+        *_, exi, eo = sch.get_loops(epi)
+        flat = sch.fuse(exi, eo)
+        width = vector_factor(loop_extent(sch, flat), cpu)
+        if width:
+            outer, inner = sch.split(flat, [None, width])
+            sch.unroll(outer)
+            sch.vectorize(inner)
+        else:
+            sch.unroll(flat)
 
 
 def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
