@@ -1047,20 +1047,18 @@ def test_int8_convolution_flips_the_sign_bit_in_the_register(padding):
     assert "vpdpbusd" in asm
 
 
-@pytest.mark.parametrize("rescaled", [False, True], ids=["same-scale", "rescaled"])
-def test_qdq_layout_moves_run_on_the_int8_tensor(tmp_path, rescaled):
-    """``quantize(reshape(transpose(dequantize(x))))`` — a QDQ graph moving an int8 tensor, as a
-    YOLO head does its outputs — moves the int8 tensor itself (:class:`Int8LayoutMoves`; a
-    rescale after it where the parameters differ): exact against onnxruntime, and no float
-    transpose left in the package's kernels."""
+def _qdq_moved(path: Path, rescaled: bool, seed: int, moves: list, constants: list, shapes: tuple) -> dict:
+    """A QDQ 1×1 convolution (8 → 16 channels) whose int8 output goes through ``moves`` (ONNX
+    nodes from ``cd`` to ``r``, with ``constants``) and is quantized again — on other parameters
+    where ``rescaled`` —, saved at ``path`` (input and output ``shapes``); its quantization scheme
+    as imported."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(seed)
     s, z, s2, z2 = 0.05, 3, (0.07 if rescaled else 0.05), (-5 if rescaled else 3)
     inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
-        ("s", s, np.float32), ("z", z, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8),
-        ("shape", [1, -1, 16], np.int64))]
+        ("s", s, np.float32), ("z", z, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8), *constants)]
     inits += [numpy_helper.from_array(rng.integers(-127, 128, (16, 8, 1, 1)).astype(np.int8), "w"),
               numpy_helper.from_array(np.full(16, 0.004, np.float32), "ws"),
               numpy_helper.from_array(np.zeros(16, np.int8), "wz")]
@@ -1070,14 +1068,26 @@ def test_qdq_layout_moves_run_on_the_int8_tensor(tmp_path, rescaled):
              helper.make_node("Conv", ["xd", "wd"], ["c"]),
              helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
              helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"]),
-             helper.make_node("Transpose", ["cd"], ["t"], perm=[0, 2, 3, 1]),
-             helper.make_node("Reshape", ["t", "shape"], ["r"]),
+             *moves,
              helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
              helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
-    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 36, 16])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
-    scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shapes[0])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shapes[1])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return _tvm.quantization_scheme(import_model(path).mod)
+
+
+@pytest.mark.parametrize("rescaled", [False, True], ids=["same-scale", "rescaled"])
+def test_qdq_layout_moves_run_on_the_int8_tensor(tmp_path, rescaled):
+    """``quantize(reshape(transpose(dequantize(x))))`` — a QDQ graph moving an int8 tensor, as a
+    YOLO head does its outputs — moves the int8 tensor itself (:class:`Int8LayoutMoves`; a
+    rescale after it where the parameters differ): exact against onnxruntime, and no float
+    transpose left in the package's kernels."""
+    from onnx import helper
+
+    moves = [helper.make_node("Transpose", ["cd"], ["t"], perm=[0, 2, 3, 1]), helper.make_node("Reshape", ["t", "shape"], ["r"])]
+    scheme = _qdq_moved(tmp_path / "m.onnx", rescaled, 4, moves, [("shape", [1, -1, 16], np.int64)],
+                        ([1, 8, 6, 6], [1, 36, 16]))
     assert scheme["layout_moves"] == 1, scheme
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
@@ -1324,30 +1334,11 @@ def test_qdq_nearest_resize_moves_the_int8_tensor(tmp_path, rescaled):
     """``quantize(resize_nearest(dequantize(x)))`` — a QDQ YOLO neck's ×2 upsampling — gathers
     the int8 tensor itself (:class:`Int8LayoutMoves`; a rescale after it where the parameters
     differ): exact against onnxruntime, and no float resize or quantize left around it."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
-    rng = np.random.default_rng(5)
-    s, z, s2, z2 = 0.05, 3, (0.07 if rescaled else 0.05), (-5 if rescaled else 3)
-    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
-        ("s", s, np.float32), ("z", z, np.int8), ("s2", s2, np.float32), ("z2", z2, np.int8),
-        ("scales", [1.0, 1.0, 2.0, 2.0], np.float32))]
-    inits += [numpy_helper.from_array(rng.integers(-127, 128, (16, 8, 1, 1)).astype(np.int8), "w"),
-              numpy_helper.from_array(np.full(16, 0.004, np.float32), "ws"),
-              numpy_helper.from_array(np.zeros(16, np.int8), "wz")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
-             helper.make_node("Conv", ["xd", "wd"], ["c"]),
-             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
-             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"]),
-             helper.make_node("Resize", ["cd", "", "scales"], ["r"], mode="nearest"),
-             helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
-             helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
-    graph = helper.make_graph(nodes, "upsample", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 7])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 14])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
-    scheme = _tvm.quantization_scheme(import_model(tmp_path / "m.onnx").mod)
+    moves = [helper.make_node("Resize", ["cd", "", "scales"], ["r"], mode="nearest")]
+    scheme = _qdq_moved(tmp_path / "m.onnx", rescaled, 5, moves, [("scales", [1.0, 1.0, 2.0, 2.0], np.float32)],
+                        ([1, 8, 6, 7], [1, 16, 12, 14]))
     assert scheme["layout_moves"] == 1, scheme
     result = package(PackageOptions(model=tmp_path / "m.onnx", device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
