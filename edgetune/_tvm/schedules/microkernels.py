@@ -268,7 +268,7 @@ def schedule_conv2d_lanes(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide
     kernel row and channel block the tile's input vectors are read once for every kx —; per
     tile the sums across lanes and the epilogue, from registers (the outputs adjacent: a vector
     store where the tile holds whole registers). One loop order. Measured on the 8 → 1 layer
-    (A72 M cycles): 8 pixels 1.89, 4 pixels 2.17, 16 pixels 1.99 (spilled); kx outside the
+    (A72 M cycles): 8 pixels 1.89, 4 pixels 2.17, 16 pixels 2.14 (spilled); kx outside the
     channel blocks with those unrolled 1.85 (an unrolled loop of ic / lanes: not kept)."""
     if order:
         raise NoMatchError("one loop order")
