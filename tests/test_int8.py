@@ -1362,3 +1362,22 @@ def test_a_live_channel_with_a_saturated_bias_wraps_as_litert_sums(tmp_path, req
     result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
     assert result.manifest["schedules"]["kinds"] == {"conv2d-int8": 1}, result.manifest["schedules"]["kinds"]
+
+
+@pytest.mark.parametrize("device", ["host", "pi4", "pi5"])
+def test_int8_layers_to_few_channels_sum_in_float_across_input_lanes(tmp_path, request, device):
+    """An exact int8 layer to fewer output channels than a vector holds (a segmentation mask, a
+    two-class head) runs on the few-outputs kernel in float (passes/int8_kernels.py:
+    conv2d_nhwc_lanes over the integers, exact below 2²⁴) where the integer kernels' blocks of 16
+    output channels multiplied 15 zero filters per real one (MediaPipe pose landmark int8's 3×3
+    8 → 1 layer: 3.33 → 2.26 M A72 cycles). A QDQ chain (8 → 16 1×1, 16 → 1 3×3) is exact
+    against onnxruntime on the host and on both Pis under qemu."""
+    if device != "host":
+        request.getfixturevalue("qemu")
+    layers = [(8, 16, 1, 0.004, 0.05 * 0.004), (16, 1, 3, 0.003, 0.05 * 0.003)]
+    _qdq_convs(tmp_path / "m.onnx", layers, size=12, rng=np.random.default_rng(13), bias=3000)
+    result = package(PackageOptions(model=tmp_path / "m.onnx", device=device, output=tmp_path / device))
+    v = result.verification
+    assert v["status"] == "passed" and v["max_abs_error"] == 0, v
+    kinds = result.manifest["schedules"]["kinds"]
+    assert kinds.get("conv2d-lanes") == 1 and kinds.get("conv2d-int8") == 1, kinds

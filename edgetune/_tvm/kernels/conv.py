@@ -140,13 +140,14 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
 
 
 def conv2d_nhwc_lanes(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                      dilation: Sequence[int], lanes: int, signature: str = "") -> Any:
+                      dilation: Sequence[int], lanes: int, signature: str = "", fill: int = 0) -> Any:
     """NHWC convolution to fewer output channels than a vector holds (a segmentation head's
     one channel), vectorized over the input channels instead: per output ``lanes`` partial sums
     over (ky, kx, ic / lanes), then one sum across them. ``weights`` [OC, KH, KW, IC], IC a
     multiple of ``lanes``. The packed kernel pads such a layer's channels to a register
     (:func:`conv2d_nhwc_packed`): MediaPipe pose landmark's 3×3 8 → 1 mask layer multiplied
-    three zero filters per real one (5.8 M of the Pi 4's 121 M cycles)."""
+    three zero filters per real one (5.8 M of the Pi 4's 121 M cycles). An int8 input (an exact
+    int8 layer, float32 weights of its integers) is read as float32, padded with ``fill``."""
     from tvm import te
 
     from .dense import dims
@@ -157,7 +158,7 @@ def conv2d_nhwc_lanes(data: Any, weights: Any, bias: Any = None, *, strides: Seq
     top, left, bottom, right = padding
     oh, ow = out_size(h, kh, sh, dh, top, bottom), out_size(w, kw, sw, dw, left, right)
     ry, rx, rb = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, ic // lanes), "rb")
-    src = pad_nhwc(data, padding, 0, str(weights.dtype))
+    src = pad_nhwc(data, padding, fill, str(weights.dtype))
 
     def partial(b: Any, y: Any, p: Any, lane: Any) -> Any:  # p: a pixel's output channels, pixel by pixel
         x, o = p // oc, p % oc
