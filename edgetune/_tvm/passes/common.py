@@ -25,6 +25,15 @@ def map_functions(mod: Any, fn: Callable[[Any, Any], Any]) -> Any:
     return out
 
 
+def mutate_functions(mod: Any, mutator: Any) -> Any:
+    """The module of ``mutator``'s builder (a ``PyExprMutator`` made over ``mod``) with every
+    Relax function of ``mod`` visited by it: the kernels its rewrites add (``call_te``) stay in
+    the module, where :func:`map_functions` keeps only the rewritten functions."""
+    for gv, func in [(gv, f) for gv, f in mod.functions_items() if isinstance(f, relax.Function)]:
+        mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
 class MutatorPass:
     """A module pass that runs ``mutator(mod)`` over every Relax function of the module.
     Subclasses set ``mutator`` (a ``PyExprMutator`` class) and are decorated with

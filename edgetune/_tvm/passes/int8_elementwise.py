@@ -10,7 +10,18 @@ import numpy as np
 
 from ..core import tvm_module
 from ..kernels.resize import resize2d_nhwc_q11
-from .common import INJECTIVE, bound_value, const_array, immediate, map_functions, module_pass, op_name, relax, static_shape
+from .common import (
+    INJECTIVE,
+    bound_value,
+    const_array,
+    immediate,
+    map_functions,
+    module_pass,
+    mutate_functions,
+    op_name,
+    relax,
+    static_shape,
+)
 
 tirx = tvm_module("tirx")
 
@@ -128,11 +139,7 @@ class XnnpackInt8Resizes(QuantizeRewrite):
         return out
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
-        mutator = _Quantizes(mod, self)  # the kernels it adds are in its builder's module
-        for gv, func in mod.functions_items():
-            if isinstance(func, relax.Function):
-                mutator.builder_.update_func(gv, mutator.visit_expr(func))
-        return mutator.builder_.get()
+        return mutate_functions(mod, _Quantizes(mod, self))  # (keeps the kernels it adds)
 
 
 Q11_MODES = ("half_pixel", "align_corners", "asymmetric")

@@ -45,6 +45,7 @@ from .common import (
     is_tensor,
     map_functions,
     module_pass,
+    mutate_functions,
     op_name,
     readers_of,
     relax,
@@ -91,9 +92,7 @@ class Int8Convolutions:
         functions = [(gv, func) for gv, func in mod.functions_items() if isinstance(func, relax.Function)]
         mutator = _Int8(mod, set().union(*(_biased(func) for _gv, func in functions)), self.family, self.cpu,
                         self.winograd, set().union(*(_looked_up(func) for _gv, func in functions)))
-        for gv, func in functions:
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-        return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+        return relax.transform.DeadCodeElimination(["main"])(mutate_functions(mod, mutator))
 
 
 def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | None:
@@ -118,15 +117,14 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     ic = int(x.ty.shape.values[3])
     sig = conv_signature(ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
     # float32 holds the sum plus the constant exactly while |x| ≤ 128 keeps them below 2²⁴
-    exact = bias is None or (kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
-                             + int(np.abs(bias.astype(np.int64)).max(initial=0)) < 2**24)
+    reach = kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
+    bounded = reach + (int(np.abs(bias.astype(np.int64)).max(initial=0)) if bias is not None else 0) < 2**24
+    exact = bias is None or bounded
     fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
     rest = None if exact else bias
     te = mutator.builder_.call_te
     family, cpu = mutator.family, mutator.cpu
     note = ""  # the layer's untuned variant where it has two and that is not the target's default
-    reach = kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
-    bounded = reach + (int(np.abs(bias.astype(np.int64)).max(initial=0)) if bias is not None else 0) < 2**24
     lanes = few_outputs_lanes(oc, ic, cpu) if int(a.groups) == 1 and bounded and isinstance(fill, int) else 0
     if lanes:
         # fewer output channels than a vector (a segmentation head's mask): the integer kernels'
@@ -618,7 +616,4 @@ class IntegerDense:
         self.family = dot.dot_family(target)
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
-        mutator = _IntegerDense(mod, self.family)  # (its builder holds the kernels it adds)
-        for gv, func in [(gv, f) for gv, f in mod.functions_items() if isinstance(f, relax.Function)]:
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-        return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+        return relax.transform.DeadCodeElimination(["main"])(mutate_functions(mod, _IntegerDense(mod, self.family)))
