@@ -80,8 +80,8 @@ def runtime_versions() -> dict[str, str]:
     return {"onnxruntime": metadata.version("onnxruntime"), "litert": metadata.version("ai-edge-litert")}
 
 
-def measure(side: str, target: Path, inputs: Path, board: armsim.Board, runs: int) -> dict[str, Any]:
-    counts = armsim.count(board, side, target, inputs, runs=runs)
+def measure(side: str, target: Path, inputs: Path, board: armsim.Board, runs: int, cache: Path) -> dict[str, Any]:
+    counts = armsim.count(board, side, target, inputs, runs=runs, cache=cache)
     est = armsim.estimate(counts, [board])
     b = est.pop("boards")[board.name]
     row = {**est, **{k: b[k] for k in ("cycles", "ms", "ipc", "outside_isa", "core_model", "ghz")},
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         continue  # its row from an earlier run stands (counts repeat exactly)
                     try:
                         row = {**key, "side": side, "tuned": rec is not None if side == "edgetune" else None,
-                               **measure(side, target, inputs, board, args.runs)}
+                               **measure(side, target, inputs, board, args.runs, work / "counts")}
                     except armsim.ArmsimError as err:
                         row = {**key, "side": side, "error": str(err)}
                     rows = [r for r in rows if not (all(r.get(k) == v for k, v in key.items()) and r["side"] == side)]

@@ -10,7 +10,9 @@ How an estimate is made (`estimate`):
    each translated block's executions between the marks ``guest.py`` sets around N inferences.
 2. Every hot block (covering 99.5 % of executed instructions) is disassembled and given to
    ``llvm-mca`` (LLVM 19) as a loop: its steady-state cycles per iteration × executions, summed,
-   is the estimate; the rest is charged at the covered part's cycles per instruction.
+   is the estimate; the rest is charged at the covered part's cycles per instruction. A block
+   the translator cut without a branch (at a 4 KiB page boundary) is joined with the next one
+   first, as the core runs it (``join_split_blocks``).
    Core models: ``cortex-a72`` for the Pi 4 (LLVM models it as an A57: 3-wide, two 64-bit FP
    pipes, a pessimistic FMLA latency) and ``neoverse-n1`` for the Pi 5's Cortex-A76 (the same
    core; LLVM's ``cortex-a76`` maps to the A57 model, ~2× wrong for NEON), with the A76's
@@ -27,6 +29,7 @@ depend on the host's load.
 from __future__ import annotations
 
 import bisect
+import gzip
 import hashlib
 import json
 import os
@@ -155,19 +158,81 @@ class Counts:
         return sum(count * len(words) for _, count, words in self.blocks) / max(1, self.regions)
 
 
-def count(board: Board, kind: str, target: Path, inputs: Path, runs: int = 1, timeout: float = 1800) -> Counts:
+def _fingerprint(paths: list[Path], contents: bool) -> str:
+    """A hash of files and folders: their bytes (``contents``) or their names, sizes and times."""
+    h = hashlib.sha256()
+    for top in paths:
+        files = sorted(f for f in top.rglob("*") if f.is_file()) if top.is_dir() else [top]
+        for f in files:
+            h.update(str(f.relative_to(top) if top.is_dir() else f.name).encode())
+            if contents:
+                h.update(_content(f))
+            else:
+                st = f.stat()
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def _content(f: Path) -> bytes:
+    """What of a file a run depends on: its bytes, less what differs between identical builds (a
+    manifest's creation time, the zip entries' dates of an ``.npz``)."""
+    if f.suffix == ".npz":
+        import numpy as np
+
+        with np.load(f) as data:
+            return b"".join(k.encode() + str((data[k].dtype, data[k].shape)).encode() + data[k].tobytes()
+                            for k in sorted(data.files))
+    if f.name == "manifest.json":
+        manifest = json.loads(f.read_text())
+        manifest.pop("created", None)
+        return json.dumps(manifest, sort_keys=True).encode()
+    return f.read_bytes()
+
+
+def _save_counts(counts: Counts, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(".part")
+    with gzip.open(part, "wt") as f:
+        json.dump({"regions": counts.regions, "blocks": counts.blocks, "maps": counts.maps}, f)
+    part.replace(path)
+
+
+def _load_counts(path: Path) -> Counts:
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    return Counts(data["regions"], [tuple(b) for b in data["blocks"]], [tuple(m) for m in data["maps"]])
+
+
+def count(board: Board, kind: str, target: Path, inputs: Path, runs: int = 1, timeout: float = 1800,
+          cache: Path | None = None) -> Counts:
     """Run ``runs`` marked inferences of ``target`` (``kind``: edgetune, onnxruntime, litert) on
-    ``inputs`` under qemu with the board's core; the blocks executed inside the marks."""
+    ``inputs`` under qemu with the board's core; the blocks executed inside the marks.
+
+    With ``cache`` (a folder) the counts are kept there under a key of everything the run
+    depends on — the target's and inputs' bytes, the side, the board's core, the bundles the
+    emulated Python imports, this counter — so an estimate redone after a change to the
+    estimating (not to what runs) takes no emulation."""
     from edgetune.bundle import baselines_bundle, runtime_bundle
     from edgetune.util import cache_dir
 
     missing = [t for t in missing_tools() if not t.startswith("llvm")]
     if missing:
         raise ArmsimError(f"missing: {', '.join(missing)} (scripts/install-system-deps.sh installs them)")
-    root = board_root(board)
     path = [str(runtime_bundle("aarch64"))]
     if kind != "edgetune":
         path.insert(0, str(baselines_bundle("aarch64")))
+    if cache is not None:
+        key = hashlib.sha256("|".join([
+            kind, board.qemu_cpu, board.cpuinfo_features, str(board.cpuinfo_part), str(runs),
+            _fingerprint([Path(target), Path(inputs), HERE / "tbcount.c", HERE / "guest.py"], contents=True),
+            _fingerprint([Path(p) for p in path], contents=False)]).encode()).hexdigest()[:32]
+        stored = Path(cache) / f"{kind}-{board.name}-{key}.json.gz"
+        if stored.is_file():
+            return _load_counts(stored)
+        counts = count(board, kind, target, inputs, runs, timeout)
+        _save_counts(counts, stored)
+        return counts
+    root = board_root(board)
     with tempfile.TemporaryDirectory(prefix="armsim-") as tmp:
         tbs, maps = Path(tmp) / "blocks.txt", Path(tmp) / "maps.txt"
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(path), "PYTHONDONTWRITEBYTECODE": "1",
@@ -344,11 +409,47 @@ class Symbols:
         return os.path.basename(path), names[j] if j >= 0 else "?"
 
 
+def _ends_in_control(word: str) -> bool:
+    """Whether an instruction word is of A64's branch, exception and system class (op0 = x101):
+    the instructions that end a translated block on their own."""
+    return (int(word, 16) >> 26) & 0b111 == 0b101
+
+
+def join_split_blocks(blocks: list[tuple[int, int, list[str]]]) -> list[tuple[int, int, list[str]]]:
+    """Blocks the translator cut where the core sees straight-line code, joined again.
+
+    TCG ends a block at a 4 KiB page boundary (and at its instruction limit) as well as at
+    branches: a loop body straddling a page is counted as two blocks, and llvm-mca, given each
+    half as a loop of its own, charges each half's latency chains separately (a kernel's inner
+    loop measured 3–4 % dearer that way). A block that does not end in a branch or system
+    instruction is joined with the block at the next address for as many executions as both
+    had (the rest of either stays a block of its own)."""
+    at: dict[int, list[list[Any]]] = defaultdict(list)
+    for address, executions, words in blocks:
+        at[address].append([executions, words])
+    joined = []
+    for address in sorted(at):
+        for entry in at[address]:
+            executions, words = entry
+            if executions <= 0:
+                continue
+            successors = [] if _ends_in_control(words[-1]) else at.get(address + 4 * len(words), [])
+            nxt = max(successors, key=lambda e: e[0], default=None)
+            if nxt is not None and nxt[0] > 0:
+                both = min(executions, nxt[0])
+                joined.append((address, both, list(words) + list(nxt[1])))
+                nxt[0] -= both
+                executions -= both
+            if executions > 0:
+                joined.append((address, executions, list(words)))
+    return joined
+
+
 def estimate(counts: Counts, boards: list[Board], coverage: float = 0.995, top: int = 12) -> dict[str, Any]:
     """Estimated cycles per inference on each board's core, the instruction mix and where the
     time goes (libraries; kernels of edgetune's library)."""
     regions = max(1, counts.regions)
-    blocks = sorted(counts.blocks, key=lambda b: -b[1] * len(b[2]))
+    blocks = sorted(join_split_blocks(counts.blocks), key=lambda b: -b[1] * len(b[2]))
     total = sum(c * len(w) for _, c, w in blocks)
     chosen, covered = [], 0
     for block in blocks:
