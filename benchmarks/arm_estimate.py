@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     """One line per model × precision × board: edgetune and the runtime, and their ratio."""
     lines = ["| model | prec. | board | edgetune M insns | runtime M insns | edgetune ms | runtime ms | ratio "
-             "| MAC share (et / rt) | bytes per MAC (et / rt) |", "|" + "---|" * 10]
+             "| MAC share (et / rt) | MAC issue use (et / rt) | et use at 0.8 | bytes per MAC (et / rt) |",
+             "|" + "---|" * 12]
     groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["model"], r["precision"], r["board"]), {})[r["side"]] = r
@@ -164,7 +165,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         name = next((k for k in sides if k != "edgetune"), "?")
         if "cycles" not in ours or "cycles" not in theirs:
             why = ours.get("error") or theirs.get("error") or "not measured"
-            lines.append(f"| {model} | {precision} | {board} | — | — | — | — | — | {why[:80]} | |")
+            lines.append(f"| {model} | {precision} | {board} | — | — | — | — | — | {why[:80]} | | | |")
             continue
 
         def bpm(r: dict[str, Any]) -> str:
@@ -173,8 +174,19 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {model} | {precision} | {board} | {ours['instructions'] / 1e6:.1f} | {theirs['instructions'] / 1e6:.1f} "
             f"({name}) | {ours['ms']:.2f} | {theirs['ms']:.2f} | **{ours['cycles'] / theirs['cycles']:.2f}** | "
-            f"{100 * ours['mac_share']:.0f} % / {100 * theirs['mac_share']:.0f} % | {bpm(ours)} / {bpm(theirs)} |")
+            f"{100 * ours['mac_share']:.0f} % / {100 * theirs['mac_share']:.0f} % | "
+            f"{100 * mac_use(ours):.0f} % / {100 * mac_use(theirs):.0f} % | "
+            f"{100 * mac_use(ours, 0.8 * theirs['cycles']):.0f} % | {bpm(ours)} / {bpm(theirs)} |")
     return "\n".join(lines)
+
+
+def mac_use(row: dict[str, Any], cycles: float | None = None) -> float:
+    """Share of the core's multiply-accumulate issue slots a side fills (its vector MACs per
+    cycle over the board's MAC pipes) — with ``cycles``, the share it would have to fill to run
+    in that many with the MACs it executes: above 100 % no schedule of the same instructions
+    gets there, only fewer multiplies (Winograd, sparsity) or wider ones."""
+    macs = row["instructions"] * row["mac_share"]
+    return macs / (cycles or row["cycles"]) / armsim.BOARDS[row["board"]].vector_mac_pipes
 
 
 def kernels_table(rows: list[dict[str, Any]], top: int = 5) -> str:

@@ -125,11 +125,12 @@ def test_estimate_of_a_known_loop() -> None:
 
 
 @pytest.mark.skipif(not (armsim.LLVM / "llvm-mca").is_file() or shutil.which("gcc") is None, reason="needs llvm-19")
-def test_a_loop_body_cut_at_a_page_boundary_is_estimated_whole() -> None:
-    """qemu ends a translated block at a 4 KiB page boundary: a loop body of 8 loads and 8 FMLAs
-    straddling one is counted as two blocks. The core overlaps the loads with the FMLAs; each half
-    given to llvm-mca alone would not (8 + 8 cycles on the A72 instead of ~8). Joined, the two
-    halves estimate as the whole body; halves split by a branch stay apart."""
+def test_a_loop_body_cut_by_the_translator_is_estimated_whole() -> None:
+    """qemu ends a translated block at a 4 KiB page boundary and where its buffer fills: a loop
+    body of 8 loads and 8 FMLAs is counted as two or three blocks, wherever the code's placement
+    cuts it. The core overlaps the loads with the FMLAs; each piece given to llvm-mca alone would
+    not (8 + 8 cycles on the A72 instead of ~8). Joined, the pieces estimate as the whole body,
+    however it was cut; pieces split by a branch stay apart."""
     loads = [f"{0x3dc00000 | k << 10 | (16 + k):08x}" for k in range(8)]  # ldr q16+k, [x0, #16k]
     fmlas = [f"{0x4e38cc00 | (16 + k) << 5 | k:08x}" for k in range(8)]  # fmla vk.4s, v16+k.4s, v24.4s
     tail = ["f1000421", f"{0x54000001 | ((-17) & 0x7FFFF) << 5:08x}"]  # subs x1, x1, #1; b.ne (loop)
@@ -141,6 +142,10 @@ def test_a_loop_body_cut_at_a_page_boundary_is_estimated_whole() -> None:
     whole = cycles([(0x0FE0, 1000, loads + fmlas + tail)])
     split = cycles([(0x0FE0, 1000, loads), (0x1000, 1000, fmlas + tail)])
     assert split == pytest.approx(whole, rel=1e-9)
+    for cuts in ((3, 11), (5, 6), (1, 17)):  # three pieces, cut elsewhere (the last ends in the branch)
+        body = loads + fmlas + tail
+        pieces = [(0x0FE0 + 4 * a, 1000, body[a:b]) for a, b in zip((0, *cuts), (*cuts, len(body)))]
+        assert cycles(pieces) == pytest.approx(whole, rel=1e-9), cuts
     assert armsim.join_split_blocks([(0x0FE0, 1000, loads), (0x1000, 1200, fmlas + tail)]) == [
         (0x0FE0, 1000, loads + fmlas + tail), (0x1000, 200, fmlas + tail)]  # 200 entries not from the loads
     branch = tail[-1]

@@ -418,30 +418,41 @@ def _ends_in_control(word: str) -> bool:
 def join_split_blocks(blocks: list[tuple[int, int, list[str]]]) -> list[tuple[int, int, list[str]]]:
     """Blocks the translator cut where the core sees straight-line code, joined again.
 
-    TCG ends a block at a 4 KiB page boundary (and at its instruction limit) as well as at
-    branches: a loop body straddling a page is counted as two blocks, and llvm-mca, given each
-    half as a loop of its own, charges each half's latency chains separately (a kernel's inner
-    loop measured 3–4 % dearer that way). A block that does not end in a branch or system
-    instruction is joined with the block at the next address for as many executions as both
-    had (the rest of either stays a block of its own)."""
-    at: dict[int, list[list[Any]]] = defaultdict(list)
+    TCG ends a block at branches, but also at a 4 KiB page boundary and where its buffer of
+    generated operations fills (after ~100 NEON instructions): a loop body is counted as two or
+    three blocks, cut wherever the code's placement puts a page or the buffer's limit, and
+    llvm-mca, given each piece as a loop of its own, overlaps nothing across the cuts (the same
+    depthwise kernel, moved by 256 bytes, measured 0.82 → 0.86 M A76 cycles). Executions flow
+    through each block that does not end in a branch or system instruction into the block at the
+    next address, as far as that block's count allows: a chain of pieces executed together is
+    one block (entries into a later piece, and the excess where a piece ran fewer times, are
+    blocks of their own)."""
+    at: dict[int, list[tuple[int, list[str]]]] = defaultdict(list)
     for address, executions, words in blocks:
-        at[address].append([executions, words])
-    joined = []
+        if executions > 0:
+            at[address].append((executions, list(words)))
+    incoming: dict[int, list[list[Any]]] = defaultdict(list)  # address -> [[executions, words so far]]
+    joined: list[tuple[int, int, list[str]]] = []
     for address in sorted(at):
-        for entry in at[address]:
-            executions, words = entry
-            if executions <= 0:
-                continue
-            successors = [] if _ends_in_control(words[-1]) else at.get(address + 4 * len(words), [])
-            nxt = max(successors, key=lambda e: e[0], default=None)
-            if nxt is not None and nxt[0] > 0:
-                both = min(executions, nxt[0])
-                joined.append((address, both, list(words) + list(nxt[1])))
-                nxt[0] -= both
-                executions -= both
-            if executions > 0:
-                joined.append((address, executions, list(words)))
+        for n, (executions, words) in enumerate(at[address]):
+            flows = incoming.pop(address, []) if n == 0 else []  # (a retranslation takes no flow)
+            flows.sort(key=lambda f: -f[0])
+            room, taken = executions, []
+            for flow in flows:
+                k = min(flow[0], room)
+                if k > 0:
+                    taken.append([k, flow[1], flow[2] + words])
+                    room -= k
+                if flow[0] > k:  # ran further than this block did: ends before it
+                    joined.append((flow[1], flow[0] - k, flow[2]))
+            if room > 0:
+                taken.append([room, address, list(words)])
+            if _ends_in_control(words[-1]) or address + 4 * len(words) not in at:
+                joined.extend((start, k, w) for k, start, w in taken)
+            else:
+                incoming[address + 4 * len(words)].extend([k, start, w] for k, start, w in taken)
+    for flows in incoming.values():  # (none: every flow's target is a block)
+        joined.extend((start, k, w) for k, start, w in flows)
     return joined
 
 
