@@ -417,6 +417,28 @@ def test_int8_cnn_for_pi5_multiplies_input_quads_by_lane_and_is_bit_exact(int8_c
     assert layers and not any(re.search(r"\s(scvtf|fcvtns|fcvtzs)\s+v", body) for _fn, body in layers), layers
 
 
+@pytest.mark.parametrize("width", [24, 40])
+def test_pi5_layers_over_odd_eights_of_channels_multiply_quad_pairs_by_lane(width, tmp_path, qemu):
+    """Pi 5: a layer whose input channels are an odd number of 8s (24, 40: no whole groups of
+    four quads) loads two quads of a pixel at once (``ldr d``) and multiplies each by lane
+    (:data:`dot.SDOT_PAIR`), where each quad was broadcast by ``ld1r`` (a vector-pipe µop per 4
+    sdots: 80 % of the A76's sdot issue at best); exact under qemu."""
+    import subprocess
+
+    float_model = models.float_cnn_tflite(tmp_path / "cnn.tflite", width=width, size=8, layers=2)
+    int8_model = quant_models.int8_tflite_from_float(float_model, tmp_path / "cnn-int8.tflite")
+    result = package(PackageOptions(model=int8_model, device="pi5", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    layers = re.findall(r"<(fused_conv2d_nhwc_int8\w*)>:\n(.*?)(?:\n\n|\Z)", asm, re.S)
+    assert len(layers) == 4, [fn for fn, _ in layers]  # the RGB stem, two 3×3 and a 1×1 over width channels
+    by_lane = [fn for fn, body in layers if re.search(r"\ssdot\s+v\d+\.4s, v\d+\.16b, v\d+\.4b\[[0-3]\]", body)
+               and re.search(r"\sldr\s+d\d+", body) and not re.search(r"\sld1r\s", body)]
+    assert len(by_lane) == 3, [fn for fn, _ in layers]
+
+
 def test_pi4_convinteger_sums_are_the_kernel_output_and_scheduled(tmp_path, qemu):
     """A dynamically quantized Whisper-style encoder's ``ConvInteger`` front end: its int32
     sums are the kernel's output (nothing fused after them), so on the Pi 4 the partial sums are

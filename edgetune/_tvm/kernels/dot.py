@@ -59,6 +59,10 @@ SDOT_QUADS = "edgetune_dot_4x4x4_sdot"
 # the same over 2 or 3 quads (a first layer's taps along x, :func:`..conv.conv2d_nhwc_int8`'s
 # taps): 16 bytes loaded all the same, the last quads' lanes unused
 SDOT_TAPS = {2: "edgetune_dot_4x4x2_sdot", 3: "edgetune_dot_4x4x3_sdot", QUADS: SDOT_QUADS}
+# by element over two quads of a pixel's input, its 8 bytes loaded (``ldr d``): a layer whose
+# channels are an odd number of 8s (24, 40, 56, 120, 200) — no whole groups of four quads — where
+# each quad was broadcast by ``ld1r`` (80 % of the A76's sdot issue at best)
+SDOT_PAIR = "edgetune_dot_4x4x2_sdot_d"
 # The NEON family over a first layer's row of taps (:func:`..conv.conv2d_nhwc_int8`'s taps): the
 # row's bytes — kx-major, a pixel's channels unpadded — as pairs, each pair broadcast to every
 # 16-bit lane (``dup v.8h, v.h[j]``) and multiplied by eight output channels' weights for it, one
@@ -329,12 +333,24 @@ def row_block(step: int, channels: int) -> int:
     return BLOCK
 
 
+def quad_group(family: str, step: int, steps: int, group: int) -> int:
+    """Steps a kernel of ``family`` over ``steps`` steps of ``step`` input channels takes at a
+    time: ``group`` (four quads of a pixel; a first layer's row of taps), or two quads on sdot
+    where whole groups of four do not divide the reduction (:data:`SDOT_PAIR`)."""
+    if family == "sdot" and step == DEPTH and group == QUADS and steps % QUADS and steps % 2 == 0:
+        return 2
+    return group
+
+
 def row_intrinsic(family: str, step: int, steps: int, group: int, narrow: bool = False) -> str | None:
     """The intrinsic a kernel of ``family`` over ``steps`` steps of ``step`` values runs ``group``
-    of them at a time with, ``narrow`` weights (within ±127): :data:`SDOT_TAPS`
-    (:func:`quad_steps`), :data:`NEON_PAIRS` (a first layer's row of pairs); else None."""
+    of them at a time with (:func:`quad_group`), ``narrow`` weights (within ±127):
+    :data:`SDOT_TAPS` (:func:`quad_steps`), :data:`SDOT_PAIR`, :data:`NEON_PAIRS` (a first
+    layer's row of pairs); else None."""
     if quad_steps(family, step, steps, group):
         return SDOT_TAPS[group]
+    if family == "sdot" and step == DEPTH and group == 2 and steps % QUADS and steps % 2 == 0:
+        return SDOT_PAIR
     if family == "neon" and step == PAIR and steps % group == 0:
         return NEON_PAIRS.get((group, narrow))
     return None
@@ -366,6 +382,8 @@ def register() -> None:
     for quads, name in SDOT_TAPS.items():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_sdot_quads(quads))
+    if TensorIntrin.get(SDOT_PAIR, allow_missing=True) is None:
+        TensorIntrin.register(SDOT_PAIR, *_sdot_quads(2, loaded=2 * DEPTH))
     for (pairs, narrow), name in NEON_PAIRS.items():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_neon_pairs(pairs, narrow))
@@ -552,11 +570,12 @@ def _lanes_sum(dtype: str) -> tuple[Any, Any]:
     return desc, impl
 
 
-def _sdot_quads(quads: int = QUADS) -> tuple[Any, Any]:
+def _sdot_quads(quads: int = QUADS, loaded: int = QUADS * DEPTH) -> tuple[Any, Any]:
     """(description, implementation) of :data:`SDOT_QUADS` (``quads``: of :data:`SDOT_TAPS`):
-    four output channels += ``quads`` consecutive quads of one pixel's input (16 bytes loaded,
-    whatever ``quads``: the data must extend that far) · their weights (per quad ``[4, 4]``, the
-    quads ``stride`` bytes apart in the packed weights)."""
+    four output channels += ``quads`` consecutive quads of one pixel's input (``loaded`` bytes
+    loaded, 16 whatever ``quads`` but for :data:`SDOT_PAIR`'s 8: the data must extend that far)
+    · their weights (per quad ``[4, 4]``, the quads ``stride`` bytes apart in the packed
+    weights)."""
     from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
 
     stride = T.int32()
@@ -578,7 +597,8 @@ def _sdot_quads(quads: int = QUADS) -> tuple[Any, Any]:
     instruction = SINGLE_INSTRUCTION["sdot"]
 
     def sdot(acc: Any, weights: Any, quads: Any, j: int) -> Any:
-        lane = T.reinterpret(T.Shuffle([quads], [j] * 4), dtype="int8x16")  # quad j in every lane: sdot by element
+        # quad j in every lane: sdot by element (a d register's two quads shuffled as one q's)
+        lane = T.reinterpret(T.Shuffle([quads] * (16 // loaded), [j] * 4), dtype="int8x16")
         return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(instruction), acc, weights, lane, dtype="int32x4")
 
     def chain(acc: Any, data: Any, b: Any) -> Any:
@@ -595,7 +615,8 @@ def _sdot_quads(quads: int = QUADS) -> tuple[Any, Any]:
             T.reads(C[0:4], A[0:quads * DEPTH], B[0:quads, 0:4, 0:DEPTH])
             T.writes(C[0:4])
             C[T.ramp(T.int32(0), 1, 4)] = chain(C.vload([0], dtype="int32x4"),
-                                                 T.reinterpret(A.vload([0], "int8x16"), dtype="int32x4"), B)
+                                                 T.reinterpret(A.vload([0], f"int8x{loaded}"),
+                                                               dtype=f"int32x{loaded // 4}"), B)
 
     return desc, impl
 

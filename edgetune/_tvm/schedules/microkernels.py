@@ -371,6 +371,7 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
     oo, ob = sch.split(oo, decide.tile(oo, [nob // per, per], 4))
     rco, rci = sch.split(rc, [None, depth])
     group = int(sch.get(main).annotations.get("edgetune.tap_steps", dots.QUADS))  # (a first layer's row of taps)
+    group = dots.quad_group(family, depth, loop_extent(sch, rco), group)
     narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
     intrinsic = dots.row_intrinsic(family, depth, loop_extent(sch, rco), group, narrow)
     if intrinsic is not None:
