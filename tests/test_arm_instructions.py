@@ -151,3 +151,16 @@ def test_a_loop_body_cut_by_the_translator_is_estimated_whole() -> None:
     branch = tail[-1]
     apart = cycles([(0x0FDC, 1000, loads + [branch]), (0x1000, 1000, fmlas + tail)])
     assert apart > 1.5 * whole, (apart, whole)
+
+
+@pytest.mark.skipif(not (armsim.LLVM / "llvm-mca").is_file() or shutil.which("gcc") is None, reason="needs llvm-19")
+def test_branches_far_into_the_estimated_code_keep_every_block() -> None:
+    """Blocks are given to llvm-mca one after another in one file; a branch's target must be made
+    local ("."), or past tbnz's ±32 KiB range from the file's start llvm-mca cannot encode it and
+    drops the block — and every later block's cycles then belonged to the block before it (a
+    YOLO-style int8 package's estimate was 5 % high that way)."""
+    nops = ["d503201f"] * 9000  # 36 KB of code before the branch
+    tbnz, bne = "37000040", "54000041"  # tbnz w0, #0, +8; b.ne +8
+    asm = armsim._disassemble([nops, ["f1000421", tbnz], ["f1000421", bne]])
+    assert asm[1] == ["subs x1, x1, #0x1", "tbnz w0, #0x0, ."] and asm[2][-1] == "b.ne .", asm[1:]
+    assert len(armsim._mca(asm, armsim.BOARDS["pi4"])) == 3

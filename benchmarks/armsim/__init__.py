@@ -282,7 +282,8 @@ def _disassemble(blocks: list[list[str]]) -> list[list[str]]:
         if raw.startswith("<.text>:"):
             started = True
             continue
-        text = re.sub(r"\s*//.*$", "", re.sub(r"\s*<[^>]*>\s*$", "", raw.strip()))
+        # (objdump puts a tab between mnemonic and operands: one space, as everything below reads it)
+        text = re.sub(r"\s*//.*$", "", re.sub(r"\s*<[^>]*>\s*$", "", raw.strip())).replace("\t", " ")
         if not started or not text:
             continue
         mnemonic, _, operands = text.partition(" ")
@@ -335,6 +336,8 @@ def _mca(blocks: list[list[str]], board: Board) -> list[float]:
     if proc.returncode:
         raise ArmsimError(f"llvm-mca failed: {proc.stderr.strip()[-800:]}")
     regions = json.loads(proc.stdout)["CodeRegions"]
+    if len(regions) != len(blocks):  # a block llvm-mca could not read would shift every later block's cycles
+        raise ArmsimError(f"llvm-mca estimated {len(regions)} of {len(blocks)} blocks: {proc.stderr.strip()[:800]}")
     cycles = [r["SummaryView"]["TotalCycles"] / r["SummaryView"]["Iterations"] for r in regions]
     if board.dispatch_cap:
         cycles = [max(c, len(asm) / board.dispatch_cap) for c, asm in zip(cycles, blocks)]
