@@ -406,3 +406,47 @@ def dynamic_signature(out: Path, features: int = 16, hidden: int = 8, seed: int 
 
 TFLITE = {"rfft_frontend": rfft_frontend, "streaming_state": streaming_state, "int8_slicing": int8_slicing,
           "fp16_weights": fp16_weights, "dynamic_signature": dynamic_signature}
+
+
+def padded_depthwise(out: Path, seed: int = 0) -> Path:
+    """As MediaPipe's networks pad before a strided depthwise layer: conv 1×1 16 → 32 (ReLU) →
+    PAD (1, 1) on H and W → DEPTHWISE_CONV_2D 3×3 stride 2 VALID → conv 1×1 32 → 32 → PAD (0 /
+    2 on H and W) → DEPTHWISE 3×3 stride 2 VALID, whose output is added to a 2 × 2-strided slice
+    of the second conv's own output (that output used twice: its pad stays a kernel)."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_x:0", [1, 31, 32, 16])
+
+    def conv(src: int, name: str, cin: int, shape: list[int], relu: bool) -> int:
+        y = bld.tensor(sub, name, shape)
+        w = bld.const(sub, f"{name}/w", (rng.standard_normal((32, 1, 1, cin)) * 0.3).astype(np.float32))
+        b = bld.const(sub, f"{name}/b", (rng.standard_normal(32) * 0.2).astype(np.float32))
+        bld.op(sub, ops.CONV_2D, [src, w, b], [y], *bld.options("Conv2DOptions", padding=1, strideW=1, strideH=1,
+                                                                  fusedActivationFunction=1 if relu else 0))
+        return y
+
+    def pad(src: int, name: str, widths: list[list[int]], shape: list[int]) -> int:
+        y = bld.tensor(sub, name, shape)
+        bld.op(sub, ops.PAD, [src, bld.const(sub, f"{name}/p", np.array(widths, np.int32))], [y])
+        return y
+
+    def depthwise(src: int, name: str, shape: list[int]) -> int:
+        y = bld.tensor(sub, name, shape)
+        w = bld.const(sub, f"{name}/w", (rng.standard_normal((1, 3, 3, 32)) * 0.3).astype(np.float32))
+        b = bld.const(sub, f"{name}/b", (rng.standard_normal(32) * 0.2).astype(np.float32))
+        bld.op(sub, ops.DEPTHWISE_CONV_2D, [src, w, b], [y],
+               *bld.options("DepthwiseConv2DOptions", padding=1, strideW=2, strideH=2, depthMultiplier=1))
+        return y
+
+    c1 = conv(x, "conv1", 16, [1, 31, 32, 32], True)
+    d1 = depthwise(pad(c1, "pad1", [[0, 0], [1, 1], [1, 1], [0, 0]], [1, 33, 34, 32]), "dw1", [1, 16, 16, 32])
+    c2 = conv(d1, "conv2", 32, [1, 16, 16, 32], False)
+    d2 = depthwise(pad(c2, "pad2", [[0, 0], [0, 2], [0, 2], [0, 0]], [1, 18, 18, 32]), "dw2", [1, 8, 8, 32])
+    s = bld.tensor(sub, "strided", [1, 8, 8, 32])
+    consts = [bld.const(sub, f"s{i}", np.array(v, np.int32)) for i, v in enumerate(([0, 0, 0, 0], [1, 16, 16, 32], [1, 2, 2, 1]))]
+    bld.op(sub, ops.STRIDED_SLICE, [c2, *consts], [s], *bld.options("StridedSliceOptions"))
+    y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, 8, 8, 32])
+    bld.op(sub, ops.ADD, [d2, s], [y], *bld.options("AddOptions"))
+    sub.inputs, sub.outputs = [x], [y]
+    return bld.save(out)
