@@ -96,6 +96,26 @@ class Step:
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
+def zero_border(buffer: str, padded: tuple[int, int, int, int], pads: tuple[int, int, int, int],
+                indent: str) -> list[str]:
+    """TVMScript lines writing zeros into the border of the NHWC ``buffer`` of shape ``padded``
+    whose interior starts ``pads`` (top, bottom, left, right) from its edges: the rows above
+    and below, then the columns left and right of the interior's rows."""
+    n, hp, wp, c = padded
+    top, bottom, left, right = pads
+    h = hp - top - bottom
+    lines = []
+    for rows, first in ((top, 0), (bottom, top + h)):
+        if rows:
+            lines += [f"{indent}for zi, zy, zx, zc in T.grid({n}, {rows}, {wp}, {c}):",
+                      f"{indent}    {buffer}[zi, zy + {first}, zx, zc] = T.float32(0)"]
+    for cols, first in ((left, 0), (right, wp - right)):
+        if cols:
+            lines += [f"{indent}for zi, zy, zx, zc in T.grid({n}, {h}, {cols}, {c}):",
+                      f"{indent}    {buffer}[zi, zy + {top}, zx + {first}, zc] = T.float32(0)"]
+    return lines
+
+
 def _splat(v: float) -> str:
     return f"T.Broadcast(T.float32({float(np.float32(v))!r}), {GROUP})"
 
@@ -213,15 +233,7 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     if hp * wp != h * w:
         image = "" if n == 1 else f"{{p}} // {h * w} * {hp * wp} + "
         place = f"({image}({{p}} // {w} % {h} + {top}) * {wp} + {{p}} % {w} + {left})"
-        body += [f"    for im in range({n}):"]  # the border: zeros (the rest is written once, below)
-        for rows, first_row in ((top, 0), (bottom, top + h)):
-            if rows:
-                body += [f"        for e in range({rows * wp * co}):",
-                         f"            yf[(im * {hp} + {first_row}) * {wp * co} + e] = T.float32(0)"]
-        for cols, first_col in ((left, 0), (right, left + w)):
-            if cols:
-                body += [f"        for rr, e in T.grid({h}, {cols * co}):",
-                         f"            yf[((im * {hp} + rr + {top}) * {wp} + {first_col}) * {co} + e] = T.float32(0)"]
+        body += zero_border("y", (n, hp, wp, co), (top, bottom, left, right), "    ")  # (the rest is written once, below)
     if whole:
         body += [f"    for tile in T.parallel({whole}):",
                  *_tile(f"tile * {tile}", None, ci, co, chains, value, place, "        ")]

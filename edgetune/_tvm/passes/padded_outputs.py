@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ..core import tvm
+from ..kernels.sparse import zero_border
 from .common import relax
 
 _READ = re.compile(r"T\.reads\((\w+)\[([^\]]*)\]\)")
@@ -77,14 +78,7 @@ def _writing_padded(kernel: Any, padded: list[int], before: tuple[int, ...]) -> 
     p = f"{out}_padded"
     body = [f'    {out} = T.decl_buffer({dims(shape)}, "float32", data={p}.data, '
             f"strides={dims([hp * wp * c, wp * c, c, 1])}, elem_offset=T.int64({(top * wp + left) * c}))"]
-    for rows, first in ((top, 0), (bottom, top + h)):
-        if rows:
-            body += [f"    for i, y, x, k in T.grid({n}, {rows}, {wp}, {c}):",
-                     f"        {p}[i, y + {first}, x, k] = T.float32(0)"]
-    for cols, first in ((left, 0), (right, left + w)):
-        if cols:
-            body += [f"    for i, y, x, k in T.grid({n}, {h}, {cols}, {c}):",
-                     f"        {p}[i, y + {top}, x + {first}, k] = T.float32(0)"]
+    body += zero_border(p, (n, hp, wp, c), (top, bottom, left, right), "    ")
     attrs = at + 1 if lines[at + 1].strip().startswith("T.func_attr(") else at
     lines[at] = lines[at].replace(declared, f'{p}: T.Buffer({dims(padded)}, "float32")')
     try:
