@@ -17,9 +17,12 @@ the quantizers users use (tests/quant_models.py). Each is packaged for the board
 with ``--records``), and every side runs on the package's reference inputs.
 
 Per row: executed instructions per inference, estimated cycles and ms at the board's clock, the
-share of vector multiply-accumulates (FMLA / SDOT …) among executed instructions, bytes loaded
-per multiply-accumulate (high = memory-bound: the estimate flatters it), and for edgetune the
+share of vector multiply-accumulates (FMLA / SDOT …) among executed instructions, the share of
+the core's multiply-accumulate issue slots each side fills and the share edgetune would need
+for 0.8 of the runtime (above 100 %: only fewer multiplies get there), bytes loaded per
+multiply-accumulate (high = memory-bound: the estimate flatters it), and for edgetune the
 costliest kernels with the share of the core's multiply-accumulate issue slots they fill.
+Counts are kept in ``--work``/counts: a change to the estimating re-estimates without emulation.
 
 Instruction counts do not depend on the host's load, so this benchmark may run beside other work
 (unlike the timing benchmarks). Writes benchmarks/results/arm_estimate.json after every row
