@@ -84,11 +84,15 @@ def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choi
     fused, kinds, why = apply_default_schedules(fused, target)
     from .passes.padded_outputs import padded_outputs
 
-    fused, renamed, pads = padded_outputs(fused)
-    kinds = {renamed.get(name, name): kind for name, kind in kinds.items() if name not in pads}
-    why = {renamed.get(name, name): text for name, text in why.items() if name not in pads}
-    workloads = {renamed.get(name, name): w for name, w in workloads.items()}
-    table = {renamed.get(name, name): row for name, row in table.items() if name not in pads}
+    fused, renamed = padded_outputs(fused)
+    if renamed:  # the kernels as the library has them: the padded ones, without the pads no longer called
+        present = {gv.name_hint for gv in fused.get_global_vars()}
+        for facts in (kinds, why, workloads, table):
+            for old, new in renamed.items():
+                if old in facts:
+                    facts[new] = facts[old]
+            for name in [n for n in facts if n not in present]:
+                del facts[name]
     kernels = {name: {"kind": kind, "workload": workloads.get(name, ""), **table.get(name, {"calls": 0, "flops": 0.0}),
                       **({"why": why[name]} if name in why else {})}
                for name, kind in kinds.items()}

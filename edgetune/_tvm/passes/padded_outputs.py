@@ -87,9 +87,10 @@ def _writing_padded(kernel: Any, padded: list[int], before: tuple[int, ...]) -> 
         return None
 
 
-def padded_outputs(mod: Any) -> tuple[Any, dict[str, str], list[str]]:
-    """``mod`` (scheduled) with each zero pad of a kernel's only use written by that kernel;
-    the kernels renamed (old → new name) and the pads no longer called."""
+def padded_outputs(mod: Any) -> tuple[Any, dict[str, str]]:
+    """``mod`` (scheduled) with each zero pad of a kernel's only use written by that kernel,
+    and the kernels that now write padded outputs (old name → new name). A kernel or pad called
+    elsewhere too stays in the module for those calls."""
     tirx = tvm().tirx
     main = mod["main"]
     uses: dict[Any, int] = {}
@@ -101,13 +102,12 @@ def padded_outputs(mod: Any) -> tuple[Any, dict[str, str], list[str]]:
     relax.analysis.post_order_visit(main.body, count)
     call_tir = tvm().ir.Op.get("relax.call_tir")
     builder = relax.BlockBuilder(mod)
-    blocks, renamed, dropped_pads = [], {}, []
+    blocks, renamed = [], {}
     for block in main.body.blocks:
         producers = {b.var: b for b in block.bindings if isinstance(b, relax.VarBinding)}
         dropped, bindings = set(), []
         for binding in block.bindings:
             value = getattr(binding, "value", None)
-            fused = None
             if isinstance(value, relax.Call) and value.op.same_as(call_tir):
                 pad = mod[value.args[0]]
                 source = value.args[1].fields[0] if len(value.args[1].fields) == 1 else None
@@ -125,7 +125,6 @@ def padded_outputs(mod: Any) -> tuple[Any, dict[str, str], list[str]]:
                         if fused is not None:
                             gv = builder.add_func(fused, f"{made.value.args[0].name_hint}_padded")
                             renamed[made.value.args[0].name_hint] = gv.name_hint
-                            dropped_pads.append(value.args[0].name_hint)
                             new = relax.Call(call_tir, [gv, *made.value.args[1:]], made.value.attrs, value.ty_args)
                             bindings.append(relax.VarBinding(binding.var, new))
                             dropped.add(made.var)
@@ -134,8 +133,8 @@ def padded_outputs(mod: Any) -> tuple[Any, dict[str, str], list[str]]:
         bindings = [b for b in bindings if b.var not in dropped]
         blocks.append(relax.DataflowBlock(bindings) if isinstance(block, relax.DataflowBlock) else relax.BindingBlock(bindings))
     if not renamed:
-        return mod, {}, []
+        return mod, {}
     mod = builder.get()
     mod["main"] = relax.Function(main.params, relax.SeqExpr(blocks, main.body.body), main.ret_ty, main.is_pure,
                                  main.attrs, main.span)
-    return relax.transform.DeadCodeElimination(["main"])(mod), renamed, dropped_pads
+    return relax.transform.DeadCodeElimination(["main"])(mod), renamed
