@@ -10,9 +10,9 @@ How an estimate is made (`estimate`):
    each translated block's executions between the marks ``guest.py`` sets around N inferences.
 2. Every hot block (covering 99.5 % of executed instructions) is disassembled and given to
    ``llvm-mca`` (LLVM 19) as a loop: its steady-state cycles per iteration × executions, summed,
-   is the estimate; the rest is charged at the covered part's cycles per instruction. A block
-   the translator cut without a branch (at a 4 KiB page boundary) is joined with the next one
-   first, as the core runs it (``join_split_blocks``).
+   is the estimate; the rest is charged at the covered part's cycles per instruction. Blocks
+   the translator cut without a branch (at a 4 KiB page boundary, or where its buffer filled)
+   are joined with the next ones first, as the core runs them (``join_split_blocks``).
    Core models: ``cortex-a72`` for the Pi 4 (LLVM models it as an A57: 3-wide, two 64-bit FP
    pipes, a pessimistic FMLA latency) and ``neoverse-n1`` for the Pi 5's Cortex-A76 (the same
    core; LLVM's ``cortex-a76`` maps to the A57 model, ~2× wrong for NEON), with the A76's

@@ -349,7 +349,7 @@ def row_intrinsic(family: str, step: int, steps: int, group: int, narrow: bool =
     layer's row of pairs); else None."""
     if quad_steps(family, step, steps, group):
         return SDOT_TAPS[group]
-    if family == "sdot" and step == DEPTH and group == 2 and steps % QUADS and steps % 2 == 0:
+    if group == 2 and quad_group(family, step, steps, QUADS) == 2:
         return SDOT_PAIR
     if family == "neon" and step == PAIR and steps % group == 0:
         return NEON_PAIRS.get((group, narrow))
