@@ -168,6 +168,21 @@ def test_droplet_improves_or_keeps_the_best(tuned_a, nets, tmp_path):
     check_against_records(result.snapshot, records, "host", nets["a"])
 
 
+def test_an_encoder_with_embedding_lookups_is_tuned_past_its_first_round(tmp_path):
+    # its gathers read token ids, position ids and token types (a 2-row table): the local
+    # runner's random integers read outside the tables and killed its worker; the tuning then
+    # stopped after the first round ("no task left that pays"), the network's latency unknown
+    import zoo_transformers
+
+    model = zoo_transformers.bert(tmp_path / "encoder.onnx", layers=1, hidden=64, heads=4, seq=16)
+    result = tune(TuneOptions(models=(model,), device="host", trials=40, records=tmp_path / "r", **FAST))
+    snap = result.snapshot
+    assert snap.spent_now == 40 and result.stop_reason == "budget spent", result.stop_reason
+    assert result.failures == 0 and snap.networks[0].estimate_ms is not None, result.errors
+    lookups = [t for t in snap.tasks if t.name.startswith("take")]
+    assert lookups and all(t.best_ms is not None for t in lookups), lookups
+
+
 @pytest.mark.slow
 def test_transfer_reuses_exact_and_similar_workloads(tuned_a, nets, tmp_path):
     records, _ = tuned_a

@@ -86,6 +86,18 @@ def test_early_stop_takes_a_task_out():
     assert s.next_task() is None
 
 
+def test_a_task_stopped_without_a_time_does_not_stop_the_others():
+    # an embedding lookup whose every candidate failed stopped a BERT-style encoder's tuning
+    # after its first round: the network had no latency while that task had no time
+    s = Scheduler([TaskState("take", 1.0), TaskState("dense", 1e9)], Objective("sum", [Network("n", {0: 1, 1: 1})]))
+    s.tasks[0].stop("all of its design space measured")
+    s.record(1, 1, 2e-3)
+    assert s.latencies() == [2e-3]
+    assert s.next_task() == 1
+    s.tasks[1].best = None  # a live task without a time still leaves the latency unknown
+    assert s.latencies() is None
+
+
 def _flat(times, skip_tail):
     tasks = [TaskState(f"t{i}", 1e6) for i in range(len(times))]
     s = Scheduler(tasks, Objective("sum", [Network("n", {i: 1 for i in range(len(times))})]), skip_tail=skip_tail)

@@ -114,11 +114,14 @@ class Scheduler:
         return self._network_total(j, "baseline")
 
     def _network_total(self, j: int, field: str) -> float | None:
-        """Σ calls × the tasks' ``field`` time over network j; None if one task has none."""
-        times = [(mult, getattr(self.tasks[i], field)) for i, mult in self.objective.networks[j].tasks.items()]
-        if any(t is None for _m, t in times):
+        """Σ calls × the tasks' ``field`` time over network j; None while a live task has none.
+        A task stopped without a time (every candidate failed, or its whole space did) counts
+        nothing: it cannot be tuned, and it must not stop the tuning of the others."""
+        times = [(mult, getattr(self.tasks[i], field), self.tasks[i].stopped)
+                 for i, mult in self.objective.networks[j].tasks.items()]
+        if any(t is None and not stopped for _m, t, stopped in times):
             return None
-        return sum(mult * t for mult, t in times)
+        return sum(mult * t for mult, t, _s in times if t is not None)
 
     def latencies(self) -> list[float] | None:
         values = [self.latency(j) for j in range(len(self.objective.networks))]

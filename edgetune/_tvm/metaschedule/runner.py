@@ -62,8 +62,12 @@ def connect(endpoint: RpcEndpoint, timeout: float) -> Any:
 
 
 def host_random_fill(tensor: Any) -> None:
-    """Random inputs made here and copied over: the board's runtime-only TVM has no
-    ``tvm.contrib.random`` (it lives in the compiler library)."""
+    """Random inputs made here and copied over, for the boards and this machine alike (the
+    board's runtime-only TVM has no ``tvm.contrib.random``: it lives in the compiler library).
+    32- and 64-bit integers are indices (a gather's, an embedding's) and are zeros: TVM's
+    gather does not check its bounds, and MetaSchedule's random fill made a BERT-style
+    encoder's embedding lookups read far outside their tables and kill the runner (its
+    token-type table has 2 rows; 8-bit integers are quantized data, random)."""
 
     rng = np.random.default_rng(0)
     shape, dtype = tuple(int(x) for x in tensor.shape), str(tensor.dtype)
@@ -71,6 +75,8 @@ def host_random_fill(tensor: Any) -> None:
         data = rng.uniform(-1.0, 1.0, shape).astype(dtype)
     elif dtype == "bool":
         data = rng.integers(0, 2, shape).astype(dtype)
+    elif dtype in ("int32", "int64", "uint32", "uint64"):
+        data = np.zeros(shape, dtype)
     else:
         data = rng.integers(0, 8, shape).astype(dtype)
     tensor.copyfrom(data)
@@ -178,16 +184,17 @@ def ping(endpoint: RpcEndpoint, timeout: float) -> None:
 def local_measure(evaluator: Any, artifact: str, device_type: str, args_info: Any,
                   cutoff_s: float | None = None) -> list[float]:
     """Load and time one candidate on this machine (runs in a runner worker), as MetaSchedule's
-    LocalRunner does: its argument allocation (random fill) and time evaluator; one run only
+    LocalRunner does, with the boards' argument fill (:func:`host_random_fill`); one run only
     when that is slower than ``cutoff_s``. ``args_info``: MetaSchedule's, or a symbolic
     kernel's lengths (:func:`_time_candidate`)."""
     from tvm.s_tir.meta_schedule.runner import local_runner as lr
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
     runtime = tvm().runtime
     rt_mod = runtime.load_module(artifact)
     device = runtime.device(device_type, 0)
     return _time_candidate(rt_mod, device, evaluator, args_info, cutoff_s, lr.default_run_evaluator,
-                           lambda info: lr.default_alloc_argument(device, info, 1))
+                           lambda info: alloc_argument_common(host_random_fill, device, info, 1))
 
 
 @derived_object
