@@ -25,9 +25,9 @@ of the best time any search found; and each search's own best per budget (the op
 proposed, its default schedule left out: :func:`own_curve`). ``--networks`` adds end-to-end runs:
 two networks (a small CNN, and a one-layer BERT-style encoder 256 wide over 64 tokens) tuned
 ``--minutes`` each per search, their estimated latency at equal time (``--tasks ""``: the networks
-only).
-Prints tables, writes search_quality.json (after every run) and a PNG of the curves to ``--out``
-(benchmarks/results). For CUDA tasks pass a GPU profile as ``--device`` on a machine with the GPU.
+only). Prints tables, writes search_quality.json (after every run) and a PNG of the curves to
+``--out`` (benchmarks/results). For CUDA tasks pass a GPU profile as ``--device`` on a machine with
+the GPU.
 """
 
 from __future__ import annotations
