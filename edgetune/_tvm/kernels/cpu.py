@@ -27,6 +27,7 @@ class CpuFacts:
     # 0.5 for an add), where integers move to float and back by their bit patterns instead
     # (:data:`FLOAT_BIAS`)
     slow_converts: bool = False
+    x86: bool = False
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -47,7 +48,8 @@ class CpuFacts:
         slow = str(target.attrs.get("mcpu", "")) in ("cortex-a53", "cortex-a55", "cortex-a72", "cortex-a73")
         return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow else 4,
                    aarch64=triple.startswith("aarch64"), slow_divide=slow and arm, fma_pipes=1 if slow else 2,
-                   slow_converts=arm and str(target.attrs.get("mcpu", "")) in SLOW_CONVERTS)
+                   slow_converts=arm and str(target.attrs.get("mcpu", "")) in SLOW_CONVERTS,
+                   x86=triple.startswith("x86_64"))
 
 
 # Cores whose vector int <-> float conversions take one pipe two cycles per 4 lanes (the Cortex-A76
