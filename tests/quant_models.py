@@ -48,6 +48,17 @@ def qdq_onnx(model: Path, out: Path, count: int = 8, seed: int = 0, per_channel:
     return out
 
 
+def output_step(model: Path) -> float:
+    """The quantization step of a QDQ model's (first) output: the scale of the DequantizeLinear
+    that produces it — one step is as close as an integer pipeline can be expected to come."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(model)).graph
+    dq = next(n for n in graph.node if n.output[0] == graph.output[0].name)
+    return float(numpy_helper.to_array(next(i for i in graph.initializer if i.name == dq.input[1])))
+
+
 def _float32_weights(m, sub) -> None:
     """Constant float16 weights behind DEQUANTIZE ops (MediaPipe stores its weights so) become
     float32 constants, the DEQUANTIZE ops gone: the quantizer only quantizes float32 weights."""

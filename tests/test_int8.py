@@ -79,16 +79,11 @@ def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeeze
     QLinearConv / QGemm do (an int32 sum, one float scale per channel), so the class scores agree
     within a step — where a float scale folded into float weights once put MobileNetV3's scores
     18 steps away."""
-    import onnx
-    from onnx import numpy_helper
-
     scores = _with_dense_head(squeezenet, tmp_path / "scores.onnx")
     qdq = quant_models.qdq_onnx(scores, tmp_path / f"scores-{activations}.onnx", activations=activations)
     result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
     v = result.verification
-    graph = onnx.load(str(qdq)).graph
-    dq = next(n for n in graph.node if n.output[0] == graph.output[0].name)  # the scores' DequantizeLinear
-    step = float(numpy_helper.to_array(next(i for i in graph.initializer if i.name == dq.input[1])))
+    step = quant_models.output_step(qdq)  # the scores' DequantizeLinear
     assert v["status"] == "passed" and v["max_abs_error"] <= step * 1.0001, (v, step)
     shown = run_edgetune("inspect", str(qdq)).stdout
     assert f"activations {activations} asymmetric" in shown and "layers 26 conv2d, 1 matmul" in shown, shown
