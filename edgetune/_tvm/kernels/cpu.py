@@ -32,8 +32,8 @@ class CpuFacts:
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
         triple = str(target.attrs.get("mtriple", "")) if target.kind.name == "llvm" else ""
-        arm = triple.startswith(("aarch64", "arm"))
-        if triple.startswith("x86_64"):
+        arm, x86 = triple.startswith(("aarch64", "arm")), triple.startswith("x86_64")
+        if x86:
             # TVM's llvm_get_vector_width says 512 for every x86 CPU (AVX2-only Zen 3 and Haswell
             # included), so the width comes from the target's features.
             bits = 512 if has_feature(target, "avx512f") else 256 if has_feature(target, "avx") else 128
@@ -49,7 +49,7 @@ class CpuFacts:
         return cls(lanes=max(bits // 32, 1), registers=registers, fma_latency=7 if slow else 4,
                    aarch64=triple.startswith("aarch64"), slow_divide=slow and arm, fma_pipes=1 if slow else 2,
                    slow_converts=arm and str(target.attrs.get("mcpu", "")) in SLOW_CONVERTS,
-                   x86=triple.startswith("x86_64"))
+                   x86=x86)
 
 
 # Cores whose vector int <-> float conversions take one pipe two cycles per 4 lanes (the Cortex-A76
