@@ -23,6 +23,7 @@ from ..constants import SCHEME_ATTR
 from ..core import tvm
 from ..kernels.winograd import ConvChoice
 from ..targets import NATIVE, Lowering
+from .attention import FusedAttention
 from .bias_init import BiasIntoInit
 from .cleanups import (
     Conv1dAsConv2d,
@@ -119,7 +120,7 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
     if cpu:
-        passes.append(Int8Convolutions(target, conv_choice))
+        passes += [FusedAttention(target), Int8Convolutions(target, conv_choice)]
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
                relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
     if cpu and lowering.layout == "nhwc":

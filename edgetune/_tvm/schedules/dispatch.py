@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ..core import last_line
 from ..kernels.cpu import CpuFacts
+from .attention import schedule_attention
 from .common import NoMatchError, child_blocks, is_reduction, kernel_of
 from .microkernels import (
     Decider,
@@ -38,6 +39,7 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "softmax_rows": ("softmax", schedule_rows),
     "layer_norm_rows": ("layer-norm", schedule_rows),
     "winograd_gemm": ("winograd", schedule_winograd),
+    "attention_fused": ("attention", schedule_attention),
 }
 
 
@@ -107,6 +109,8 @@ def classify(func: Any) -> str:
 DEFAULT_ORDER = {"dense_int8": 1, "dense_packed": 1}
 
 MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
+# kinds whose schedule has one loop order (``order`` unused): one sketch, not two of the same
+ONE_ORDER = frozenset({"softmax", "layer-norm", "attention"})
 
 
 def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
@@ -122,7 +126,7 @@ def design_space(sch: Any, target: Any) -> list[Any]:
     if _main_microkernel(sch) is None:
         return []
     out = []
-    for order in (0, 1):
+    for order in (0,) if _main_microkernel(sch)[1] in ONE_ORDER else (0, 1):  # type: ignore[index]
         variant = sch.copy()
         variant.seed(sch.fork_seed())
         block, kind, fn = _main_microkernel(variant)  # type: ignore[misc]

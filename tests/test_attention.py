@@ -1,0 +1,70 @@
+"""Attention as one kernel: the chain exporters write (reshape → transpose → Q·Kᵀ → scale →
+bias/mask → softmax → ·V → transpose → reshape) runs as the fused attention kernel wherever its
+shapes make whole tiles, on x86 and NEON (pi4, under qemu), against onnxruntime; shapes that do
+not tile keep the unfused kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import zoo_transformers as zt
+from models import checked_package
+
+from edgetune._tvm.kernels.attention import tiles
+from edgetune._tvm.kernels.cpu import CpuFacts
+
+DEVICES = ["host", pytest.param("pi4", marks=pytest.mark.qemu)]
+
+
+def _kinds(model: Path, tmp_path: Path, device: str, request) -> dict:
+    sched = checked_package(model, tmp_path, device, request).manifest["schedules"]
+    assert not sched.get("naive"), sched
+    return sched["kinds"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["bert", "whisper", "t5"])
+def test_attention_chains_run_as_one_kernel(tmp_path, request, device, form):
+    # BERT: scores / √d + mask; Whisper: q · d^-½ before the scores, no mask; T5: no scale, a
+    # constant position bias [1, H, S, S] and a mask. Two layers share one kernel.
+    if form == "bert":
+        model = zt.bert(tmp_path / "m.onnx", layers=2, hidden=64, heads=4, seq=32)
+    elif form == "whisper":
+        model = zt.whisper_encoder(tmp_path / "m.onnx", layers=2, hidden=64, heads=4, mels=16, frames=64)
+    else:
+        model = zt.t5_encoder(tmp_path / "m.onnx", layers=2, hidden=64, heads=4, seq=16)
+    kinds = _kinds(model, tmp_path, device, request)
+    assert kinds.get("attention") == 1, kinds
+    assert "softmax" not in kinds and "matmul" not in kinds, kinds
+
+
+def test_cross_attention_with_a_causal_mask(tmp_path, request):
+    # a decoder: causal self-attention over 16 tokens (mask [1, 1, 16, 16]) and cross-attention
+    # of 16 queries over 32 encoder states — rows and keys of different counts
+    model = zt.t5_decoder(tmp_path / "m.onnx", layers=1, hidden=64, heads=4, seq=16, enc_seq=32)
+    kinds = _kinds(model, tmp_path, "host", request)
+    assert kinds.get("attention") == 2 and "softmax" not in kinds, kinds
+
+
+def test_a_prime_token_count_keeps_the_unfused_kernels(tmp_path, request):
+    # ViT's 16 patches + the class token: 17 rows make no register tile; the matmul and softmax
+    # kernels (rows padded) run it
+    model = zt.vit(tmp_path / "m.onnx", layers=1, hidden=64, heads=4, image=32, patch=8)
+    kinds = _kinds(model, tmp_path, "host", request)
+    assert "attention" not in kinds and kinds.get("softmax") == 1, kinds
+
+
+def test_tiles_fill_half_the_registers_and_refuse_ragged_shapes():
+    avx512 = CpuFacts(lanes=16, registers=32, fma_latency=4, x86=True)
+    neon = CpuFacts(lanes=4, registers=32, fma_latency=4, aarch64=True)
+    avx2 = CpuFacts(lanes=8, registers=16, fma_latency=4, x86=True)
+    # (row block, score rows, score keys, output rows, output columns)
+    assert tiles(256, 256, 32, avx512) == (32, 8, 32, 8, 32)  # MiniLM: 8 × 2 and 8 × 2 vectors
+    assert tiles(256, 256, 64, avx512) == (32, 8, 32, 4, 64)  # BERT-base: 4 × 4 vectors of output
+    assert tiles(256, 256, 64, neon) == (32, 8, 8, 4, 16)
+    assert tiles(256, 256, 64, avx2) == (32, 4, 16, 2, 32)  # 16 registers: 8 accumulators
+    assert tiles(16, 16, 64, avx512) == (16, 16, 16, 4, 64)  # one vector of keys, 16 rows
+    assert tiles(17, 17, 64, avx512) is None  # prime
+    assert tiles(122, 122, 64, avx512) is None  # 2 × 61: two-row tiles
+    assert tiles(64, 20, 64, avx512) is None  # keys not whole vectors
