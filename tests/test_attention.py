@@ -1,7 +1,8 @@
 """Attention as one kernel: the chain exporters write (reshape → transpose → Q·Kᵀ → scale →
 bias/mask → softmax → ·V → transpose → reshape) runs as the fused attention kernel wherever its
 shapes make whole tiles, on x86 and NEON (pi4, under qemu), against onnxruntime; shapes that do
-not tile keep the unfused kernels."""
+not tile run on padded rows and keys; a symbolic length (a range package's one library) keeps
+the unfused kernels (tests/test_ranges.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import zoo_transformers as zt
 from models import checked_package
 
-from edgetune._tvm.kernels.attention import tiles
+from edgetune._tvm.kernels.attention import padded, tiles
 from edgetune._tvm.kernels.cpu import CpuFacts
 
 DEVICES = ["host", pytest.param("pi4", marks=pytest.mark.qemu)]
@@ -47,12 +48,14 @@ def test_cross_attention_with_a_causal_mask(tmp_path, request):
     assert kinds.get("attention") == 2 and "softmax" not in kinds, kinds
 
 
-def test_a_prime_token_count_keeps_the_unfused_kernels(tmp_path, request):
-    # ViT's 16 patches + the class token: 17 rows make no register tile; the matmul and softmax
-    # kernels (rows padded) run it
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_prime_token_count_runs_on_padded_rows_and_keys(tmp_path, request, device):
+    # ViT's 16 patches + the class token: 17 queries and keys make no register tile; the kernel
+    # computes 24 rows and 32 keys (AVX-512; NEON: 24 and 20), the softmax and ·V over the 17
+    # real keys, the output cropped to 17 rows
     model = zt.vit(tmp_path / "m.onnx", layers=1, hidden=64, heads=4, image=32, patch=8)
-    kinds = _kinds(model, tmp_path, "host", request)
-    assert "attention" not in kinds and kinds.get("softmax") == 1, kinds
+    kinds = _kinds(model, tmp_path, device, request)
+    assert kinds.get("attention") == 1 and "softmax" not in kinds, kinds
 
 
 def test_tiles_fill_half_the_registers_and_refuse_ragged_shapes():
@@ -68,3 +71,9 @@ def test_tiles_fill_half_the_registers_and_refuse_ragged_shapes():
     assert tiles(17, 17, 64, avx512) is None  # prime
     assert tiles(122, 122, 64, avx512) is None  # 2 × 61: two-row tiles
     assert tiles(64, 20, 64, avx512) is None  # keys not whole vectors
+    # …computed padded: rows to whole score tiles, keys to whole vectors
+    assert padded(257, 257, 64, avx512) == (264, 272)
+    assert padded(197, 197, 64, neon) == (200, 200)
+    assert padded(122, 122, 64, avx512) == (128, 128)
+    assert padded(256, 256, 64, avx512) == (256, 256)  # tiles as they are
+    assert padded(1, 16, 64, avx512) is None  # one query (a decoder's step): not padded to 8

@@ -17,7 +17,7 @@ from .dense import dims
 from .rows import softmax_rows
 
 KERNEL = "attention_fused"
-SCORES, OUTPUT, PACK = "attn_scores", "attn_out", "attn_kpack"
+SCORES, OUTPUT, PACK, CROP = "attn_scores", "attn_out", "attn_kpack", "attn_crop"
 
 # register tiles: the scores' rows × vectors of keys, the output's rows × vectors of columns
 SCORE_VECTORS, OUTPUT_VECTORS = 2, 4
@@ -64,39 +64,67 @@ def _broadcast(bias: Any) -> Any:
     return at
 
 
-def attention_fused(q: Any, k: Any, v: Any, *biases_and_scale: Any, heads: int, scale: float | None, lanes: int,
-                    output_rank: int) -> Any:
-    """``softmax(Q·Kᵀ · scale + Σ biases) · V`` over ``heads`` heads; ``biases_and_scale``: the
-    bias tensors (each broadcastable to ``[B, N, S, T]``). The result is ``[B, S, N·Hv]``
-    (``output_rank`` 3) or ``[B, S, N, Hv]`` (4)."""
+def padded(rows: int, keys: int, width: int, cpu: CpuFacts) -> tuple[int, int] | None:
+    """The rows and keys the kernel computes for ``rows`` queries over ``keys`` keys: the same
+    where they make whole tiles (:func:`tiles`), else rows rounded up to whole score tiles and
+    keys to whole vectors (ViT's 197 and 257 tokens: 200 / 264 rows, 208 / 272 keys); None when
+    even those make no tiles, or for fewer queries than a tile's rows or keys than a vector."""
+    if tiles(rows, keys, width, cpu) is not None:
+        return rows, keys
+    lanes = cpu.lanes
+    keys_to = -(-keys // lanes) * lanes
+    score_vectors = next(v for v in (SCORE_VECTORS, 1) if keys_to % (v * lanes) == 0)
+    step = max(4, min(8, cpu.registers // 2 // score_vectors))
+    if rows < step or keys < lanes:  # a few queries (a decoder's step): mostly padding
+        return None
+    rows_to = -(-rows // step) * step
+    return (rows_to, keys_to) if tiles(rows_to, keys_to, width, cpu) is not None else None
+
+
+def attention_fused(q: Any, k: Any, v: Any, *biases: Any, heads: int, scale: float | None, lanes: int,
+                    output_rank: int, rows_to: int = 0, keys_to: int = 0) -> Any:
+    """``softmax(Q·Kᵀ · scale + Σ biases) · V`` over ``heads`` heads; ``biases``: tensors each
+    broadcastable to ``[B, N, S, T]``. The result is ``[B, S, N·Hv]`` (``output_rank`` 3) or
+    ``[B, S, N, Hv]`` (4). With ``rows_to`` > S and ``keys_to`` > T (:func:`padded`) the scores
+    are computed over that many rows and keys, the ones past the end reading the last query or
+    key again; the softmax and ·V take the T real keys, and a crop the S real rows."""
     from tvm import te, tirx
 
-    biases = list(biases_and_scale)
     b, s = (int(x) for x in q.shape[:2])
     t = int(k.shape[1])
+    rows_to, keys_to = max(rows_to, s), max(keys_to, t)
     hd = int(q.shape[-1]) if len(q.shape) == 4 else int(q.shape[-1]) // heads
     hv = int(v.shape[-1]) if len(v.shape) == 4 else int(v.shape[-1]) // heads
     qa, ka, va = _heads(q, heads), _heads(k, heads), _heads(v, heads)
-    kpack = te.compute((b, heads, hd, t), lambda bb, n, h, j: ka(bb, j, n, h), name=PACK)
+
+    def last(i: Any, n: int, to: int) -> Any:
+        return tirx.min(i, n - 1) if to > n else i
+
+    kpack = te.compute((b, heads, hd, keys_to), lambda bb, n, h, j: ka(bb, last(j, t, keys_to), n, h), name=PACK)
     rd = te.reduce_axis((0, hd), "rd")
-    scores = te.compute((b, heads, s, t), lambda bb, n, i, j: te.sum(qa(bb, i, n, rd) * kpack[bb, n, rd, j], axis=[rd]),
+    scores = te.compute((b, heads, rows_to, keys_to),
+                        lambda bb, n, i, j: te.sum(qa(bb, last(i, s, rows_to), n, rd) * kpack[bb, n, rd, j], axis=[rd]),
                         name=SCORES, attrs={"edgetune.kernel": KERNEL})
     adds = [_broadcast(x) for x in biases]
 
-    def logit(*idx: Any) -> Any:
-        out = scores[idx]
+    def logit(bb: Any, n: Any, i: Any, j: Any) -> Any:
+        out = scores[bb, n, i, j]
         if scale is not None:
             out = out * tirx.const(scale, "float32")
         for add in adds:
-            out = out + add(*idx)
+            out = out + add(bb, n, last(i, s, rows_to), last(j, t, keys_to))
         return out
 
-    logits = te.compute((b, heads, s, t), logit, name="attn_logits")
-    probs = softmax_rows(logits, lanes)
+    logits = te.compute((b, heads, rows_to, keys_to), logit, name="attn_logits")
+    probs = softmax_rows(logits, lanes, valid=t)  # [B, N, rows_to, T]
     rj = te.reduce_axis((0, t), "rj")
     if output_rank == 4:
-        return te.compute((b, s, heads, hv), lambda bb, i, n, c: te.sum(probs[bb, n, i, rj] * va(bb, rj, n, c), axis=[rj]),
-                          name=OUTPUT)
-    return te.compute((b, s, heads * hv),
-                      lambda bb, i, nc: te.sum(probs[bb, nc // hv, i, rj] * va(bb, rj, nc // hv, nc % hv), axis=[rj]),
-                      name=OUTPUT)
+        out = te.compute((b, rows_to, heads, hv),
+                         lambda bb, i, n, c: te.sum(probs[bb, n, i, rj] * va(bb, rj, n, c), axis=[rj]), name=OUTPUT)
+    else:
+        out = te.compute((b, rows_to, heads * hv),
+                         lambda bb, i, nc: te.sum(probs[bb, nc // hv, i, rj] * va(bb, rj, nc // hv, nc % hv), axis=[rj]),
+                         name=OUTPUT)
+    if rows_to == s:
+        return out
+    return te.compute((b, s, *out.shape[2:]), lambda *idx: out[idx], name=CROP)

@@ -72,15 +72,21 @@ def _partial(value_of: Any, rows: Any, n: Any, lanes: int, combine: str, name: s
     return te.compute((*rows, lanes), value, name=name, attrs=attrs)
 
 
-def softmax_rows(x: Any, lanes: int) -> Any:
+def softmax_rows(x: Any, lanes: int, valid: int = 0) -> Any:
     """Softmax over the last axis: row max, ``exp(x - max)`` (TOPI's fast_exp polynomial, as
-    edgetune's exp), row sum, times its reciprocal."""
-    from tvm import te, topi
+    edgetune's exp), row sum, times its reciprocal. With ``valid`` (a constant row of more
+    columns than that, in whole vectors: the fused attention kernel's keys padded to whole
+    registers) the softmax is over the first ``valid`` columns; the max reads the whole padded
+    row, the columns past ``valid`` as -inf, so the kernel's scores are computed, and
+    vectorized, over whole registers (read over the valid columns alone, TVM computed them
+    under a bounds predicate, scalar: ViT's 65 keys 20× slower)."""
+    from tvm import te, tirx, topi
 
     *rows, n = x.shape
     (n,) = dims([n])  # an int where constant, a symbolic length as it is
     lanes = row_lanes(n, lanes)
-    full, tail = n // lanes * lanes, n - n // lanes * lanes
+    cols = valid or n
+    full, tail = cols // lanes * lanes, cols - cols // lanes * lanes
 
     def at(src: Any) -> Any:
         return lambda r, i: src[(*r, i)]
@@ -88,13 +94,19 @@ def softmax_rows(x: Any, lanes: int) -> Any:
     def tail_at(src: Any) -> Any:
         return lambda r, t: src[(*r, full + t)]
 
-    part_max = _partial(at(x), rows, n, lanes, "max", PARTIALS[0], kernel="softmax_rows")
-    row_max = _row_total(part_max, tail_at(x), lanes, tail, "max", "softmax_max")
-    shifted = te.compute(x.shape, lambda *i: x[i] - row_max[i[:-1]], name=SHIFT)
+    if valid and valid < n:
+        lowest = tirx.const(float("-inf"), x.dtype)
+        part_max = _partial(lambda r, i: tirx.Select(i < valid, x[(*r, i)], lowest), rows, n, lanes, "max",
+                            PARTIALS[0], kernel="softmax_rows")
+        row_max = _row_total(part_max, tail_at(x), lanes, 0, "max", "softmax_max")
+    else:
+        part_max = _partial(at(x), rows, n, lanes, "max", PARTIALS[0], kernel="softmax_rows")
+        row_max = _row_total(part_max, tail_at(x), lanes, tail, "max", "softmax_max")
+    shifted = te.compute((*rows, cols), lambda *i: x[i] - row_max[i[:-1]], name=SHIFT)
     e = topi.fast_exp(shifted)
-    part_sum = _partial(at(e), rows, n, lanes, "sum", PARTIALS[1])
+    part_sum = _partial(at(e), rows, cols, lanes, "sum", PARTIALS[1])
     row_sum = _row_total(part_sum, tail_at(e), lanes, tail, "sum", "softmax_sum")
-    return te.compute(x.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name=OUTPUTS[0])
+    return te.compute(e.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name=OUTPUTS[0])
 
 
 def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> Any:

@@ -11,15 +11,16 @@ The chain (BERT, MiniLM, ViT, Whisper, T5 as HF exports them)::
 
 becomes one kernel over ``xq``, ``xk``, ``xv`` (and the biases: a mask, T5's position bias) that
 writes ``y``: the three transposes, the score matrix's round trips through memory and the
-transpose after ·V are gone. Matched only with static shapes that make whole register tiles
-(:func:`..kernels.attention.tiles`); anything else keeps the unfused kernels. The unfused ops
+transpose after ·V are gone. Matched with static shapes; a token count that makes no whole
+register tiles (ViT's 197) is computed over padded rows and keys
+(:func:`..kernels.attention.padded`); symbolic lengths keep the unfused kernels. The unfused ops
 are left to dead-code elimination (they stay, and run, if something else reads them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.attention import attention_fused, tiles
+from ..kernels.attention import attention_fused, padded
 from ..kernels.cpu import CpuFacts
 from .common import OPAQUE, const_array, emit_like, module_pass, mutate_functions, op_name, relax, static_shape
 
@@ -36,8 +37,10 @@ def _perm(value: Any) -> list[int] | None:
 class _Match:
     """One attention chain of a function, in its original variables."""
 
-    def __init__(self, xq: Any, xk: Any, xv: Any, biases: list[Any], scale: float | None, heads: int, rank: int):
+    def __init__(self, xq: Any, xk: Any, xv: Any, biases: list[Any], scale: float | None, heads: int, rank: int,
+                 sizes: tuple[int, int]):
         self.xq, self.xk, self.xv, self.biases, self.scale, self.heads, self.rank = xq, xk, xv, biases, scale, heads, rank
+        self.sizes = sizes  # the rows and keys computed (:func:`..kernels.attention.padded`)
 
 
 def _head_source(values: dict[Any, Any], var: Any, perm: list[int]) -> tuple[Any, int] | None:
@@ -140,10 +143,10 @@ def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
             continue
         if str(qk.ty.dtype) != "float32":
             continue
-        width = static_shape(pv)[-1]
-        if tiles(shape[2], shape[3], width, cpu) is None:
+        sizes = padded(shape[2], shape[3], static_shape(pv)[-1], cpu)
+        if sizes is None:
             continue
-        found[var] = _Match(q[0], k[0], v[0], biases, scale, q[1], rank)
+        found[var] = _Match(q[0], k[0], v[0], biases, scale, q[1], rank, sizes)
         found.pop(inner_var, None)  # (matched alone first, as the 4-D output)
     return found
 
@@ -170,7 +173,8 @@ class _Rewrite(relax.PyExprMutator):
             call = relax.call_tir(self.kernels[key], relax.Tuple(args), binding.var.ty)
         else:
             call = self.builder_.call_te(attention_fused, *args, heads=match.heads, scale=match.scale,
-                                         lanes=self.cpu.lanes, output_rank=match.rank, primfunc_name_hint="attention")
+                                         lanes=self.cpu.lanes, output_rank=match.rank, rows_to=match.sizes[0],
+                                         keys_to=match.sizes[1], primfunc_name_hint="attention")
             gv = self.kernels[key] = call.args[0]  # a kernel of its own: nothing fuses into it
             self.builder_.update_func(gv, self.builder_.get()[gv].with_attr("op_pattern", OPAQUE))
         new = emit_like(self.builder_, binding.var, call)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.attention import OUTPUT, PACK, SCORES, tiles
+from ..kernels.attention import CROP, OUTPUT, PACK, SCORES, tiles
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import PARTIALS, SHIFT
 from .common import NoMatchError, block_index, child_blocks, is_reduction, loop_extent
 from .microkernels import Decider, _vector_registers
+from .rows import _vectorize_row
 
 
 def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
@@ -63,8 +64,14 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
     sch.parallel(sch.fuse(pb, pn))
     sch.unroll(pji)
 
-    # the output: OR rows × OC columns in registers, the keys streamed
-    writer = sch.cache_write(out, 0, "local")
+    # the output: OR rows × OC columns in registers, the keys streamed; written out from them
+    # (rows past the end cropped there)
+    crop = next((b for b in child_blocks(sch) if sch.get(b).name_hint == CROP), None)
+    if crop is None:
+        writer = sch.cache_write(out, 0, "local")
+    else:
+        writer = crop
+        sch.set_scope(out, 0, "local")
     sch.reverse_compute_at(writer, i2, preserve_unit_loops=True)
     sch.unroll(i3)
     _vector_registers(sch, ci, cpu)
@@ -85,7 +92,7 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
             first = sch.decompose_reduction(block, o)
             sch.vectorize(sch.get_loops(first)[-1])
         elif name.startswith(("T_fast_exp", "softmax_norm")):
-            _vector_registers(sch, inner[-1], cpu)
+            _vectorize_row(sch, inner[-1], cpu)  # (a row of 257 keys: 256 + a tail loop)
 
     # the scores: TR rows × TC keys in registers, the head dimension streamed
     scores = sch.get_sblock(SCORES)
