@@ -1,5 +1,5 @@
-"""The transformer kernels (dense over padded rows, matmul of two computed tensors, softmax and
-layer-norm row kernels) on shapes that break naive tiling — prime token counts, rows narrower
+"""The transformer kernels (dense over padded rows, matmul of two computed tensors, softmax,
+layer-norm and RMS-norm row kernels) on shapes that break naive tiling — prime token counts, rows narrower
 than a register, broadcast batch axes, fused producers and consumers — against onnxruntime."""
 
 from __future__ import annotations
@@ -214,6 +214,30 @@ def test_layer_norm_written_out_below_opset_17_runs_on_the_row_kernel(tmp_path, 
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
     kinds = _packaged(path, tmp_path)
     assert kinds.get("layer-norm") == 1 and "reduction" not in kinds, kinds
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["reciprocal", "divide", "square-as-product"])
+def test_rms_norm_written_out_runs_on_the_row_kernel(tmp_path, request, device, form):
+    # T5's x · rsqrt(mean(x²) + ε) · w as exporters write it: the reciprocal of the root times x
+    # (torch's rsqrt), or x divided by the root; x² a power of 2 or x · x. 37 rows of 52: a row
+    # with a tail past its whole vectors (52 = 48 + 4 on AVX-512)
+    rng = np.random.default_rng(4)
+    sq = helper.make_node("Mul", ["x", "x"], ["x2"]) if form == "square-as-product" else helper.make_node("Pow", ["x", "two"], ["x2"])
+    scaled = ([helper.make_node("Div", ["x", "s"], ["n"])] if form == "divide" else
+              [helper.make_node("Div", ["one", "s"], ["r"]), helper.make_node("Mul", ["x", "r"], ["n"])])
+    nodes = [sq, helper.make_node("ReduceMean", ["x2"], ["v"], axes=[-1]),
+             helper.make_node("Add", ["v", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["s"]), *scaled,
+             helper.make_node("Mul", ["w", "n"], ["y"])]
+    graph = helper.make_graph(nodes, "rms", [helper.make_tensor_value_info("x", F, [1, 37, 52])],
+                              [helper.make_tensor_value_info("y", F, [1, 37, 52])],
+                              [_const("two", np.array(2.0)), _const("one", np.array(1.0)), _const("eps", np.array(1e-6)),
+                               _const("w", rng.uniform(0.5, 1.5, 52))])
+    path = tmp_path / "rms.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    kinds = _packaged(path, tmp_path, device, request)
+    assert kinds == {"rms-norm": 1}, kinds
 
 
 def test_slow_dividing_cores_compute_sigmoid_and_erf_without_a_division(tmp_path, request):

@@ -139,3 +139,29 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
         return out
 
     return te.compute(x.shape, value, name=OUTPUTS[1])
+
+
+def rms_norm_rows(x: Any, gamma: Any, eps: float, lanes: int) -> Any:
+    """RMS norm over the last axis (T5, LLaMA-style): one pass for the mean square, then
+    ``x · rsqrt(mean(x²) + ε) · γ``. Its stages take the layer norm's names, so the row schedule
+    (:mod:`..schedules.rows`) treats it as one."""
+    from tvm import te, tirx
+
+    *rows, n = x.shape
+    (n,) = dims([n])
+    lanes = row_lanes(n, lanes)
+    full, tail = n // lanes * lanes, n - n // lanes * lanes
+
+    def square(r: Any, i: Any) -> Any:
+        v = x[(*r, i)]
+        return v * v
+
+    part = _partial(square, rows, n, lanes, "sum", PARTIALS[3], kernel="rms_norm_rows")
+    total = _row_total(part, lambda r, t: square(r, full + t), lanes, tail, "sum", "ln_sq")
+
+    def value(*i: Any) -> Any:
+        r, c = i[:-1], i[-1]
+        out = x[i] * (1.0 / tirx.sqrt(total[r] * (1.0 / n) + tirx.const(eps, "float32")))
+        return out * gamma[c] if gamma is not None else out
+
+    return te.compute(x.shape, value, name=OUTPUTS[1])

@@ -278,6 +278,67 @@ class DecomposedLayerNorm(MutatorPass):
     mutator = _DecomposedLayerNorm
 
 
+def _mean_square_plus_eps(mutator: Any, std: Any) -> tuple[Any, float] | None:
+    """``(x, ε)`` where ``std`` is bound to ``sqrt(mean(x², axis=-1) + ε)`` (``x²`` as a power
+    of 2 or ``x · x``), else None."""
+    sqrt = bound_value(mutator, std)
+    plus = bound_value(mutator, sqrt.args[0]) if op_name(sqrt) == "relax.sqrt" else None
+    if op_name(plus) != "relax.add":
+        return None
+    eps = [const_array(a) for a in plus.args]
+    at = 1 if eps[1] is not None else 0 if eps[0] is not None else None
+    if at is None or eps[at].size != 1:
+        return None
+    mean = bound_value(mutator, plus.args[1 - at])
+    operand = _last_axis_mean(mean)
+    square = bound_value(mutator, operand) if operand is not None else None
+    if op_name(square) == "relax.power":
+        two = const_array(square.args[1])
+        if two is None or two.size != 1 or float(two.reshape(())) != 2.0:
+            return None
+        return square.args[0], float(eps[at].reshape(()))
+    if op_name(square) == "relax.multiply" and square.args[0].same_as(square.args[1]):
+        return square.args[0], float(eps[at].reshape(()))
+    return None
+
+
+@relax.expr_functor.mutator
+class _DecomposedRMSNorm(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        name = op_name(new)
+        if name not in ("relax.multiply", "relax.divide") or str(new.ty.dtype) != "float32" or last_dim(new) is None:
+            return new
+        pairs = [tuple(new.args)] if name == "relax.divide" else [tuple(new.args), tuple(reversed(new.args))]
+        for x, other in pairs:
+            # x / sqrt(mean(x²) + ε), or x · (1 / sqrt(mean(x²) + ε)) in either operand order
+            root = other if name == "relax.divide" else self._reciprocal_of(other)
+            found = _mean_square_plus_eps(self, root) if root is not None else None
+            if found is not None and found[0].same_as(x):
+                break
+        else:
+            return new
+        ones = relax.const(np.ones(last_dim(new), np.float32))
+        return relax.op.nn.rms_norm(x, ones, axes=[-1], epsilon=found[1])
+
+    def _reciprocal_of(self, var: Any) -> Any | None:
+        """``d`` where ``var`` is bound to ``1 / d``, else None."""
+        value = bound_value(self, var)
+        one = const_array(value.args[0]) if op_name(value) == "relax.divide" else None
+        return value.args[1] if one is not None and one.size == 1 and float(one.reshape(())) == 1.0 else None
+
+
+@module_pass(opt_level=0)
+class DecomposedRMSNorm(MutatorPass):
+    """RMS norm as exporters write it (T5's ``x · rsqrt(mean(x²) + ε)``: ``Pow``, ``ReduceMean``,
+    ``Add``, ``Sqrt``, then a division or a reciprocal and a product, over the last axis) as
+    ``rms_norm`` (γ = 1; the model's weight stays the multiply after it), so it runs on the row
+    kernel (:func:`..kernels.rows.rms_norm_rows`): three generic kernels before. CPU builds
+    only (the GPU path keeps TVM's pipeline as it is)."""
+
+    mutator = _DecomposedRMSNorm
+
+
 def _by_reciprocal(divide: Any) -> Any | None:
     """``x / c`` (float32, ``c`` one finite non-zero constant) as ``x · (1 / c)`` — within an
     ulp of the quotient —, else None."""

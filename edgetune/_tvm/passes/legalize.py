@@ -24,7 +24,7 @@ from ..kernels.cpu import (
 )
 from ..kernels.dense import dense_packed, matmul_packed
 from ..kernels.resize import resize2d_nhwc, supported
-from ..kernels.rows import layer_norm_rows, softmax_rows
+from ..kernels.rows import layer_norm_rows, rms_norm_rows, softmax_rows
 from ..kernels.winograd import (
     ConvChoice,
     conv2d_nhwc_winograd,
@@ -141,6 +141,13 @@ def _fast_math(cpu: CpuFacts) -> dict[str, Callable[[Any], Any]]:
             "relax.erf": _fast_erf_reciprocal}
 
 
+def _legalize_rms_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    x, gamma = call.args
+    if not _last_axis(call, ints(call.attrs.axes)) or last_dim(x) is None or rank(gamma) != 1:
+        return _default_legalize(bb, call)
+    return bb.call_te(rms_norm_rows, x, gamma, float(call.attrs.epsilon), cpu.lanes, primfunc_name_hint="rms_norm")
+
+
 def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, Callable[[Any, Any], Any]]:
     """Legalization overrides: convolutions and dense layers with constant weights become the
     packed kernels edgetune's schedules know (3×3 stride-1 convolutions as Winograd where
@@ -152,6 +159,7 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     custom["relax.matmul"] = lambda bb, call: _legalize_matmul(bb, call, cpu, choice)
     custom["relax.nn.softmax"] = lambda bb, call: _legalize_softmax(bb, call, cpu)
     custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
+    custom["relax.nn.rms_norm"] = lambda bb, call: _legalize_rms_norm(bb, call, cpu)
     custom["relax.image.resize2d"] = _legalize_resize2d
     return custom
 

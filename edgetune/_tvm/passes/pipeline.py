@@ -28,6 +28,7 @@ from .bias_init import BiasIntoInit
 from .cleanups import (
     Conv1dAsConv2d,
     DecomposedLayerNorm,
+    DecomposedRMSNorm,
     DivideAsMultiply,
     DropDropout,
     FoldConstantsNumpy,
@@ -120,7 +121,7 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
     if cpu:
-        passes += [FusedAttention(target), Int8Convolutions(target, conv_choice)]
+        passes += [DecomposedRMSNorm(), FusedAttention(target), Int8Convolutions(target, conv_choice)]
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
                relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
     if cpu and lowering.layout == "nhwc":

@@ -38,6 +38,7 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "matmul_packed": ("matmul", schedule_matmul),
     "softmax_rows": ("softmax", schedule_rows),
     "layer_norm_rows": ("layer-norm", schedule_rows),
+    "rms_norm_rows": ("rms-norm", schedule_rows),
     "winograd_gemm": ("winograd", schedule_winograd),
     "attention_fused": ("attention", schedule_attention),
 }
@@ -110,7 +111,7 @@ DEFAULT_ORDER = {"dense_int8": 1, "dense_packed": 1}
 
 MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
 # kinds whose schedule has one loop order (``order`` unused): one sketch, not two of the same
-ONE_ORDER = frozenset({"softmax", "layer-norm", "attention"})
+ONE_ORDER = frozenset({"softmax", "layer-norm", "rms-norm", "attention"})
 
 
 def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
