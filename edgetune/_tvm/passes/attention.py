@@ -133,9 +133,11 @@ def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
         k = _head_source(values, qk.args[1], [0, 2, 3, 1])
         if q is None or k is None or not (q[1] == k[1] == v[1]):
             continue
-        out = static_shape(var)
+        out, merged = static_shape(var), static_shape(inner_var)  # [B, S, N·Hv] (rank 3), [B, S, N, Hv]
         shape = static_shape(scores)  # [B, N, S, T]
-        if out is None or shape is None or rank == 3 and len(out) != 3:
+        if out is None or merged is None or shape is None:
+            continue
+        if rank == 3 and out != [merged[0], merged[1], merged[2] * merged[3]]:  # heads merged, nothing else
             continue
         if static_shape(probs) != shape:  # a bias that broadcast the scores to more batches
             continue
@@ -147,7 +149,8 @@ def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
         if sizes is None:
             continue
         found[var] = _Match(q[0], k[0], v[0], biases, scale, q[1], rank, sizes)
-        found.pop(inner_var, None)  # (matched alone first, as the 4-D output)
+        if rank == 3:
+            found.pop(inner_var, None)  # (matched alone first, as the 4-D output)
     return found
 
 
