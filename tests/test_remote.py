@@ -718,7 +718,8 @@ def test_board_rpc_server_refuses_a_client_without_its_session_key(boards):
     setup_board(board)
     with RemoteBoard(board) as rb, board_server(rb) as server:
         assert server.key and len(server.key) >= 32
-        with pytest.raises(Exception, match="(?i)mismatch|refused|closed|key"):
+        # (the server drops the connection: "closed" or "reset by peer", as the timing falls)
+        with pytest.raises(Exception, match="(?i)mismatch|refused|closed|reset|key"):
             _tvm.rpc_connect("127.0.0.1", server.local_port, "", session_timeout=10)
         assert _tvm.rpc_connect("127.0.0.1", server.local_port, server.key, session_timeout=10).cpu(0).exist
         ps = rb.conn.run("ps -eo args", check=False).stdout
