@@ -16,7 +16,7 @@ from ..kernels.attention import CROP, OUTPUT, PACK, SCORES, tiles
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import PARTIALS, SHIFT
 from .common import NoMatchError, block_index, child_blocks, is_reduction, loop_extent
-from .microkernels import Decider, _vector_registers
+from .microkernels import Decider, accumulate_in_registers
 from .rows import _vectorize_row
 
 
@@ -72,14 +72,7 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
     else:
         writer = crop
         sch.set_scope(out, 0, "local")
-    sch.reverse_compute_at(writer, i2, preserve_unit_loops=True)
-    sch.unroll(i3)
-    _vector_registers(sch, ci, cpu)
-    init = sch.decompose_reduction(out, rj)
-    for block in (init, writer):
-        inner = sch.get_loops(block)
-        sch.unroll(inner[-2])
-        _vector_registers(sch, inner[-1], cpu)
+    accumulate_in_registers(sch, out, writer, i2, i3, ci, rj, cpu)
 
     # softmax stages: partial results in vector lanes, the elementwise passes vectorized
     for block in child_blocks(sch):
@@ -100,12 +93,4 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
     sio, sii = sch.split(si, [None, tr])
     sjo, sji = sch.split(sj, [None, tc])
     sch.reorder(sio, sjo, sd, sii, sji)
-    writer = sch.cache_write(scores, 0, "local")
-    sch.reverse_compute_at(writer, sjo, preserve_unit_loops=True)
-    sch.unroll(sii)
-    _vector_registers(sch, sji, cpu)
-    init = sch.decompose_reduction(scores, sd)
-    for block in (init, writer):
-        inner = sch.get_loops(block)
-        sch.unroll(inner[-2])
-        _vector_registers(sch, inner[-1], cpu)
+    accumulate_in_registers(sch, scores, sch.cache_write(scores, 0, "local"), sjo, sii, sji, sd, cpu)

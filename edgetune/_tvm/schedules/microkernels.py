@@ -228,6 +228,22 @@ def _vector_registers(sch: Any, loop: Any, cpu: CpuFacts, unroll: bool = True, l
     sch.vectorize(loop)
 
 
+def accumulate_in_registers(sch: Any, main: Any, writer: Any, at: Any, row: Any, vec: Any, first_reduce: Any,
+                            cpu: CpuFacts) -> None:
+    """A register tile of ``main``: ``writer`` (the local accumulators' copy out, or a stage that
+    reads them) placed under ``at``, the tile's ``row`` loop unrolled and ``vec`` in vector
+    registers, the sums' init split off at ``first_reduce``; the init and the writer unrolled
+    and vectorized the same way."""
+    sch.reverse_compute_at(writer, at, preserve_unit_loops=True)
+    sch.unroll(row)
+    _vector_registers(sch, vec, cpu)
+    init = sch.decompose_reduction(main, first_reduce)
+    for block in (init, writer):
+        loops = sch.get_loops(block)
+        sch.unroll(loops[-2])
+        _vector_registers(sch, loops[-1], cpu)
+
+
 def schedule_conv2d_packed(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """The packed NHWC convolution micro-kernel (see module docstring); ``order`` 0 keeps a
     row of pixels fixed while output-channel blocks stream weights, 1 the reverse."""
@@ -722,15 +738,7 @@ def schedule_winograd(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: De
     outer = [e, po, oo] if order == 0 else [e, oo, po]
     sch.reorder(*outer, rc, pi, oi)
     sch.parallel(sch.fuse(outer[0], outer[1]))
-    writer = sch.cache_write(main, 0, "local")
-    sch.reverse_compute_at(writer, outer[2], preserve_unit_loops=True)
-    sch.unroll(pi)
-    _vector_registers(sch, oi, cpu)
-    init = sch.decompose_reduction(main, rc)
-    for block in (init, writer):
-        loops = sch.get_loops(block)
-        sch.unroll(loops[-2])
-        _vector_registers(sch, loops[-1], cpu)
+    accumulate_in_registers(sch, main, sch.cache_write(main, 0, "local"), outer[2], pi, oi, rc, cpu)
     _winograd_output(sch, cpu)
     epi, _separate = fold_epilogue(sch, sch.get_sblock("winograd_crop"))
     tail = epi if epi is not None else sch.get_sblock("winograd_crop")
