@@ -58,33 +58,49 @@ def test_a_prime_token_count_runs_on_padded_rows_and_keys(tmp_path, request, dev
     assert kinds.get("attention") == 1 and "softmax" not in kinds, kinds
 
 
-def test_an_output_reshaped_otherwise_keeps_its_reshape(tmp_path, request):
-    # the heads' output [1, 16, 4, 16] reshaped to [1, 64, 16] (not the usual [1, 16, 64]): the
-    # kernel writes [1, 16, 4, 16] and the reshape stays after it
+def _chain(path: Path, key_perms: list[list[int]], merged: list[int]) -> Path:
+    """The attention chain over inputs q, k, v [1, 16, 64] (4 heads of 16): K's transpose as
+    ``key_perms`` (one or several in a row), the heads' output reshaped to ``merged``."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    def heads(x: str, perm: list[int]) -> list:
-        return [helper.make_node("Reshape", [x, "split"], [f"{x}4"]),
-                helper.make_node("Transpose", [f"{x}4"], [f"{x}t"], perm=perm)]
+    nodes = []
 
-    nodes = [*heads("q", [0, 2, 1, 3]), *heads("k", [0, 2, 3, 1]), *heads("v", [0, 2, 1, 3]),
-             helper.make_node("MatMul", ["qt", "kt"], ["s"]),
-             helper.make_node("Mul", ["s", "scale"], ["ss"]),
-             helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
-             helper.make_node("MatMul", ["p", "vt"], ["o"]),
-             helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-             helper.make_node("Reshape", ["ot", "merge"], ["y"])]
+    def heads(x: str, perms: list[list[int]]) -> str:
+        nodes.append(helper.make_node("Reshape", [x, "split"], [f"{x}0"]))
+        for n, perm in enumerate(perms):
+            nodes.append(helper.make_node("Transpose", [f"{x}{n}"], [f"{x}{n + 1}"], perm=perm))
+        return f"{x}{len(perms)}"
+
+    q, k, v = heads("q", [[0, 2, 1, 3]]), heads("k", key_perms), heads("v", [[0, 2, 1, 3]])
+    nodes += [helper.make_node("MatMul", [q, k], ["s"]),
+              helper.make_node("Mul", ["s", "scale"], ["ss"]),
+              helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", v], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merge"], ["y"])]
     inits = [numpy_helper.from_array(np.array([1, 16, 4, 16], np.int64), "split"),
-             numpy_helper.from_array(np.array([1, 64, 16], np.int64), "merge"),
+             numpy_helper.from_array(np.array(merged, np.int64), "merge"),
              numpy_helper.from_array(np.array(0.25, np.float32), "scale")]
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 16, 64]) for n in "qkv"]
-    graph = helper.make_graph(nodes, "attn", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 16])], inits)
-    path = tmp_path / "m.onnx"
+    graph = helper.make_graph(nodes, "attn", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT, merged)], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
-    kinds = _kinds(path, tmp_path, "host", request)
-    assert kinds.get("attention") == 1, kinds
+    return path
+
+
+def test_an_output_reshaped_otherwise_keeps_its_reshape(tmp_path, request):
+    # the heads' output [1, 16, 4, 16] reshaped to [1, 64, 16] (not the usual [1, 16, 64]): the
+    # kernel writes [1, 16, 4, 16] and the reshape stays after it
+    model = _chain(tmp_path / "m.onnx", [[0, 2, 3, 1]], [1, 64, 16])
+    assert _kinds(model, tmp_path, "host", request).get("attention") == 1
+
+
+def test_kt_written_as_two_transposes(tmp_path, request):
+    # k.transpose(1, 2) then .transpose(-1, -2), as an exporter that does not fold them writes Kᵀ
+    model = _chain(tmp_path / "m.onnx", [[0, 2, 1, 3], [0, 1, 3, 2]], [1, 16, 64])
+    kinds = _kinds(model, tmp_path, "host", request)
+    assert kinds.get("attention") == 1 and "softmax" not in kinds, kinds
 
 
 def test_tiles_fill_half_the_registers_and_refuse_ragged_shapes():

@@ -45,9 +45,17 @@ class _Match:
 
 def _head_source(values: dict[Any, Any], var: Any, perm: list[int]) -> tuple[Any, int] | None:
     """``x`` (``[B, S, N·H]`` or ``[B, S, N, H]``) and N where ``var`` is ``permute_dims(x or
-    reshape(x, [B, S, N, H]), perm)``, else None."""
+    reshape(x, [B, S, N, H]), perm)`` — the permutation possibly written as several in a row
+    (``k.transpose(1, 2)`` then ``.transpose(-1, -2)``: [0, 2, 1, 3] then [0, 1, 3, 2]) —, else
+    None."""
     value = values.get(var)
-    if op_name(value) != "relax.permute_dims" or _perm(value) != perm:
+    if op_name(value) != "relax.permute_dims" or _perm(value) is None:
+        return None
+    total = _perm(value)
+    while op_name(values.get(value.args[0])) == "relax.permute_dims" and _perm(values[value.args[0]]) is not None:
+        value = values[value.args[0]]
+        total = [_perm(value)[i] for i in total]  # permute(permute(x, a), b) = permute(x, a[b])
+    if total != perm:
         return None
     split = value.args[0]
     shape = static_shape(split)
