@@ -17,7 +17,7 @@ from .dense import dims
 from .rows import softmax_rows
 
 KERNEL = "attention_fused"
-SCORES, OUTPUT, PACK, CROP = "attn_scores", "attn_out", "attn_kpack", "attn_crop"
+SCORES, LOGITS, OUTPUT, PACK, CROP = "attn_scores", "attn_logits", "attn_out", "attn_kpack", "attn_crop"
 
 # register tiles: the scores' rows × vectors of keys, the output's rows × vectors of columns
 SCORE_VECTORS, OUTPUT_VECTORS = 2, 4
@@ -26,8 +26,7 @@ SCORE_VECTORS, OUTPUT_VECTORS = 2, 4
 def tiles(rows: int, keys: int, width: int, cpu: CpuFacts) -> tuple[int, int, int, int, int] | None:
     """(RB, TR, TC, OR, OC): the row block, the scores' tile (rows × keys), the output's tile
     (rows × columns) for ``rows`` queries over ``keys`` keys with V ``width`` wide — or None
-    when the shapes make no good whole tiles (a prime token count: the unfused kernels, which
-    pad rows, then run)."""
+    when the shapes make no good whole tiles (a prime token count: :func:`padded` rounds it up)."""
     lanes = cpu.lanes
     if keys % lanes or width % lanes:
         return None
@@ -115,7 +114,7 @@ def attention_fused(q: Any, k: Any, v: Any, *biases: Any, heads: int, scale: flo
             out = out + add(bb, n, last(i, s, rows_to), last(j, t, keys_to))
         return out
 
-    logits = te.compute((b, heads, rows_to, keys_to), logit, name="attn_logits")
+    logits = te.compute((b, heads, rows_to, keys_to), logit, name=LOGITS)
     probs = softmax_rows(logits, lanes, valid=t)  # [B, N, rows_to, T]
     rj = te.reduce_axis((0, t), "rj")
     if output_rank == 4:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.attention import CROP, OUTPUT, PACK, SCORES, tiles
+from ..kernels.attention import CROP, LOGITS, OUTPUT, PACK, SCORES, tiles
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import PARTIALS, SHIFT
 from .common import NoMatchError, block_index, child_blocks, is_reduction, loop_extent
 from .microkernels import Decider, accumulate_in_registers
-from .rows import _vectorize_row
+from .rows import vectorize_row
 
 
 def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
@@ -46,7 +46,7 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
 
     # the score block and its softmax under the row block; the logits (scale, biases) inlined
     # into the softmax's reads of them
-    sch.compute_inline(sch.get_sblock("attn_logits"))
+    sch.compute_inline(sch.get_sblock(LOGITS))
     for block in child_blocks(sch):
         if str(sch.get(block).name_hint).startswith(SHIFT):
             sch.compute_inline(block)
@@ -66,7 +66,7 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
 
     # the output: OR rows × OC columns in registers, the keys streamed; written out from them
     # (rows past the end cropped there)
-    crop = next((b for b in child_blocks(sch) if sch.get(b).name_hint == CROP), None)
+    crop = next((blk for blk in child_blocks(sch) if sch.get(blk).name_hint == CROP), None)
     if crop is None:
         writer = sch.cache_write(out, 0, "local")
     else:
@@ -85,7 +85,7 @@ def schedule_attention(sch: Any, scores: Any, cpu: CpuFacts, cores: int, decide:
             first = sch.decompose_reduction(block, o)
             sch.vectorize(sch.get_loops(first)[-1])
         elif name.startswith(("T_fast_exp", "softmax_norm")):
-            _vectorize_row(sch, inner[-1], cpu)  # (a row of 257 keys: 256 + a tail loop)
+            vectorize_row(sch, inner[-1], cpu)  # (a row of 257 keys: 256 + a tail loop)
 
     # the scores: TR rows × TC keys in registers, the head dimension streamed
     scores = sch.get_sblock(SCORES)

@@ -58,10 +58,10 @@ def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decide
             # uninitialized: NaN or garbage in the softmax of 16 / 32 tokens on AVX-512.
             sch.decompose_reduction(block, loops[1])
         elif not is_reduction(sch, block) and len(loops) > 1:
-            _vectorize_row(sch, loops[-1], cpu)
+            vectorize_row(sch, loops[-1], cpu)
 
 
-def _vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
+def vectorize_row(sch: Any, loop: Any, cpu: CpuFacts) -> None:
     """A row's elementwise loop in whole registers (two a step on NEON); the tail past the last
     one a loop of its own.
     A row of symbolic length is left to LLVM's loop vectorizer (vector body, scalar remainder).
