@@ -6,8 +6,9 @@ TVM's instruments can time or dump every step):
 1. :func:`integer_layers` — at import, on the module the frontend made: int8 layers computed as the
    runtime computes them (the scheme they report is stored on the module);
 2. :func:`prepare_passes` — at build and at task extraction: inference decomposition, clean-ups,
-   the NHWC layout change and per-channel affine folding, int8 convolutions onto integer
-   kernels, pruned 1×1 convolutions onto the sparse kernel (AArch64);
+   the NHWC layout change and per-channel affine folding, RMS norm and attention chains onto
+   their kernels (CPU), int8 convolutions onto integer kernels, pruned 1×1 convolutions onto the
+   sparse kernel (AArch64);
 3. :func:`fuse_passes` — legalization to edgetune's kernels (a custom LegalizeOps map), fusion
    hints, then FuseOps/FuseTIR, then biases moved into the sums' init: the PrimFuncs tuning
    records and default schedules apply to.
