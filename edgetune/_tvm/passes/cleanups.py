@@ -237,47 +237,6 @@ def _last_axis_mean(call: Any) -> Any | None:
     return call.args[0] if [a % rank for a in axes] == [rank - 1] else None
 
 
-@relax.expr_functor.mutator
-class _DecomposedLayerNorm(relax.PyExprMutator):
-    def visit_call_(self, op: Any) -> Any:  # noqa: N802
-        new = super().visit_call_(op)
-        if op_name(new) != "relax.divide" or str(new.ty.dtype) != "float32" or last_dim(new) is None:
-            return new
-        centred, std = new.args
-        sqrt = bound_value(self, std)
-        plus = bound_value(self, sqrt.args[0]) if op_name(sqrt) == "relax.sqrt" else None
-        if op_name(plus) != "relax.add":
-            return new
-        eps = [const_array(a) for a in plus.args]
-        var = bound_value(self, plus.args[0] if eps[1] is not None else plus.args[1])
-        eps_value = eps[1] if eps[1] is not None else eps[0]
-        square = bound_value(self, _last_axis_mean(var)) if _last_axis_mean(var) is not None else None
-        sub = bound_value(self, centred)
-        if eps_value is None or eps_value.size != 1 or square is None or op_name(sub) != "relax.subtract":
-            return new
-        two = const_array(square.args[1]) if op_name(square) == "relax.power" else None
-        squared_centred = (op_name(square) == "relax.power" and two is not None and two.size == 1 and float(two) == 2.0
-                           and square.args[0].same_as(centred)) or (
-            op_name(square) == "relax.multiply" and square.args[0].same_as(centred) and square.args[1].same_as(centred))
-        x, mean = sub.args
-        if not squared_centred or _last_axis_mean(bound_value(self, mean)) is None or \
-                not _last_axis_mean(bound_value(self, mean)).same_as(x):
-            return new
-        n = last_dim(new)
-        ones, zeros = (relax.const(np.full(n, v, np.float32)) for v in (1.0, 0.0))
-        return relax.op.nn.layer_norm(x, ones, zeros, axes=[-1], epsilon=float(eps_value.reshape(())))
-
-
-@module_pass(opt_level=0)
-class DecomposedLayerNorm(MutatorPass):
-    """Layer norm as exporters below opset 17 write it — ``(x − mean(x)) / sqrt(mean((x −
-    mean(x))²) + ε)`` over the last axis — as ``layer_norm`` (γ = 1, β = 0; the exporter's γ and β
-    stay the multiply and add after it), so it runs on the row kernel: its four generic kernels
-    were 2–5 % of BERT-style encoders."""
-
-    mutator = _DecomposedLayerNorm
-
-
 def _mean_square_plus_eps(mutator: Any, std: Any) -> tuple[Any, float] | None:
     """``(x, ε)`` where ``std`` is bound to ``sqrt(mean(x², axis=-1) + ε)`` (``x²`` as a power
     of 2 or ``x · x``), else None."""
@@ -300,6 +259,36 @@ def _mean_square_plus_eps(mutator: Any, std: Any) -> tuple[Any, float] | None:
     if op_name(square) == "relax.multiply" and square.args[0].same_as(square.args[1]):
         return square.args[0], float(eps[at].reshape(()))
     return None
+
+
+@relax.expr_functor.mutator
+class _DecomposedLayerNorm(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.divide" or str(new.ty.dtype) != "float32" or last_dim(new) is None:
+            return new
+        centred, std = new.args
+        found = _mean_square_plus_eps(self, std)  # sqrt(mean((x − mean(x))²) + ε)
+        sub = bound_value(self, centred)
+        if found is None or not found[0].same_as(centred) or op_name(sub) != "relax.subtract":
+            return new
+        x, mean = sub.args
+        of = _last_axis_mean(bound_value(self, mean))
+        if of is None or not of.same_as(x):
+            return new
+        n = last_dim(new)
+        ones, zeros = (relax.const(np.full(n, v, np.float32)) for v in (1.0, 0.0))
+        return relax.op.nn.layer_norm(x, ones, zeros, axes=[-1], epsilon=found[1])
+
+
+@module_pass(opt_level=0)
+class DecomposedLayerNorm(MutatorPass):
+    """Layer norm as exporters below opset 17 write it — ``(x − mean(x)) / sqrt(mean((x −
+    mean(x))²) + ε)`` over the last axis — as ``layer_norm`` (γ = 1, β = 0; the exporter's γ and β
+    stay the multiply and add after it), so it runs on the row kernel: its four generic kernels
+    were 2–5 % of BERT-style encoders."""
+
+    mutator = _DecomposedLayerNorm
 
 
 @relax.expr_functor.mutator
