@@ -22,11 +22,7 @@ from typing import Any
 
 from ..kernels.attention import attention_fused, padded
 from ..kernels.cpu import CpuFacts
-from .common import OPAQUE, const_array, emit_like, module_pass, mutate_functions, op_name, relax, static_shape
-
-
-def _bindings(func: Any) -> dict[Any, Any]:
-    return {b.var: b.value for block in func.body.blocks for b in block.bindings}
+from .common import OPAQUE, bindings_of, const_array, emit_like, module_pass, mutate_functions, op_name, relax, static_shape
 
 
 def _perm(value: Any) -> list[int] | None:
@@ -114,7 +110,7 @@ def _leads_to_matmul(values: dict[Any, Any], var: Any) -> bool:
 def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
     """The attention chains of ``func``: the variable that receives each chain's output
     (``y`` above) → its match."""
-    values = _bindings(func)
+    values = bindings_of(func)
     found = {}
     for var, value in values.items():
         rank = 4

@@ -52,6 +52,11 @@ def emit_like(builder: Any, var: Any, expr: Any) -> Any:
     return builder.emit_output(expr) if output else builder.emit(expr)
 
 
+def bindings_of(func: Any) -> dict[Any, Any]:
+    """Each variable bound in ``func``'s body → the value bound to it (every block's bindings)."""
+    return {b.var: b.value for block in func.body.blocks for b in block.bindings}
+
+
 def readers_of(func: Any) -> dict[Any, list[Any]]:
     """Each variable of ``func``'s body → the values of the bindings that read it (a call's
     arguments, call_tir's tuple of them included); ``None`` for the function's result."""

@@ -13,6 +13,7 @@ from .common import (
     INJECTIVE,
     OPAQUE,
     OUT_EWISE_FUSABLE,
+    bindings_of,
     const_array,
     is_tensor,
     module_pass,
@@ -37,7 +38,7 @@ class BroadcastsApart:
 def _broadcasts_apart_labels(mod: Any) -> dict[Any, tuple[Any, int, str]]:
     """The broadcast calls of ``main`` to relabel injective."""
     main = mod["main"]
-    bound = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    bound = bindings_of(main)
     call_tir = tvm().ir.Op.get("relax.call_tir")
 
     def pattern(value: Any) -> int | None:

@@ -37,6 +37,7 @@ from ..kernels.winograd import (
 )
 from .common import (
     MutatorPass,
+    bindings_of,
     bound_value,
     const_array,
     emit_like,
@@ -386,7 +387,7 @@ _FUSES_AFTER = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum"
 
 def _dropped(func: Any) -> dict[Any, Any]:
     """var → the clipped float var its widening cast reads instead."""
-    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    values = bindings_of(func)
     users = {var: [op_name(v) if v is not None else "return" for v in readers]
              for var, readers in readers_of(func).items()}
     out = {}

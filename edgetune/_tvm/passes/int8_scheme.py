@@ -9,7 +9,7 @@ import numpy as np
 
 from ..constants import SCHEME_ATTR
 from ..kernels import dot
-from .common import const_array, op_name
+from .common import bindings_of, const_array, op_name
 
 _TRANSFORMS = ("relax.reshape", "relax.permute_dims")
 
@@ -88,7 +88,7 @@ def quantization_scheme(mod: Any) -> dict[str, Any] | None:
 
     if mod.attrs is not None and SCHEME_ATTR in mod.attrs:
         return json.loads(str(mod.attrs[SCHEME_ATTR]))
-    bound = {b.var: b.value for block in mod["main"].body.blocks for b in block.bindings}
+    bound = bindings_of(mod["main"])
 
     def dequantized(expr: Any) -> Any:
         inner, _ = peel_transforms(bound, expr)
@@ -165,7 +165,7 @@ def describe_layer(value: Any) -> str:
 def quantized_layers(mod: Any) -> list[str]:
     """:func:`describe_layer` of each quantized layer of ``mod`` (as :func:`quantization_scheme`
     counts them), before the int8 rewrites."""
-    bound = {b.var: b.value for block in mod["main"].body.blocks for b in block.bindings}
+    bound = bindings_of(mod["main"])
     return [describe_layer(value) for value, _w, _data in quantized_computes(bound)]
 
 
