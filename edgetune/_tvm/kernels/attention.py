@@ -23,6 +23,12 @@ SCORES, LOGITS, OUTPUT, PACK, CROP = "attn_scores", "attn_logits", "attn_out", "
 SCORE_VECTORS, OUTPUT_VECTORS = 2, 4
 
 
+def _score_vectors(keys: int, lanes: int) -> int:
+    """Vectors of keys in the scores' register tile: :data:`SCORE_VECTORS` where they divide
+    ``keys``, else one."""
+    return next(v for v in (SCORE_VECTORS, 1) if keys % (v * lanes) == 0)
+
+
 def tiles(rows: int, keys: int, width: int, cpu: CpuFacts) -> tuple[int, int, int, int, int] | None:
     """(RB, TR, TC, OR, OC): the row block, the scores' tile (rows × keys), the output's tile
     (rows × columns) for ``rows`` queries over ``keys`` keys with V ``width`` wide — or None
@@ -30,7 +36,7 @@ def tiles(rows: int, keys: int, width: int, cpu: CpuFacts) -> tuple[int, int, in
     lanes = cpu.lanes
     if keys % lanes or width % lanes:
         return None
-    score_vectors = next(v for v in (SCORE_VECTORS, 1) if keys % (v * lanes) == 0)
+    score_vectors = _score_vectors(keys, lanes)
     out_vectors = next(v for v in range(OUTPUT_VECTORS, 0, -1) if width % (v * lanes) == 0)
     # accumulators: half the vector registers (16 of AVX-512's and AArch64's 32), the rest for
     # the broadcasts and loads of the next step
@@ -72,7 +78,7 @@ def padded(rows: int, keys: int, width: int, cpu: CpuFacts) -> tuple[int, int] |
         return rows, keys
     lanes = cpu.lanes
     keys_to = -(-keys // lanes) * lanes
-    score_vectors = next(v for v in (SCORE_VECTORS, 1) if keys_to % (v * lanes) == 0)
+    score_vectors = _score_vectors(keys_to, lanes)
     step = max(4, min(8, cpu.registers // 2 // score_vectors))
     if rows < step or keys < lanes:  # a few queries (a decoder's step): mostly padding
         return None

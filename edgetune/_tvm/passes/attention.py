@@ -18,7 +18,7 @@ are left to dead-code elimination (they stay, and run, if something else reads t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..kernels.attention import attention_fused, padded
 from ..kernels.cpu import CpuFacts
@@ -30,13 +30,17 @@ def _perm(value: Any) -> list[int] | None:
     return None if axes is None else [int(a) for a in axes]
 
 
-class _Match:
+class _Match(NamedTuple):
     """One attention chain of a function, in its original variables."""
 
-    def __init__(self, xq: Any, xk: Any, xv: Any, biases: list[Any], scale: float | None, heads: int, rank: int,
-                 sizes: tuple[int, int]):
-        self.xq, self.xk, self.xv, self.biases, self.scale, self.heads, self.rank = xq, xk, xv, biases, scale, heads, rank
-        self.sizes = sizes  # the rows and keys computed (:func:`..kernels.attention.padded`)
+    xq: Any
+    xk: Any
+    xv: Any
+    biases: list[Any]
+    scale: float | None
+    heads: int
+    rank: int  # of the output: 3 ([B, S, N·Hv]) or 4 ([B, S, N, Hv])
+    sizes: tuple[int, int]  # the rows and keys computed (:func:`..kernels.attention.padded`)
 
 
 def _head_source(values: dict[Any, Any], var: Any, perm: list[int]) -> tuple[Any, int] | None:
@@ -145,7 +149,8 @@ def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
             continue
         if static_shape(probs) != shape:  # a bias that broadcast the scores to more batches
             continue
-        if any(static_shape(b) is None or len(static_shape(b)) > 4 or str(b.ty.dtype) != "float32" for b in biases):
+        bias_shapes = [static_shape(b) for b in biases]
+        if any(s is None or len(s) > 4 for s in bias_shapes) or any(str(b.ty.dtype) != "float32" for b in biases):
             continue
         if str(qk.ty.dtype) != "float32":
             continue

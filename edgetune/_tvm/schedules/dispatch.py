@@ -124,10 +124,11 @@ def design_space(sch: Any, target: Any) -> list[Any]:
     """The tunable sketches of a micro-kernel task (MetaSchedule ``ScheduleFn``): one per loop
     order, tile sizes sampled. Empty when no micro-kernel rule applies."""
     cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
-    if _main_microkernel(sch) is None:
+    found = _main_microkernel(sch)
+    if found is None:
         return []
     out = []
-    for order in (0,) if _main_microkernel(sch)[1] in ONE_ORDER else (0, 1):  # type: ignore[index]
+    for order in (0,) if found[1] in ONE_ORDER else (0, 1):
         variant = sch.copy()
         variant.seed(sch.fork_seed())
         block, kind, fn = _main_microkernel(variant)  # type: ignore[misc]
