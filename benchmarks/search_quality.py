@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -93,6 +94,8 @@ def run(model: Path, records: Path, args: argparse.Namespace, search: str, seed:
     """One tuning run; its curve: after every batch (trials, seconds, operator best ms, network ms)."""
     from edgetune.tuning.session import TuneOptions, tune
 
+    if records.exists():  # an earlier run's records in a reused --work: the run starts afresh, not resumed
+        shutil.rmtree(records)
     opts = TuneOptions(models=(model,), device=args.device, trials=trials,
                        time_s=minutes * 60 if minutes else None, records=records, search=search, seed=seed,
                        rules=args.rules, network_check=False)
@@ -107,7 +110,7 @@ def run(model: Path, records: Path, args: argparse.Namespace, search: str, seed:
         points.append([snap.spent_now, round(snap.elapsed_s, 2), op.best_ms if op else None, net])
 
     result = tune(opts, record)
-    return {"points": points, "own": own_curve(records), "trials": result.snapshot.spent_now,
+    return {"points": points, "own": own_curve(records), "records": str(records), "trials": result.snapshot.spent_now,
             "seconds": round(result.snapshot.elapsed_s, 1), "reason": result.stop_reason, "batches": result.batches,
             "phases_s": {k: round(v, 1) for k, v in result.time_breakdown.items()}}
 
@@ -174,6 +177,8 @@ def main() -> None:
     p.add_argument("--report", action="store_true", help="only rebuild the tables and plot from the saved JSON")
     p.add_argument("--add", action="store_true", help="keep the saved runs (of other tasks, searches or seeds: "
                    "a benchmark run in parts)")
+    p.add_argument("--work", default="", help="where the task models and each run's records go (default: a new "
+                   "temporary folder); kept, so --retime can time the runs' best schedules again later")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"),
                    help="where the JSON (rewritten after every run) and the PNG go: on a lent machine, a folder "
                    "that comes back even when the run is cut off")
@@ -185,7 +190,8 @@ def main() -> None:
         saved = json.loads(path.read_text())
         report(saved["runs"], saved.get("networks", {}), argparse.Namespace(**saved["args"]), out)
         return
-    work = Path(tempfile.mkdtemp(prefix="search-quality-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="search-quality-"))
+    work.mkdir(parents=True, exist_ok=True)
     budgets = [int(b) for b in args.budgets.split(",")]
     limits = {k: int(v) for k, v in (item.split("=") for item in args.trials.split(",") if item)}
     runs: dict[str, dict[str, dict[str, dict]]] = {}
