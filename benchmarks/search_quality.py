@@ -183,10 +183,10 @@ RETIME_RUNS = 50  # inferences per round
 
 def retime(runs: dict, nets: dict, budgets: list[int], device: str, work: Path, rounds: int = RETIME_ROUNDS) -> dict:
     """The runs' best schedules timed again side by side: per task, a package of the task's model
-    with each run's records up to each of ``budgets`` (the verdict's two: the schedule the tuner had
-    picked as best after that many trials) and one with default schedules, timed in alternating rounds on ``device`` (each
-    round a fresh loader process); the operator kernel's time inside the package (the per-kernel
-    profile) per round, its median over the rounds kept. Per network: a package with each search's
+    with each run's records up to each of ``budgets`` (the verdict's two: the schedule the tuner
+    had picked as best after that many trials) and one with default schedules, timed in
+    alternating rounds on this host (each round a fresh loader process); the operator kernel's
+    time inside the package (the per-kernel profile) per round, its median over the rounds kept. Per network: a package with each search's
     final records and one with default schedules, their whole-call p50 alike.
 
     Why: a tuner's timing is one measurement in one process, and on this kind of host the same

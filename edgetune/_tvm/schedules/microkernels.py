@@ -204,7 +204,8 @@ FIRST_LAYER_ACCUMULATORS = 20
 # 370-470 (measured on BERT, YOLO, MobileNetV3, BlazeFace; host and Pi 5)
 EXPENSIVE_EPILOGUE = 200
 # output channels per step of the Pi 4 int8 kernel's epilogue once per pixel (_partial_lanes): at
-# most this many unrolled (four blocks; more than that, a loop over chunks of them)
+# most this many unrolled (eight blocks; more than that, a loop over chunks of them: unrolled
+# whole, hand landmark's 1,152 channels are an i-cache's worth of code)
 EPILOGUE_CHANNELS = 128
 # pixels per row tile of the NEON int8 depthwise kernel: 4 × 16 channels are 16 int32x4 accumulators
 DEPTHWISE_INT8_ROWS = 4
@@ -460,12 +461,11 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     if epi is not None:
         if order == 0 and not ragged:
             # the epilogue once per pixel, over all its channel blocks' sums (left in L1 by the
-            # lanes stage): per block its four registers were one chain of requantize steps
-            # after another, too short to overlap; a chunk of EPILOGUE_CHANNELS gives the A72 16
-            # independent registers (iris landmark int8's conv + requantize + residual add +
-            # PReLU layers 0.60 → 0.56 M A72 cycles; Pi 4 estimate, M cycles: iris landmark int8
-            # 11.74 → 11.54, hand landmark full 54.6 → 53.8, MobileNetV2 51.9 → 51.2, YOLOv8n
-            # 161.6 → 159.6, SqueezeNet 50.2 → 49.9)
+            # lanes stage): per block its four registers were each a chain of requantize steps,
+            # too few to overlap; several blocks' registers at once overlap (iris landmark
+            # int8's conv + requantize + residual add + PReLU layers 0.60 → 0.56 M A72 cycles;
+            # Pi 4 estimate, M cycles: iris landmark int8 11.74 → 11.54, hand landmark full
+            # 54.6 → 54.0, MobileNetV2 51.9 → 51.5, YOLOv8n 161.6 → 159.5, SqueezeNet 50.2 → 49.9)
             loops = sch.get_loops(main)
             k = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(at)))
             pixel = loops[k - 1] if k > 0 else None
@@ -489,7 +489,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
     if pixel is not None:
         channels = sch.get_loops(epi)[-1]
         extent = loop_extent(sch, channels)
-        if extent > EPILOGUE_CHANNELS:  # (unrolled whole, 1152 channels' epilogue would fill the i-cache)
+        if extent > EPILOGUE_CHANNELS:
             chunk = max(d for d in divisors(extent) if d % dots.BLOCK == 0 and d <= EPILOGUE_CHANNELS)
             sch.split(channels, [None, chunk])
     _vector_epilogue(sch, epi, cpu)
