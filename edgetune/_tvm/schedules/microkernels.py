@@ -465,7 +465,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
             # too few to overlap; several blocks' registers at once overlap (iris landmark
             # int8's conv + requantize + residual add + PReLU layers 0.60 → 0.56 M A72 cycles;
             # Pi 4 estimate, M cycles: iris landmark int8 11.74 → 11.54, hand landmark full
-            # 54.6 → 54.0, MobileNetV2 51.9 → 51.5, YOLOv8n 161.6 → 159.5, SqueezeNet 50.2 → 49.9)
+            # 54.6 → 54.0, MobileNetV2 51.9 → 51.5, YOLOv8n 161.6 → 159.6, SqueezeNet 50.2 → 49.9)
             loops = sch.get_loops(main)
             k = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(at)))
             pixel = loops[k - 1] if k > 0 else None
