@@ -210,13 +210,13 @@ def retime(runs: dict, nets: dict, budgets: list[int], device: str, work: Path, 
     def timed(pkgs: dict, kernel: bool) -> dict:
         """Median over alternating rounds: each package's operator kernel ms (``kernel``) or p50 ms."""
         got: dict = {key: [] for key in pkgs}
+        names = {key: operator(pkg) for key, pkg in pkgs.items()} if kernel else {}
         for n in range(rounds):
             for key, pkg in pkgs.items():
                 m = measure_package(MeasureOptions(pkg, "host", runs=RETIME_RUNS, profile=kernel, max_warmup_s=2.0,
                                                    check=False))
                 if kernel:
-                    name = operator(pkg)
-                    ms = next((r["ms"] for r in (m.profile or {}).get("kernels", []) if r["name"] == name), None)
+                    ms = next((r["ms"] for r in (m.profile or {}).get("kernels", []) if r["name"] == names[key]), None)
                 else:
                     ms = float(m.latency["p50_ms"])
                 if ms is not None:
@@ -313,8 +313,11 @@ def main() -> None:
         saved = json.loads(path.read_text())
         runs, nets = saved["runs"], saved.get("networks", {})
 
+    again: dict | None = None
+
     def save() -> None:
-        path.write_text(json.dumps({"args": vars(args), "runs": runs, "networks": nets}, indent=1))
+        saved = {"args": vars(args), "runs": runs, "networks": nets}
+        path.write_text(json.dumps({**saved, "retimed": again} if again else saved, indent=1))
 
     for task in (t for t in args.tasks.split(",") if t):  # (--tasks "": the networks only)
         model = task_model(task, work)
@@ -341,9 +344,9 @@ def main() -> None:
                       f"estimate {last[3]} ms", flush=True)
                 save()
     save()
-    again = retime(runs, nets, sorted(budgets)[-2:], args.device, work) if args.retime else None
-    if again:
-        path.write_text(json.dumps({"args": vars(args), "runs": runs, "networks": nets, "retimed": again}, indent=1))
+    if args.retime:
+        again = retime(runs, nets, sorted(budgets)[-2:], args.device, work)
+        save()  # (the minutes of timing kept before the report)
     report(runs, nets, args, out, again)
 
 
@@ -389,13 +392,7 @@ def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path, again: d
         verdict = {"gensor_at": small, "evolutionary_at": big}
         for column, what in (("best_ms", "the best schedule, the default included"),
                              ("own_ms", "the search's own finds, the default left out")):
-            wins = []
-            for task in runs:
-                rows = {r["search"]: r for r in table if r["task"] == task}
-                if "gensor" in rows and "evolutionary" in rows:
-                    g, e = rows["gensor"][column][small], rows["evolutionary"][column][big]
-                    if g is not None and e is not None:
-                        wins.append(g <= e * 1.02)  # within measurement noise of it
+            wins = gensor_reaches(table, column, small, big)
             verdict[column] = {"tasks": len(wins), "reached": sum(wins)}
             print(f"gensor@{small} reaches evolutionary@{big} (within 2 %) on {sum(wins)} of {len(wins)} task(s): {what}")
     net_rows = []
@@ -426,6 +423,20 @@ def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path, again: d
     path.write_text(json.dumps(saved, indent=1, default=str))
 
 
+def gensor_reaches(table: list[dict], column: str, small: int, big: int) -> list[bool]:
+    """Per task of ``table`` (rows of task, search and ``column``: ms per budget) with both
+    searches: whether Gensor's time at ``small`` trials is within 2 % (measurement noise) of
+    evolutionary search's at ``big``."""
+    wins = []
+    for task in dict.fromkeys(r["task"] for r in table):
+        rows = {r["search"]: r for r in table if r["task"] == task}
+        if "gensor" in rows and "evolutionary" in rows:
+            g, e = rows["gensor"][column][small], rows["evolutionary"][column][big]
+            if g is not None and e is not None:
+                wins.append(g <= e * 1.02)
+    return wins
+
+
 def retimed_table(again: dict, budgets: list[int]) -> tuple[list[dict], dict | None]:
     """The table and verdict from :func:`retime`'s times (medians over seeds), printed."""
     rows = []
@@ -448,12 +459,7 @@ def retimed_table(again: dict, budgets: list[int]) -> tuple[list[dict], dict | N
     searches = {r["search"] for r in rows}
     if {"gensor", "evolutionary"} <= searches and len(budgets) >= 2:
         small, big = sorted(budgets)[-2], max(budgets)
-        wins = []
-        for task in again["tasks"]:
-            by = {r["search"]: r for r in rows if r["task"] == task}
-            g, e = by.get("gensor", {}).get("ms", {}).get(small), by.get("evolutionary", {}).get("ms", {}).get(big)
-            if g is not None and e is not None:
-                wins.append(g <= e * 1.02)
+        wins = gensor_reaches(rows, "ms", small, big)
         verdict = {"gensor_at": small, "evolutionary_at": big, "tasks": len(wins), "reached": sum(wins)}
         print(f"timed again: gensor@{small} reaches evolutionary@{big} (within 2 %) on {sum(wins)} of {len(wins)} task(s)")
     if again.get("networks"):
