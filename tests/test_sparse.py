@@ -45,50 +45,53 @@ def _reference(x: np.ndarray, weights: np.ndarray, steps: tuple, biases: list[np
     return y.astype(np.float32)
 
 
-@pytest.mark.parametrize("chains", [1, 2])
 @pytest.mark.parametrize(("shape", "co", "steps"), [
-    ((1, 12, 13, 144), 40, ("bias", "residual", "clip")),  # 156 pixels: 9 whole tiles and a tail of 12
+    ((1, 12, 13, 144), 40, ("bias", "padded residual", "clip")),  # 156 pixels: 9 whole tiles and a tail of 12
     ((1, 4, 8, 64), 32, ("bias", "relu", "min")),  # whole tiles only
     ((2, 3, 5, 42), 16, ()),  # input channels not in fours (no 4 × 4 blocks), two images, one partial tile
     ((1, 9, 7, 32), 24, ("bias", "relu", "pad")),  # written inside a border of zeros (1, 2, 0, 1)
     ((2, 5, 6, 20), 8, ("residual", "pad")),
+    ((2, 5, 6, 20), 8, ("padded residual", "pad")),
 ])
-def test_sparse_kernel_matches_numpy(shape, co, steps, chains):
+def test_sparse_kernel_matches_numpy(shape, co, steps):
     from edgetune._tvm.core import tvm
     from edgetune._tvm.kernels import sparse
 
-    rng = np.random.default_rng(len(steps) + chains)
+    rng = np.random.default_rng(len(steps))
     w = _pruned(rng, co, shape[-1], 0.3)
     w[3] = 0  # an output channel without weights: its row is empty
     w[5, :] = 0
-    w[5, 7] = 1.5  # one with a single weight: padded to a pair where chains = 2
-    plan = tuple(sparse.Step(k, 0.0, 2.0, (1, 2, 0, 1)) for k in steps)
-    csr = sparse.Csr.of(w, chains)
-    func = sparse.sparse_conv1x1(shape, co, csr.stored, chains, plan)
+    w[5, 7] = 1.5  # one with a single weight (no whole quad)
+    # (a padded residual: another layer's output written inside a border of zeros (2, 0, 1, 1))
+    plan = tuple(sparse.Step("residual", pads=(2, 0, 1, 1)) if k == "padded residual" else sparse.Step(k, 0.0, 2.0, (1, 2, 0, 1))
+                 for k in steps)
+    csr = sparse.Csr.of(w)
+    func = sparse.sparse_conv1x1(shape, co, csr.stored, plan)
     lib = tvm().compile(tvm().IRModule({"main": func.with_attr("global_symbol", "main")}), target="llvm")
     x = rng.standard_normal(shape).astype(np.float32)
     bias = rng.standard_normal(co).astype(np.float32)
     res = rng.standard_normal((*shape[:3], co)).astype(np.float32)
+    t, b, left, right = next((s.pads for s in plan if s.kind == "residual"), (0, 0, 0, 0))
+    res_padded = np.pad(res, ((0, 0), (t, b), (left, right), (0, 0)), constant_values=np.nan)
     args = [x, csr.vals, csr.cols, csr.rows]
-    args += [bias] * sum(s.kind == "bias" for s in plan) + [res] * sum(s.kind == "residual" for s in plan)
+    args += [bias] * sum(s.kind == "bias" for s in plan) + [res_padded] * sum(s.kind == "residual" for s in plan)
     want = _reference(x, w, plan, [bias], res)
     out = tvm().runtime.tensor(np.full(want.shape, np.nan, np.float32))  # (a border left unwritten stays NaN)
     lib["main"](*(tvm().runtime.tensor(a) for a in args), out)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("chains", [1, 2, 3])
-def test_compressed_rows_hold_the_matrix_in_whole_tuples(chains):
+def test_compressed_rows_hold_the_matrix():
     from edgetune._tvm.kernels.sparse import Csr
 
-    w = _pruned(np.random.default_rng(chains), 12, 30, 0.3)
+    w = _pruned(np.random.default_rng(3), 12, 30, 0.3)
     w[4] = 0
-    csr = Csr.of(w, chains)
+    csr = Csr.of(w)
     back = np.zeros_like(w)
     for o in range(w.shape[0]):
-        lo, hi = chains * csr.rows[o], chains * csr.rows[o + 1]
-        assert hi - lo - np.count_nonzero(w[o]) in range(chains)  # padded by fewer than a tuple
-        np.add.at(back[o], csr.cols[lo:hi], csr.vals[lo:hi])  # (padding: zeros added to column 0)
+        lo, hi = csr.rows[o], csr.rows[o + 1]
+        assert hi - lo == np.count_nonzero(w[o])
+        back[o, csr.cols[lo:hi]] = csr.vals[lo:hi]
     np.testing.assert_array_equal(back, w)
 
 
@@ -156,3 +159,45 @@ def test_inspect_lists_the_sparse_kernels_with_their_flops(tmp_path):
     sparse = [r for r in rows if r["kind"] == "sparse-conv"]
     assert len(sparse) == 3 and all(r["flops"] > 0 for r in sparse), rows
     assert abs(sum(r["flops_share"] for r in rows) - 1) < 1e-9
+
+
+def test_a_layer_read_by_a_pad_and_as_a_residual_is_written_padded_once():
+    """TFLite files pad a depthwise layer's input with a PAD op (TVM's importer: SAME padding
+    too). A sparse layer's output read by such a pad and by the next sparse layer's residual add
+    is written inside the pad's border by its kernel, and the next layer reads its residual
+    there: no pad pass left. The module after the pass computes what it did before."""
+    from edgetune._tvm.core import tvm
+    from edgetune._tvm.passes.sparse import SparseConvolutions
+    from edgetune._tvm.targets import make_target
+    from edgetune.profiles import get_profile
+
+    relax = tvm().relax
+    rng = np.random.default_rng(4)
+
+    def const(a):
+        return relax.const(np.asarray(a, np.float32))
+
+    def conv(v, w, groups=1):
+        return relax.op.nn.conv2d(v, const(w), groups=groups, data_layout="NHWC", kernel_layout="OHWI")
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 10, 9, 24), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(bb.emit(conv(x, _pruned(rng, 32, 24, 0.3)[:, None, None])),
+                                                              const(rng.standard_normal(32))))))
+            padded = bb.emit(relax.op.nn.pad(a, [0, 0, 1, 1, 1, 1, 0, 0]))
+            d = bb.emit(conv(padded, rng.standard_normal((32, 3, 3, 1)) / 3, groups=32))
+            b = bb.emit(relax.op.add(bb.emit(conv(d, _pruned(rng, 32, 32, 0.3)[:, None, None])), const(rng.standard_normal(32))))
+            y = bb.emit_output(relax.op.nn.relu(bb.emit(relax.op.add(b, a))))
+        bb.emit_func_output(y)
+    before = bb.get()
+    after = SparseConvolutions(make_target(get_profile("pi4").target_spec()))(before)
+    text = after.script(show_meta=False)
+    assert text.count("sparse_conv1x1") >= 2 and "R.nn.pad" not in text, text
+    xv = rng.standard_normal((1, 10, 9, 24)).astype(np.float32)
+    outs = []
+    for mod in (before, after):
+        vm = relax.VirtualMachine(tvm().compile(mod, target="llvm"), tvm().cpu())
+        outs.append(vm["main"](tvm().runtime.tensor(xv)).numpy())
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)

@@ -4,10 +4,17 @@ Models pruned for XNNPACK's sparse inference (MediaPipe's ``*_sparse`` detectors
 detector: 70–75 % of most 1×1 layers' weights zero, unstructured) store their weights sparse.
 Densified, those layers ran on the packed micro-kernel at ~95 % of the FMA peak — multiplying by
 zero three times in four. Here such a layer multiplies only its non-zero weights, the way
-XNNPACK's SpMM does: an output channel's values over a tile of pixels (64 on the Cortex-A72,
-32 on the A76: :func:`chains_for`) are ``Σ w_j · x[c_j, tile]`` over that channel's non-zeros
-``(c_j, w_j)`` (:class:`Csr`), one broadcast weight times a row of pixel registers per
-non-zero.
+XNNPACK's SpMM does: an output channel's values over a tile of 64 pixels are
+``Σ w_j · x[c_j, tile]`` over that channel's non-zeros ``(c_j, w_j)`` (:class:`Csr`), a weight
+times a row of 16 pixel registers per non-zero, the weights loaded four at a time (one q
+register, each multiplied as a lane: ``fmla`` by element) and the rest of a row one by one.
+
+By the Pi estimate (M cycles, Pi 4 / Pi 5, MediaPipe's pose detector and face detector (full
+range)): one weight loaded per non-zero (``ld1r``), with two sets of 32-pixel sums on the A76,
+60.0 / 35.6 and 25.3 / 15.9; four weights a load, 58.5 / 32.8 and 25.0 / 14.5 — and with two
+sets of 32 on the A76 37.2 / 16.8 (its registers then spill across the row's two loops). The
+inner step is load-bound on both cores: per four non-zeros 64 pixel loads and three more (the
+weights, two pairs of columns), against 64 + 8 one at a time.
 
 XNNPACK runs the whole pruned part of a network channel-major (NCHW) for this. edgetune's graph
 stays NHWC (its depthwise, dense and int8 kernels are), so each tile is transposed on the way in
@@ -23,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-ACCUMULATORS = 64  # floats of accumulators per output channel: 16 registers (the tile, times the chains)
+TILE = 64  # pixels a tile: an output channel's sums in 16 registers
 GROUP = 4  # output channels transposed together on the way out (4 × 4 blocks)
+QUAD = 4  # non-zero weights loaded together (one q register), each multiplied as a lane
 MAX_DENSITY = 1 / 3  # XNNPACK's rule for its sparse path: at least two thirds of the weights zero
 # A layer with fewer non-zeros per output channel on average stays dense. By the Pi estimate
 # (M cycles Pi 4 / Pi 5), the face detector (full range) at 8 / 4 / 2: 30.5 / 18.0, 29.5 / 17.8,
@@ -36,43 +44,23 @@ MIN_ROW_NONZEROS = 2
 
 @dataclass(frozen=True)
 class Csr:
-    """A ``[out, in]`` weight matrix's non-zeros, row by row, each row padded with zero weights
-    (of column 0) to a whole number of ``chains``-tuples: the kernel adds the k-th value of
-    every tuple into the k-th set of accumulators (independent FMLA chains)."""
+    """A ``[out, in]`` weight matrix's non-zeros, row by row (compressed sparse rows)."""
 
-    vals: np.ndarray  # float32 [chains · tuples]
-    cols: np.ndarray  # int32 [chains · tuples]: the input channel of each value
-    rows: np.ndarray  # int32 [out + 1]: output channel o's tuples are rows[o] … rows[o + 1] − 1
-    chains: int
+    vals: np.ndarray  # float32 [non-zeros]
+    cols: np.ndarray  # int32 [non-zeros]: the input channel of each value
+    rows: np.ndarray  # int32 [out + 1]: output channel o's values are rows[o] … rows[o + 1] − 1
 
     @classmethod
-    def of(cls, weights: np.ndarray, chains: int = 1) -> "Csr":
-        vals: list[float] = []
-        cols: list[int] = []
-        rows = [0]
-        for row in weights:
-            (nz,) = np.nonzero(row)
-            pad = -len(nz) % chains
-            vals += [*row[nz].tolist(), *[0.0] * pad]
-            cols += [*nz.tolist(), *[0] * pad]
-            rows.append(len(vals) // chains)
-        return cls(np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int32),
-                   np.asarray(rows, dtype=np.int32), chains)
+    def of(cls, weights: np.ndarray) -> "Csr":
+        nz = weights != 0
+        rows = np.concatenate([[0], np.cumsum(np.count_nonzero(nz, axis=1))])
+        return cls(np.ascontiguousarray(weights[nz], dtype=np.float32), np.nonzero(nz)[1].astype(np.int32),
+                   rows.astype(np.int32))
 
     @property
     def stored(self) -> int:
-        """Values stored (the padding included)."""
+        """Values stored."""
         return int(self.vals.size)
-
-
-def chains_for(fma_pipes: int) -> int:
-    """Accumulator sets per output channel (each set's tile: ``ACCUMULATORS // chains`` pixels):
-    one where one FMA pipe is fed by one load port (Cortex-A72: the kernel is bound by its
-    loads; the longer tile loads the weight and its column once for 16 FMLAs), two where two
-    FMA pipes wait on one set's latency (A76: 4.1 cycles per non-zero with one set of four
-    registers). MediaPipe's pose detector, M cycles: Pi 4 one set of 64 pixels 70.7, two of 32
-    71.1 (of 16: 75.8); Pi 5 two of 32 39.3, one of 64 40.2, two of 64 58.3 (spilled)."""
-    return 2 if fma_pipes >= 2 else 1
 
 
 def sparse_enough(weights: np.ndarray) -> bool:
@@ -86,9 +74,11 @@ def sparse_enough(weights: np.ndarray) -> bool:
 class Step:
     """One epilogue operation applied to an output value: ``bias`` (a per-channel constant added:
     kernel parameter ``b<k>``), ``residual`` (a tensor of the output's shape added: parameter
-    ``r``), ``relu``, ``clip`` (``lo``, ``hi``), ``max`` (``lo``) or ``min`` (``hi``); last, a
-    ``pad`` with zeros (``pads``: top, bottom, left, right), the output written inside its
-    border (a separate pad was a pass over the layer's output before each depthwise layer)."""
+    ``r``; with ``pads``, read inside a zero border that wide — another sparse layer's output
+    written padded for the depthwise layer after it), ``relu``, ``clip`` (``lo``, ``hi``),
+    ``max`` (``lo``) or ``min`` (``hi``); last, a ``pad`` with zeros (``pads``: top, bottom,
+    left, right), the output written inside its border (a separate pad was a pass over the
+    layer's output before each depthwise layer)."""
 
     kind: str
     lo: float = 0.0
@@ -116,6 +106,23 @@ def zero_border(buffer: str, padded: tuple[int, int, int, int], pads: tuple[int,
     return lines
 
 
+def _place(shape: tuple[int, int, int, int], pads: tuple[int, int, int, int]) -> str:
+    """The index, in pixels, of pixel ``{p}`` of an NHWC ``shape`` in a buffer of it padded by
+    ``pads`` (top, bottom, left, right)."""
+    n, h, w, _ = shape
+    top, bottom, left, right = pads
+    hp, wp = h + top + bottom, w + left + right
+    if hp * wp == h * w:
+        return "{p}"
+    image = "" if n == 1 else f"{{p}} // {h * w} * {hp * wp} + "
+    return f"({image}({{p}} // {w} % {h} + {top}) * {wp} + {{p}} % {w} + {left})"
+
+
+def _padded(shape: tuple[int, int, int, int], pads: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    n, h, w, c = shape
+    return n, h + pads[0] + pads[1], w + pads[2] + pads[3], c
+
+
 def _splat(v: float) -> str:
     return f"T.Broadcast(T.float32({float(np.float32(v))!r}), {GROUP})"
 
@@ -134,24 +141,21 @@ def _transpose4(rows: list[str], out: str, indent: str) -> list[str]:
     return lines
 
 
-def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: str, place: str,
-          indent: str, start: str = "T.float32(0)") -> list[str]:
+def _tile(first: str, pixels: int | None, ci: int, co: int, value: str, place: str, indent: str,
+          start: str = "T.float32(0)") -> list[str]:
     """One tile's statements: its first pixel ``first``; ``pixels``: the count a tail tile
     guards against (None: a whole tile). Input channels go into the channel-major scratch tile
-    four at a time, 4 × 4 blocks transposed in registers; a row's ``chains`` sets of
-    accumulators are summed at its end; the accumulators of ``GROUP`` output channels come out
-    transposed the same way, as pixel rows of 4 channels (``value``: their epilogue, of the
-    float32x4 ``{v}`` at pixel ``{p}``), stored at pixel ``place`` of the output; ``start``:
-    the first set's starting value for output channel ``o`` (a bias, taken off the epilogue's
-    vector work). Pixels past the end of a tail tile read the last one (their sums are not
-    stored)."""
+    four at a time, 4 × 4 blocks transposed in registers; a row's non-zeros in quads, then the
+    rest one by one; the sums of ``GROUP`` output channels come out transposed the same way, as
+    pixel rows of 4 channels (``value``: their epilogue, of the float32x4 ``{v}`` at pixel
+    ``{p}``), stored at pixel ``place`` of the output; ``start``: the sums' starting value for
+    output channel ``o`` (a bias, taken off the epilogue's vector work). Pixels past the end
+    of a tail tile read the last one (their sums are not stored)."""
     i = indent
-    tile = ACCUMULATORS // chains
+    tile = TILE
     last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
     lines = [f'{i}xt = T.decl_buffer(({ci * tile},), "float32")',
              f'{i}acc = T.decl_buffer(({GROUP * tile},), "float32", scope="local")']
-    if chains > 1:
-        lines.append(f'{i}more = T.decl_buffer(({(chains - 1) * tile},), "float32", scope="local")')
     if ci % 4 == 0:
         rows = [f"xf[T.Ramp({last.format(f'{first} + k * 4 + {r}')} * {ci} + c4 * 4, 1, 4)]" for r in range(4)]
         lines += [f"{i}for c4 in range({ci // 4}):",
@@ -163,19 +167,20 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: 
                   f"{i}    for c in range({ci}):",
                   f"{i}        xt[c * {tile} + t] = xf[{last.format(f'{first} + t')} * {ci} + c]"]
     o = f"og * {GROUP} + u"
-    sets = [f"acc[u * {tile} + t]", *(f"more[{k * tile} + t]" for k in range(chains - 1))]
+    acc = f"acc[T.Ramp(u * {tile}, 1, {tile})]"
+    lane = [f"T.Broadcast(T.Shuffle([w], [{k}]), {tile})" for k in range(QUAD)]
     lines += [f"{i}for og in range({co // GROUP}):",
               f"{i}    for u in T.unroll({GROUP}):",
-              f"{i}        for t in T.vectorized({tile}):",
-              f"{i}            {sets[0]} = {start.format(o=f'({o})')}",
-              *(f"{i}            {a} = T.float32(0)" for a in sets[1:]),
-              f"{i}        for j in range(rows[{o}], rows[{o} + 1]):",
-              f"{i}            for t in T.vectorized({tile}):",
-              *(f"{i}                {a} = {a} + vals[{chains} * j + {k}] * xt[cols[{chains} * j + {k}] * {tile} + t]"
-                for k, a in enumerate(sets))]
-    if chains > 1:
-        lines += [f"{i}        for t in T.vectorized({tile}):",
-                  f"{i}            {sets[0]} = {' + '.join(sets)}"]
+              f"{i}        {acc} = T.Broadcast({start.format(o=f'({o})')}, {tile})",
+              f"{i}        n: T.int32 = rows[{o} + 1] - rows[{o}]",
+              f"{i}        for q in range(n // {QUAD}):",
+              f"{i}            j: T.int32 = rows[{o}] + q * {QUAD}",
+              f"{i}            w: T.float32x{QUAD} = vals[T.Ramp(j, 1, {QUAD})]",
+              *(f"{i}            {acc} = {acc} + {lane[k]} * xt[T.Ramp(cols[j + {k}] * {tile}, 1, {tile})]"
+                for k in range(QUAD)),
+              f"{i}        for r in range(n % {QUAD}):",
+              f"{i}            j: T.int32 = rows[{o} + 1] - 1 - r",
+              f"{i}            {acc} = {acc} + T.Broadcast(vals[j], {tile}) * xt[T.Ramp(cols[j] * {tile}, 1, {tile})]"]
     lines += [f"{i}    for k in T.unroll({tile // 4}):",
               *_transpose4([f"acc[T.Ramp({u * tile} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
     for r in range(4):
@@ -185,10 +190,10 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, chains: int, value: 
     return lines
 
 
-def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: int, chains: int,
-                   steps: tuple[Step, ...], flops: float = 0.0) -> Any:
+def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: int, steps: tuple[Step, ...],
+                   flops: float = 0.0) -> Any:
     """The scheduled TIR function of a 1×1 stride-1 convolution over an NHWC ``shape``, its
-    weights a :class:`Csr` of ``stored`` values in ``chains``-tuples, then ``steps``. Parameters:
+    weights a :class:`Csr` of ``stored`` values, then ``steps``. Parameters:
     ``x``, ``vals``, ``cols``, ``rows``, one ``b<k>`` per bias step, ``r`` if a step is a
     residual add; output ``y``. Whole tiles run in parallel, then the last, partial one.
     ``flops``: what reports count for it (its loops are data-dependent)."""
@@ -201,7 +206,7 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     if co % GROUP:
         raise ValueError(f"{co} output channels are not whole groups of {GROUP}")
     pixels = n * h * w
-    tile = ACCUMULATORS // chains
+    tile = TILE
     whole, tail = divmod(pixels, tile)
     f32 = '"float32"'
     params = [f"x: T.Buffer(({n}, {h}, {w}, {ci}), {f32})", f"vals: T.Buffer(({stored},), {f32})",
@@ -213,18 +218,18 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     for k, step in enumerate(steps):
         if step.kind == "bias":
             params.append(f"b{biases}: T.Buffer(({co},), {f32})")
-            if k == 0 and chains == 1:
-                # the sums start from it: one vector add less per 4 outputs in the epilogue. With
-                # two sets of sums (the A76) this measured slower by the Pi estimate: pose
-                # detector 35.6 → 36.1 M cycles, face detector (full range) 15.9 → 16.1; with one
-                # (the A72) 61.3 → 60.0 and 25.9 → 25.3
+            if k == 0:
+                # the sums start from it: one vector add less per 4 outputs in the epilogue (Pi 4
+                # estimate: pose detector 61.3 → 60.0 M cycles, face detector (full range) 25.9 → 25.3)
                 start = f"b{biases}[{{o}}]"
             else:
                 value = f"({value} + b{biases}[{channels}])"
             biases += 1
         elif step.kind == "residual":
-            params.append(f"r: T.Buffer(({n}, {h}, {w}, {co}), {f32})")
-            value = f"({value} + rf[T.Ramp({{p}} * {co} + og * {GROUP}, 1, {GROUP})])"
+            rshape = _padded((n, h, w, co), step.pads)
+            params.append(f"r: T.Buffer({rshape}, {f32})")
+            rplace = _place((n, h, w, co), step.pads)
+            value = f"({value} + rf[T.Ramp({rplace} * {co} + og * {GROUP}, 1, {GROUP})])"
         elif step.kind == "relu":
             value = f"T.max({value}, {_splat(0.0)})"
         elif step.kind == "clip":
@@ -235,21 +240,19 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
             value = f"T.min({value}, {_splat(step.hi)})"
         elif step.kind != "pad" or step is not steps[-1]:
             raise ValueError(f"epilogue step {step.kind} not supported there")
-    top, bottom, left, right = steps[-1].pads if steps and steps[-1].kind == "pad" else (0, 0, 0, 0)
-    hp, wp = h + top + bottom, w + left + right
+    pads = steps[-1].pads if steps and steps[-1].kind == "pad" else (0, 0, 0, 0)
+    _, hp, wp, _ = _padded((n, h, w, co), pads)
     params.append(f"y: T.Buffer(({n}, {hp}, {wp}, {co}), {f32})")
-    residual = any(s.kind == "residual" for s in steps)
-    place = "{p}"  # the output pixel of input pixel {p}
+    residual = [s for s in steps if s.kind == "residual"]
+    place = _place((n, h, w, co), pads)  # the output pixel of input pixel {p}
     body = []
     if hp * wp != h * w:
-        image = "" if n == 1 else f"{{p}} // {h * w} * {hp * wp} + "
-        place = f"({image}({{p}} // {w} % {h} + {top}) * {wp} + {{p}} % {w} + {left})"
-        body += zero_border("y", (n, hp, wp, co), (top, bottom, left, right), "    ")  # (the rest is written once, below)
+        body += zero_border("y", (n, hp, wp, co), pads, "    ")  # (the rest is written once, below)
     if whole:
         body += [f"    for tile in T.parallel({whole}):",
-                 *_tile(f"tile * {tile}", None, ci, co, chains, value, place, "        ", start)]
+                 *_tile(f"tile * {tile}", None, ci, co, value, place, "        ", start)]
     if tail:
-        body += _tile(str(whole * tile), pixels, ci, co, chains, value, place, "    ", start)
+        body += _tile(str(whole * tile), pixels, ci, co, value, place, "    ", start)
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
@@ -257,7 +260,8 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
         f'"edgetune.flops": T.float64({float(flops)!r})}})',
         f"    xf = T.decl_buffer(({pixels * ci},), {f32}, data=x.data)",
         f"    yf = T.decl_buffer(({n * hp * wp * co},), {f32}, data=y.data)",
-        *([f"    rf = T.decl_buffer(({pixels * co},), {f32}, data=r.data)"] if residual else []),
+        *([f"    rf = T.decl_buffer(({int(np.prod(_padded((n, h, w, co), residual[0].pads)))},), {f32}, data=r.data)"]
+          if residual else []),
         *body,
     ])
     tvm()

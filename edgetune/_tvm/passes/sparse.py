@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core import copy_module
 from ..kernels.cpu import CpuFacts
-from ..kernels.sparse import Csr, Step, chains_for, sparse_conv1x1, sparse_enough
+from ..kernels.sparse import Csr, Step, sparse_conv1x1, sparse_enough
 from .common import const_array, emit_like, immediate, ints, module_pass, op_name, readers_of, relax, static_shape
 
 
@@ -73,17 +73,20 @@ def _step(value: Any, cur: Any, co: int, shape: list[int], residual_taken: bool)
     return None
 
 
-def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step, Any]]]], set[Any]]:
+def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step, Any]]]], set[Any], dict[Any, Any]]:
     """Each sparse layer's last variable → (the convolution, its weights, the epilogue steps
-    with their operands), and the values bound before each layer's last (computed by its
-    kernel). A layer takes a reader only when it is its value's one reader, inside the dataflow
-    block."""
+    with their operands), the values bound before each layer's last (computed by its kernel),
+    and each layer's last variable → the variable of a zero pad of it that its kernel writes as
+    well (below). A layer takes a reader only when it is its value's one reader, inside the
+    dataflow block. A layer's output read by a zero pad (a depthwise layer's input) and
+    otherwise only as other sparse layers' residual is written padded once: the pad's pass over
+    it goes, and those layers read their residual inside the border."""
     readers = readers_of(func)
     bound = {}
     for block in func.body.blocks:
         for b in block.bindings:
             bound[b.value] = b.var
-    layers, inner, claimed = {}, set(), set()
+    layers, inner, claimed, residual_of = {}, set(), set(), {}
     for block in func.body.blocks:
         for b in block.bindings:
             weights = _weights(b.value) if isinstance(b.value, relax.Call) else None
@@ -100,36 +103,60 @@ def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step
                     break
                 steps.append(step)
                 values.append(reader)
+                if step[0].kind == "residual":
+                    residual_of.setdefault(step[1], []).append(reader)
                 cur = bound[reader]
                 if step[0].kind == "pad":
                     break  # (the output's shape is the padded one from here)
             layers[cur] = (b.value, weights, steps)
             inner.update(values[:-1])
             claimed.update(values)
-    return layers, inner
+    padded = {}
+    for last, (_, weights, steps) in layers.items():
+        users = readers.get(last, [])
+        pads = [r for r in users if r is not None and op_name(r) == "relax.nn.pad"]
+        others = [r for r in users if r is None or op_name(r) != "relax.nn.pad"]
+        if (not isinstance(last, relax.DataflowVar) or (steps and steps[-1][0].kind == "pad") or len(pads) != 1
+                or not others or len(others) != len(residual_of.get(last, [])) or set(others) != set(residual_of[last])
+                or not isinstance(bound[pads[0]], relax.DataflowVar)):
+            continue
+        step = _step(pads[0], last, weights.shape[0], static_shape(last), True)
+        if step is None:
+            continue
+        steps.append(step)
+        inner.add(pads[0])
+        padded[last] = bound[pads[0]]
+    for _, _, steps in layers.values():
+        for k, (step, operand) in enumerate(steps):
+            if step.kind == "residual" and operand in padded:
+                steps[k] = (Step("residual", pads=layers[operand][2][-1][0].pads), operand)
+    return layers, inner, padded
 
 
 @relax.expr_functor.mutator
 class _Sparse(relax.PyExprMutator):
-    def __init__(self, mod: Any, layers: dict[Any, Any], inner: set[Any], chains: int):
+    def __init__(self, mod: Any, layers: dict[Any, Any], inner: set[Any], padded: dict[Any, Any]):
         super().__init__(mod)
-        self.layers, self.inner, self.chains = layers, inner, chains
+        self.layers, self.inner, self.padded = layers, inner, padded
 
     def visit_var_binding_(self, binding: Any) -> None:  # noqa: N802 — TVM's visitor naming
         if binding.var in self.layers:
             conv, weights, steps = self.layers[binding.var]
-            csr = Csr.of(weights, self.chains)
+            csr = Csr.of(weights)
             shape = static_shape(conv.args[0])
             plan = tuple(s for s, _ in steps)
             pixels = int(np.prod(shape[:3]))
             flops = pixels * (2.0 * np.count_nonzero(weights) + weights.shape[0] * len(plan))
-            kernel = sparse_conv1x1(tuple(shape), weights.shape[0], csr.stored, csr.chains, plan, flops)
+            kernel = sparse_conv1x1(tuple(shape), weights.shape[0], csr.stored, plan, flops)
             gv = self.builder_.add_func(kernel, "sparse_conv1x1")
             args = [self.visit_expr(conv.args[0]), *(relax.const(a) for a in (csr.vals, csr.cols, csr.rows))]
             args += [relax.const(v) for s, v in steps if s.kind == "bias"]
             args += [self.visit_expr(v) for s, v in steps if s.kind == "residual"]
-            out = relax.call_tir(gv, args, relax.TensorType(binding.value.ty.shape, "float32"))
-            self.set_var_remap(binding.var, emit_like(self.builder_, binding.var, out))
+            shape = self.padded[binding.var].ty.shape if binding.var in self.padded else binding.value.ty.shape
+            out = emit_like(self.builder_, binding.var, relax.call_tir(gv, args, relax.TensorType(shape, "float32")))
+            self.set_var_remap(binding.var, out)  # (padded: its readers are the pad and residual steps that know it)
+            if binding.var in self.padded:
+                self.set_var_remap(self.padded[binding.var], out)
             return None
         if binding.value in self.inner:
             return None  # computed by its layer's kernel
@@ -151,10 +178,10 @@ class SparseConvolutions:
         for gv, func in list(mod.functions_items()):
             if not isinstance(func, relax.Function):
                 continue
-            layers, inner = _layers(func)
+            layers, inner, padded = _layers(func)
             if not layers:
                 continue
-            mutator = _Sparse(mod, layers, inner, chains_for(self.cpu.fma_pipes))
+            mutator = _Sparse(mod, layers, inner, padded)
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
             mod = mutator.builder_.get()
         return copy_module(mod)
