@@ -141,10 +141,10 @@ def _transpose4(rows: list[str], out: str, indent: str) -> list[str]:
     return lines
 
 
-def _tile(first: str, pixels: int | None, ci: int, co: int, value: str, place: str, indent: str,
+def _tile(first: str, tile: int, pixels: int | None, ci: int, co: int, value: str, place: str, indent: str,
           start: str = "T.float32(0)") -> list[str]:
-    """One tile's statements: its first pixel ``first``; ``pixels``: the count a tail tile
-    guards against (None: a whole tile). Input channels go into the channel-major scratch tile
+    """One tile's statements: its first pixel ``first``, ``tile`` pixels (a multiple of 4);
+    ``pixels``: the count a tail tile guards against (None: a whole tile). Input channels go into the channel-major scratch tile
     four at a time, 4 × 4 blocks transposed in registers; a row's non-zeros in quads, then the
     rest one by one; the sums of ``GROUP`` output channels come out transposed the same way, as
     pixel rows of 4 channels (``value``: their epilogue, of the float32x4 ``{v}`` at pixel
@@ -152,7 +152,6 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, value: str, place: s
     output channel ``o`` (a bias, taken off the epilogue's vector work). Pixels past the end
     of a tail tile read the last one (their sums are not stored)."""
     i = indent
-    tile = TILE
     last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
     lines = [f'{i}xt = T.decl_buffer(({ci * tile},), "float32")',
              f'{i}acc = T.decl_buffer(({GROUP * tile},), "float32", scope="local")']
@@ -167,20 +166,34 @@ def _tile(first: str, pixels: int | None, ci: int, co: int, value: str, place: s
                   f"{i}    for c in range({ci}):",
                   f"{i}        xt[c * {tile} + t] = xf[{last.format(f'{first} + t')} * {ci} + c]"]
     o = f"og * {GROUP} + u"
-    acc = f"acc[T.Ramp(u * {tile}, 1, {tile})]"
-    lane = [f"T.Broadcast(T.Shuffle([w], [{k}]), {tile})" for k in range(QUAD)]
+    # each vector statement in power-of-two pieces: LLVM legalizes a 52-lane vector lane by lane
+    pieces, at = [], 0  # (first pixel, lanes)
+    for bit in reversed(range(tile.bit_length())):
+        if tile >> bit & 1:
+            pieces.append((at, 1 << bit))
+            at += 1 << bit
+
+    def each(statement: str) -> list[str]:  # statement: of {at} (the piece's first pixel) and {n} (its lanes)
+        return [statement.format(at=at, n=n) for at, n in pieces]
+
+    acc = f"acc[T.Ramp(u * {tile} + {{at}}, 1, {{n}})]"
+
+    def row(col: str) -> str:  # the scratch tile's row of input channel cols[col]
+        return f"xt[T.Ramp(cols[{col}] * {tile} + {{at}}, 1, {{n}})]"
+
     lines += [f"{i}for og in range({co // GROUP}):",
               f"{i}    for u in T.unroll({GROUP}):",
-              f"{i}        {acc} = T.Broadcast({start.format(o=f'({o})')}, {tile})",
+              *each(f"{i}        {acc} = T.Broadcast({start.format(o=f'({o})')}, {{n}})"),
               f"{i}        n: T.int32 = rows[{o} + 1] - rows[{o}]",
               f"{i}        for q in range(n // {QUAD}):",
               f"{i}            j: T.int32 = rows[{o}] + q * {QUAD}",
               f"{i}            w: T.float32x{QUAD} = vals[T.Ramp(j, 1, {QUAD})]",
-              *(f"{i}            {acc} = {acc} + {lane[k]} * xt[T.Ramp(cols[j + {k}] * {tile}, 1, {tile})]"
-                for k in range(QUAD)),
+              *(line for k in range(QUAD)
+                for line in each(f"{i}            {acc} = {acc} + T.Broadcast(T.Shuffle([w], [{k}]), {{n}}) * "
+                                 + row(f"j + {k}"))),
               f"{i}        for r in range(n % {QUAD}):",
               f"{i}            j: T.int32 = rows[{o} + 1] - 1 - r",
-              f"{i}            {acc} = {acc} + T.Broadcast(vals[j], {tile}) * xt[T.Ramp(cols[j] * {tile}, 1, {tile})]"]
+              *each(f"{i}            {acc} = {acc} + T.Broadcast(vals[j], {{n}}) * " + row("j"))]
     lines += [f"{i}    for k in T.unroll({tile // 4}):",
               *_transpose4([f"acc[T.Ramp({u * tile} + k * 4, 1, 4)]" for u in range(GROUP)], "y", f"{i}        ")]
     for r in range(4):
@@ -250,9 +263,10 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
         body += zero_border("y", (n, hp, wp, co), pads, "    ")  # (the rest is written once, below)
     if whole:
         body += [f"    for tile in T.parallel({whole}):",
-                 *_tile(f"tile * {tile}", None, ci, co, value, place, "        ", start)]
+                 *_tile(f"tile * {tile}", tile, None, ci, co, value, place, "        ", start)]
     if tail:
-        body += _tile(str(whole * tile), pixels, ci, co, value, place, "    ", start)
+        # the last, partial tile as long as it needs (a 7 × 7 layer: 52 pixels' sums, not 64)
+        body += _tile(str(whole * tile), -(-tail // 4) * 4, pixels, ci, co, value, place, "    ", start)
     src = "\n".join([
         "@T.prim_func",
         f"def main({', '.join(params)}):",
