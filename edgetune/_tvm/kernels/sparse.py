@@ -144,13 +144,13 @@ def _transpose4(rows: list[str], out: str, indent: str) -> list[str]:
 def _tile(first: str, tile: int, pixels: int | None, ci: int, co: int, value: str, place: str, indent: str,
           start: str = "T.float32(0)") -> list[str]:
     """One tile's statements: its first pixel ``first``, ``tile`` pixels (a multiple of 4);
-    ``pixels``: the count a tail tile guards against (None: a whole tile). Input channels go into the channel-major scratch tile
-    four at a time, 4 × 4 blocks transposed in registers; a row's non-zeros in quads, then the
-    rest one by one; the sums of ``GROUP`` output channels come out transposed the same way, as
-    pixel rows of 4 channels (``value``: their epilogue, of the float32x4 ``{v}`` at pixel
-    ``{p}``), stored at pixel ``place`` of the output; ``start``: the sums' starting value for
-    output channel ``o`` (a bias, taken off the epilogue's vector work). Pixels past the end
-    of a tail tile read the last one (their sums are not stored)."""
+    ``pixels``: the count a tail tile guards against (None: a whole tile). Input channels go
+    into the channel-major scratch tile four at a time, 4 × 4 blocks transposed in registers; a
+    row's non-zeros in quads, then the rest one by one; the sums of ``GROUP`` output channels
+    come out transposed the same way, as pixel rows of 4 channels (``value``: their epilogue, of
+    the float32x4 ``{v}`` at pixel ``{p}``), stored at pixel ``place`` of the output; ``start``:
+    the sums' starting value for output channel ``o`` (a bias, taken off the epilogue's vector
+    work). Pixels past the end of a tail tile read the last one (their sums are not stored)."""
     i = indent
     last = f"T.min({{}}, {pixels - 1})" if pixels is not None else "({})"
     lines = [f'{i}xt = T.decl_buffer(({ci * tile},), "float32")',
