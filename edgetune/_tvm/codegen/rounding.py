@@ -19,8 +19,9 @@ it nor ``roundeven`` + ``fptosi`` into one), so there the conversion is ``fcvtns
 round to nearest, ties to even, whatever the rounding mode, as the default mode ``lrint``
 follows does —, in the 2- and 4-lane vectors TVM vectorized, and four lanes at a time in wider
 ones, and the clip then runs on the integers it saturates to (``smin`` / ``smax``, a cheaper
-pipe than the float clip's on the Cortex-A72). An 8-bit result of 8 or 16 lanes (an int8 layer's output) is clipped there by the
-conversion's and the narrows' saturation instead (:func:`_narrowed`); a uint8 output shifted
+pipe than the float clip's on the Cortex-A72). An 8-bit result of 8 or 16 lanes (an int8
+layer's output) is clipped there by the conversion's and the narrows' saturation instead
+(:func:`_narrowed`); a uint8 output shifted
 to the int8 the next layer reads (``int8(int16(clip(…)) − 128)``) is first made one clip
 (:func:`_unshifted`). Pi 4 / Pi 5 M cycles by the estimate: MobileNetV3-style int8 59.6 / 22.6
 → 55.6 / 22.4, SqueezeNet 59.5 / 18.4 → 57.8 / 18.2, ResNet-style bottleneck stack 228.2 /
