@@ -296,8 +296,7 @@ def main() -> None:
         again = saved.get("retimed")
         if args.retime:
             first = argparse.Namespace(**saved["args"])
-            verdict_budgets = sorted(int(b) for b in str(first.budgets).split(","))[-2:]
-            again = retime(saved["runs"], saved.get("networks", {}), verdict_budgets, first.device,
+            again = retime(saved["runs"], saved.get("networks", {}), verdict_budgets(first), first.device,
                            Path(first.work or tempfile.mkdtemp(prefix="search-quality-")))
             saved["retimed"] = again
             path.write_text(json.dumps(saved, indent=1, default=str))
@@ -345,7 +344,7 @@ def main() -> None:
                 save()
     save()
     if args.retime:
-        again = retime(runs, nets, sorted(budgets)[-2:], args.device, work)
+        again = retime(runs, nets, verdict_budgets(args), args.device, work)
         save()  # (the minutes of timing kept before the report)
     report(runs, nets, args, out, again)
 
@@ -405,7 +404,7 @@ def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path, again: d
         print("\n| network | search | trials | seconds | estimated ms at equal time |\n|---|---|---|---|---|")
         for r in net_rows:
             print(f"| {r['network']} | {r['search']} | {r['trials']} | {r['seconds']:.0f} | {r['estimate_ms_at_equal_time']} |")
-    again_rows, again_verdict = retimed_table(again, sorted(budgets)[-2:]) if again else ([], None)
+    again_rows, again_verdict = retimed_table(again, verdict_budgets(args)) if again else ([], None)
     series = {}
     for task, by_search in runs.items():
         for search, per in by_search.items():
@@ -421,6 +420,12 @@ def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path, again: d
     if again:
         saved.update({"retimed": again, "retimed_table": again_rows, "retimed_verdict": again_verdict})
     path.write_text(json.dumps(saved, indent=1, default=str))
+
+
+def verdict_budgets(args: argparse.Namespace) -> list[int]:
+    """The verdict's two budgets, the two largest of ``--budgets``: Gensor at the smaller,
+    evolutionary search at the larger."""
+    return sorted(int(b) for b in str(args.budgets).split(","))[-2:]
 
 
 def gensor_reaches(table: list[dict], column: str, small: int, big: int) -> list[bool]:

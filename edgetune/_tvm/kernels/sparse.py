@@ -110,8 +110,8 @@ def _place(shape: tuple[int, int, int, int], pads: tuple[int, int, int, int]) ->
     """The index, in pixels, of pixel ``{p}`` of an NHWC ``shape`` in a buffer of it padded by
     ``pads`` (top, bottom, left, right)."""
     n, h, w, _ = shape
-    top, bottom, left, right = pads
-    hp, wp = h + top + bottom, w + left + right
+    top, _, left, _ = pads
+    _, hp, wp, _ = _padded(shape, pads)
     if hp * wp == h * w:
         return "{p}"
     image = "" if n == 1 else f"{{p}} // {h * w} * {hp * wp} + "
@@ -227,6 +227,7 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     value = "{v}"  # a float32x4 of GROUP channels at pixel {p}
     channels = f"T.Ramp(og * {GROUP}, 1, {GROUP})"
     biases = 0
+    residual = None  # the residual's (padded) shape
     start = "T.float32(0)"
     for k, step in enumerate(steps):
         if step.kind == "bias":
@@ -239,8 +240,8 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
                 value = f"({value} + b{biases}[{channels}])"
             biases += 1
         elif step.kind == "residual":
-            rshape = _padded((n, h, w, co), step.pads)
-            params.append(f"r: T.Buffer({rshape}, {f32})")
+            residual = _padded((n, h, w, co), step.pads)
+            params.append(f"r: T.Buffer({residual}, {f32})")
             rplace = _place((n, h, w, co), step.pads)
             value = f"({value} + rf[T.Ramp({rplace} * {co} + og * {GROUP}, 1, {GROUP})])"
         elif step.kind == "relu":
@@ -256,7 +257,6 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
     pads = steps[-1].pads if steps and steps[-1].kind == "pad" else (0, 0, 0, 0)
     _, hp, wp, _ = _padded((n, h, w, co), pads)
     params.append(f"y: T.Buffer(({n}, {hp}, {wp}, {co}), {f32})")
-    residual = [s for s in steps if s.kind == "residual"]
     place = _place((n, h, w, co), pads)  # the output pixel of input pixel {p}
     body = []
     if hp * wp != h * w:
@@ -274,8 +274,7 @@ def sparse_conv1x1(shape: tuple[int, int, int, int], out_channels: int, stored: 
         f'"edgetune.flops": T.float64({float(flops)!r})}})',
         f"    xf = T.decl_buffer(({pixels * ci},), {f32}, data=x.data)",
         f"    yf = T.decl_buffer(({n * hp * wp * co},), {f32}, data=y.data)",
-        *([f"    rf = T.decl_buffer(({int(np.prod(_padded((n, h, w, co), residual[0].pads)))},), {f32}, data=r.data)"]
-          if residual else []),
+        *([f"    rf = T.decl_buffer(({int(np.prod(residual))},), {f32}, data=r.data)"] if residual else []),
         *body,
     ])
     tvm()

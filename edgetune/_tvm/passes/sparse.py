@@ -111,7 +111,7 @@ def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step
             layers[cur] = (b.value, weights, steps)
             inner.update(values[:-1])
             claimed.update(values)
-    padded = {}
+    padded, borders = {}, {}
     for last, (_, weights, steps) in layers.items():
         users = readers.get(last, [])
         pads = [r for r in users if r is not None and op_name(r) == "relax.nn.pad"]
@@ -125,11 +125,11 @@ def _layers(func: Any) -> tuple[dict[Any, tuple[Any, np.ndarray, list[tuple[Step
             continue
         steps.append(step)
         inner.add(pads[0])
-        padded[last] = bound[pads[0]]
+        padded[last], borders[last] = bound[pads[0]], step[0].pads
     for _, _, steps in layers.values():
         for k, (step, operand) in enumerate(steps):
-            if step.kind == "residual" and operand in padded:
-                steps[k] = (Step("residual", pads=layers[operand][2][-1][0].pads), operand)
+            if step.kind == "residual" and operand in borders:
+                steps[k] = (Step("residual", pads=borders[operand]), operand)
     return layers, inner, padded
 
 
