@@ -381,6 +381,18 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
         default = 5
     oo, oi = sch.split(o, [None, block])
     nob = loop_extent(sch, oo)
+    # A first layer's row of taps on sdot whose output is cropped (24 channels as two blocks of
+    # 16): its epilogue runs per pixel tile over all the blocks, the blocks a loop inside the
+    # tile and the taps' rows (ky: 3) unrolled by LLVM — so every broadcast input quad was
+    # invariant across the blocks: hoisted out of their loop (36 q registers for 4 pixels) and
+    # spilled, and the by-lane sdot lost (a broadcast in another basic block is not folded).
+    # The blocks unrolled, and pixels to 16 accumulators: each quad a by-lane operand, loaded
+    # once per tile (MediaPipe hand landmark int8's 224² → 24 layer, A76 estimate, 1.24 → 0.83
+    # M cycles; models whose first layer's channels are whole blocks measured no better)
+    unrolled_blocks = (family == "sdot" and ragged and nob > 1
+                       and "edgetune.tap_steps" in sch.get(main).annotations)
+    if unrolled_blocks:
+        default = max(d for d in divisors(ow) if d <= max(1, rows // nob))
     per = dots.blocks_per_tile(family, nob)
     if depth == dots.PAIR:
         # a first layer's row of pairs (dot.NEON_PAIRS): blocks of 8 channels (24: three, as
@@ -417,6 +429,8 @@ def schedule_conv2d_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide:
         inner, vec = [xi, ob, oi, rci], oi
     sch.unroll(ob)
     at = _tile_order(sch, lead, xo, oo, [ry, rx, rco], inner, ragged, order, cpu, cores)
+    if unrolled_blocks and _exists(sch, oo):
+        sch.unroll(oo)
     _finish_microkernel(sch, main, epi, at, ry, xi, vec, cpu, cores, dot=family, intrinsic=intrinsic)
 
 
