@@ -999,6 +999,35 @@ def test_int8_depthwise_on_arm_sums_tap_pairs_in_16_bit_lanes_and_is_exact(tmp_p
         assert not re.search(r"\sfmla\s", depthwise), "an fp32 multiply-add in the integer depthwise kernel"
 
 
+@pytest.mark.parametrize(("channels", "kernel", "stride", "size", "layers"),
+                         [(32, 3, 1, 12, 2), (16, 5, 1, 12, 1), (48, 3, 2, 13, 1), (32, 5, 1, 7, 1), (16, 3, 2, 9, 1)])
+def test_int8_depthwise_on_the_pi5_takes_column_quads_into_sdot_and_is_exact(tmp_path, qemu, channels, kernel, stride,
+                                                                            size, layers):
+    """On the Pi 5 an int8 depthwise layer of whole 16-channel blocks runs on the sdot kernel
+    (kernels/conv.py: depthwise_conv2d_nhwc_int8_sdot): per output row each input column's taps
+    along y interleaved into channel quads (``zip1``/``zip2``; rows past the kernel's read from
+    extra rows of the zero point, times zero weights), then one ``sdot`` per four channels, tap
+    column and pixel — no ``smull`` —, a weight of −128 allowed (int32 sums). 3×3 and 5×5
+    (two groups of four rows), stride 1 and 2, a width of 7 (a tile of the whole row, 8
+    channels), the input padded with its zero point 3, two layers in a row: the outputs equal
+    onnxruntime's under qemu."""
+    import subprocess
+
+    _qdq_convs(tmp_path / "dw.onnx", [(channels, channels, kernel, 0.004, 0.05 * 0.004)] * layers, size=size,
+               rng=np.random.default_rng(kernel * stride + size), bias=2000, low=-128, depthwise=True, stride=stride)
+    result = package(PackageOptions(model=tmp_path / "dw.onnx", device="pi5", output=tmp_path / "pkg"))
+    v = result.verification
+    assert v["status"] == "passed" and "qemu" in v["executed_on"] and v["max_abs_error"] == 0, v
+    kinds = [k["kind"] for k in result.manifest["kernels"].values()]
+    assert kinds.count("depthwise-sdot") == layers and "depthwise" not in kinds, kinds
+    assert not result.manifest["schedules"]["naive"], result.manifest["schedules"]
+    asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(result.path / "model.so")],
+                         capture_output=True, text=True, check=True).stdout
+    depthwise = "\n".join(f for f in asm.split("\n\n") if re.match(r"[0-9a-f]+ <\w*depthwise_conv2d\w*>:", f))
+    assert re.search(r"\ssdot\s+v\d+\.4s, v\d+\.16b, v\d+\.16b", depthwise), depthwise[:3000]
+    assert re.search(r"\szip[12]\s", depthwise) and not re.search(r"\ssmull2?\s+v\d+\.8h", depthwise), depthwise[:3000]
+
+
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """``func`` (a PrimFunc) with its default schedule built for this host as tuning candidates
     are (edgetune's TIR pipeline), run on ``args`` (the last one written); (the arrays after the

@@ -455,6 +455,47 @@ def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, k
     return sums_as_floats(out, unbias) if float_sums else out
 
 
+def depthwise_conv2d_nhwc_int8_sdot(data: Any, weights: Any, offset: Any = None, *, kernel: tuple[int, int],
+                                    strides: Sequence[int], padding: Sequence[int], fill: Any = 0,
+                                    float_sums: bool = False, unbias: Any = None) -> Any:
+    """An int8 depthwise layer's int32 sums ``Σ x·w`` (plus ``offset`` per channel) on the sdot
+    family (dilation 1): per output row, each padded input column's taps along y as channel
+    quads (``cols``: four rows interleaved, :data:`.dot.DW_ROWS`; the rows past the kernel's
+    read from extra rows of ``fill`` below the padding and met by zero weights), then per pixel,
+    tap column and four channels one ``sdot`` (:data:`.dot.DW_SDOT`) with the weights' quads
+    (``[G, KW, C'/4, 16]``, :func:`.dot.depthwise_quads`). ``float_sums``, ``unbias``: as
+    :func:`depthwise_conv2d_nhwc_int8`."""
+    from tvm import te
+
+    from .dense import dims
+
+    n, h, w, c = dims(data.shape)
+    groups, kw, quads, _sixteen = (int(x) for x in weights.shape)
+    padded = quads * 4
+    kh, _kw = kernel
+    (sh, sw) = strides
+    top, left, bottom, right = padding
+    oh, ow = out_size(h, kh, sh, 1, top, bottom), out_size(w, kw, sw, 1, left, right)
+    extra = max(0, (oh - 1) * sh + groups * dot.DW_TAPS - (h + top + bottom))
+    src = pad_nhwc(data, (top, left, bottom + extra, right), fill, "int8", padded)
+    cols = te.compute((n, oh, w + left + right, groups, quads, 16),
+                      lambda b, y, x, g, q, lane: src[b, y * sh + g * dot.DW_TAPS + lane % dot.DW_TAPS, x,
+                                                      q * 4 + lane // dot.DW_TAPS], name="cols")
+    g = te.reduce_axis((0, groups), "g")
+    rx = te.reduce_axis((0, kw), "rx")
+    k = te.reduce_axis((0, dot.DW_TAPS), "k")
+
+    def total(b: Any, y: Any, x: Any, ch: Any) -> Any:
+        lane = ch % 4 * dot.DW_TAPS + k
+        return te.sum(cols[b, y, x * sw + rx, g, ch // 4, lane].astype("int32")
+                      * weights[g, rx, ch // 4, lane].astype("int32"), axis=[g, rx, k])
+
+    out = te.compute((n, oh, ow, padded), total, name="depthwise_conv2d_nhwc_int8",
+                     attrs={"edgetune.kernel": "depthwise_conv2d_nhwc_sdot"})
+    out = _plus_channels(crop(out, c), offset)
+    return sums_as_floats(out, unbias) if float_sums else out
+
+
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                           dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32", row_tile: int = 0,
                           rows: tuple[str, int] = ("", 0)) -> Any:

@@ -161,6 +161,33 @@ def depthwise_pairs(ohwi: Any) -> Any:
     return pad_axis(taps.reshape(-1, 2, c), 2, 8).astype(np.int8).copy()
 
 
+def sdot_depthwise(channels: int, width: int) -> bool:
+    """Whether an int8 depthwise layer of ``channels`` channels and ``width`` output pixels a row
+    takes the sdot kernel (:func:`..conv.depthwise_conv2d_nhwc_int8_sdot`) on the sdot family:
+    whole blocks of 16 channels, and a width its tiles cover two or more pixels at a time (a
+    divisor from 2 to 4, or the whole row up to 8). Padded channels (24 as 32) measured slower
+    than the ``smull`` pairs, and so did one-pixel tiles (each weight quad loaded for one
+    ``sdot``) — MediaPipe hand landmark, A76 M cycles: 112² × 24 0.76 → 0.85, 7² × 1152 5×5
+    0.72 → 0.79 a pixel at a time, 0.59 as the row of 7."""
+    return channels % WIDE_DEPTH == 0 and (width <= 8 or any(width % d == 0 for d in (2, 3, 4)))
+
+
+def depthwise_quads(ohwi: Any) -> Any:
+    """Depthwise weights ``[C, KH, KW, 1]`` (int8) as the sdot depthwise kernel takes them
+    (:func:`..conv.depthwise_conv2d_nhwc_int8_sdot`): ``[G, KW, C'/4, 16]``, per group ``g`` of
+    four rows of taps (``G`` = ⌈KH/4⌉; the rows past KH zero weights) and column ``kx``, each
+    four channels' quads — channel ``4q + i``'s taps ``(4g + k, kx)`` at ``4i + k`` —, ``C'`` the
+    channels rounded up to 16 (zero weights)."""
+    import numpy as np
+
+    c, kh, kw, _one = ohwi.shape
+    groups, padded = -(-kh // DW_TAPS), -(-c // WIDE_DEPTH) * WIDE_DEPTH
+    rows = np.zeros((groups * DW_TAPS, kw, padded), np.int8)
+    rows[:kh, :, :c] = ohwi[..., 0].transpose(1, 2, 0)
+    quads = rows.reshape(groups, DW_TAPS, kw, padded // 4, 4).transpose(0, 2, 3, 4, 1)  # [g, kx, q, i, k]
+    return quads.reshape(groups, kw, padded // 4, 16).copy()
+
+
 def int8_weights(weights: Any) -> bool:
     """Whether integer ``weights`` (numpy) are all int8 values, as the kernels multiply them."""
     return int(weights.min(initial=0)) >= -128 and int(weights.max(initial=0)) <= 127
@@ -367,6 +394,15 @@ def flip_sign(value: Any, dtype: str = "int8") -> Any:
     return tirx.reinterpret("uint8", value ^ tirx.const(-128, "int8"))
 
 
+# The sdot family's depthwise kernel (:func:`..conv.depthwise_conv2d_nhwc_int8_sdot`): a column's
+# taps along y, four at a time, as each channel's quad — four channels' quads one q register
+# (DW_ROWS interleaves four rows of 16 channels: eight zips) — times the same quads of weights:
+# one ``sdot`` (DW_SDOT) per four channels, four taps and pixel, where NEON's ``smull`` pairs
+# take 4 multiplies (the A76's one pipe for them) and 4 widening adds per 16 channels and two taps
+DW_TAPS = 4
+DW_SDOT = "edgetune_dw_4x4_sdot"
+DW_ROWS = "edgetune_dw_rows_4x16"
+
 _REGISTERED: list[bool] = []
 
 
@@ -382,6 +418,10 @@ def register() -> None:
     for quads, name in SDOT_TAPS.items():
         if TensorIntrin.get(name, allow_missing=True) is None:
             TensorIntrin.register(name, *_sdot_quads(quads))
+    if TensorIntrin.get(DW_SDOT, allow_missing=True) is None:
+        TensorIntrin.register(DW_SDOT, *_dw_sdot())
+    if TensorIntrin.get(DW_ROWS, allow_missing=True) is None:
+        TensorIntrin.register(DW_ROWS, *_dw_rows())
     if TensorIntrin.get(SDOT_PAIR, allow_missing=True) is None:
         TensorIntrin.register(SDOT_PAIR, *_sdot_quads(2, loaded=2 * DEPTH))
     for (pairs, narrow), name in NEON_PAIRS.items():
@@ -617,6 +657,90 @@ def _sdot_quads(quads: int = QUADS, loaded: int = QUADS * DEPTH) -> tuple[Any, A
             C[T.ramp(T.int32(0), 1, 4)] = chain(C.vload([0], dtype="int32x4"),
                                                  T.reinterpret(A.vload([0], f"int8x{loaded}"),
                                                                dtype=f"int32x{loaded // 4}"), B)
+
+    return desc, impl
+
+
+def _dw_sdot() -> tuple[Any, Any]:
+    """(description, implementation) of :data:`DW_SDOT`: four channels' sums += their quads of
+    data · their quads of weights (16 bytes each, channel ``i``'s at ``4i``): one ``sdot``."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (16,), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4], A[0:16], B[0:16])
+            T.writes(C[0:4])
+            for i, k in T.grid(4, DW_TAPS):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    C[vi] = C[vi] + T.cast(A[vi * 4 + vk], "int32") * T.cast(B[vi * 4 + vk], "int32")
+
+    instruction = SINGLE_INSTRUCTION["sdot"]
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (16,), "int8", offset_factor=1)  # noqa: N806
+        B = T.match_buffer(b, (16,), "int8", offset_factor=1)  # noqa: N806
+        C = T.match_buffer(c, (4,), "int32", offset_factor=1, scope="local")  # noqa: N806
+        with T.sblock("root"):
+            T.reads(C[0:4], A[0:16], B[0:16])
+            T.writes(C[0:4])
+            C[T.ramp(T.int32(0), 1, 4)] = T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id(instruction), C.vload([0], dtype="int32x4"), A.vload([0], "int8x16"),
+                B.vload([0], "int8x16"), dtype="int32x4")
+
+    return desc, impl
+
+
+def _dw_rows() -> tuple[Any, Any]:
+    """(description, implementation) of :data:`DW_ROWS`: four rows of 16 channels (``stride``
+    bytes apart) as four registers of channel quads — quad ``q``'s channel ``i`` at ``4i``, its
+    row ``k`` at ``4i + k`` —: ``zip1``/``zip2`` of rows 0, 1 and of rows 2, 3 byte by byte,
+    then of those two by 16-bit pairs (the rows' region is ``[4, 1, 16]``: row, pixel, channel)."""
+    from tvm.script import tirx as T  # noqa: N812 — TVMScript's convention
+
+    stride, pixel = T.int32(), T.int32()
+
+    @T.prim_func(s_tir=True)
+    def desc(s: T.handle, d: T.handle) -> None:
+        S = T.match_buffer(s, (DW_TAPS, 1, 16), "int8", offset_factor=1, strides=[stride, pixel, 1])  # noqa: N806
+        D = T.match_buffer(d, (4, 16), "int8", offset_factor=1)  # noqa: N806
+        with T.sblock("root"):
+            T.reads(S[0:DW_TAPS, 0:1, 0:16])
+            T.writes(D[0:4, 0:16])
+            for q, lane in T.grid(4, 16):
+                with T.sblock("cols"):
+                    vq, vl = T.axis.remap("SS", [q, lane])
+                    D[vq, vl] = S[vl % DW_TAPS, 0, vq * 4 + vl // DW_TAPS]
+
+    def zip_bytes(x: Any, y: Any, high: int) -> Any:
+        return T.Shuffle([x, y], [v for i in range(8) for v in (8 * high + i, 16 + 8 * high + i)])
+
+    def zip_pairs(x: Any, y: Any, high: int) -> Any:
+        halves = [T.reinterpret(x, dtype="int16x8"), T.reinterpret(y, dtype="int16x8")]
+        return T.reinterpret(T.Shuffle(halves, [v for i in range(4) for v in (4 * high + i, 8 + 4 * high + i)]),
+                             dtype="int8x16")
+
+    def quads(rows: Any, j: int) -> Any:
+        """Register ``j``: channels 4j to 4j + 3, each its four rows' bytes."""
+        row = [rows.vload([k, 0, 0], "int8x16") for k in range(DW_TAPS)]
+        return zip_pairs(zip_bytes(row[0], row[1], j // 2), zip_bytes(row[2], row[3], j // 2), j % 2)
+
+    @T.prim_func(s_tir=True)
+    def impl(s: T.handle, d: T.handle) -> None:
+        S = T.match_buffer(s, (DW_TAPS, 1, 16), "int8", offset_factor=1, strides=[stride, pixel, 1])  # noqa: N806
+        D = T.match_buffer(d, (4, 16), "int8", offset_factor=1)  # noqa: N806
+        with T.sblock("root"):
+            T.reads(S[0:DW_TAPS, 0:1, 0:16])
+            T.writes(D[0:4, 0:16])
+            D[0, T.ramp(T.int32(0), 1, 16)] = quads(S, 0)
+            D[1, T.ramp(T.int32(0), 1, 16)] = quads(S, 1)
+            D[2, T.ramp(T.int32(0), 1, 16)] = quads(S, 2)
+            D[3, T.ramp(T.int32(0), 1, 16)] = quads(S, 3)
 
     return desc, impl
 

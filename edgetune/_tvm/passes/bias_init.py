@@ -30,7 +30,7 @@ from .common import module_pass
 # 3.06 → 3.52 M cycles — was the estimate's code-layout effect: that kernel's TIR is the same
 # with and without this pass.)
 SUMS = frozenset({"conv2d_nhwc_packed", "conv2d_nhwc_int8", "dense_int8", "depthwise_conv2d_nhwc", "dense_packed",
-                  "matmul_packed"})
+                  "matmul_packed", "depthwise_conv2d_nhwc_sdot"})
 
 
 @module_pass(opt_level=0)

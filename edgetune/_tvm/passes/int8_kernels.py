@@ -15,6 +15,8 @@ from ..kernels.conv import (
     dense_int8,
     depthwise_conv2d_nhwc,
     depthwise_conv2d_nhwc_int8,
+    depthwise_conv2d_nhwc_int8_sdot,
+    out_size,
 )
 from ..kernels.cpu import (
     FLOAT_BIAS,
@@ -190,6 +192,13 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
+    if int(a.groups) == ic == oc and ic_g == 1 and family == "sdot" and _sdot_depthwise(x, ic, kw, geometry):
+        as_float, offset, unbias = _float_sums(cpu, weights, offset)
+        geo = {key: value for key, value in geometry.items() if key != "dilation"}
+        call = te(depthwise_conv2d_nhwc_int8_sdot, x, relax.const(dot.depthwise_quads(weights)),
+                  *([relax.const(offset.astype(np.int32))] if bias is not None or as_float else []), kernel=(kh, kw),
+                  **geo, float_sums=as_float, **unbias, primfunc_name_hint="depthwise_conv2d_nhwc_int8")
+        return call, as_float, None
     if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights):
         as_float, offset, unbias = _float_sums(cpu, weights, offset)
         call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
@@ -202,6 +211,16 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
                   primfunc_name_hint="depthwise_conv2d_nhwc")
         return call, True, rest
     return None
+
+
+def _sdot_depthwise(x: Any, channels: int, kw: int, geometry: dict[str, Any]) -> bool:
+    """Whether a depthwise layer on the sdot family takes its sdot kernel (:func:`.dot.sdot_depthwise`):
+    dilation 1 and a static width only."""
+    shape = static_shape(x)
+    if tuple(geometry["dilation"]) != (1, 1) or shape is None:
+        return False
+    _top, left, _bottom, right = geometry["padding"]
+    return dot.sdot_depthwise(channels, out_size(shape[2], kw, geometry["strides"][1], 1, left, right))
 
 
 class _WinogradChoice(NamedTuple):

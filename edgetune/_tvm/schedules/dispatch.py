@@ -18,6 +18,7 @@ from .microkernels import (
     schedule_dense,
     schedule_depthwise,
     schedule_depthwise_int8,
+    schedule_depthwise_sdot,
     schedule_matmul,
     schedule_winograd,
 )
@@ -34,6 +35,7 @@ MICROKERNELS: dict[str, tuple[str, Callable[..., None]]] = {
     "dense_int8": ("dense-int8", schedule_conv2d_int8),  # a 1×1 convolution over rows (kernels.conv.dense_int8)
     "depthwise_conv2d_nhwc": ("depthwise", schedule_depthwise),
     "depthwise_conv2d_nhwc_int8": ("depthwise-int8", schedule_depthwise_int8),
+    "depthwise_conv2d_nhwc_sdot": ("depthwise-sdot", schedule_depthwise_sdot),
     "dense_packed": ("dense", schedule_dense),
     "matmul_packed": ("matmul", schedule_matmul),
     "softmax_rows": ("softmax", schedule_rows),
@@ -111,7 +113,7 @@ DEFAULT_ORDER = {"dense_int8": 1, "dense_packed": 1}
 
 MICROKERNEL_KINDS = frozenset(kind for kind, _fn in MICROKERNELS.values())
 # kinds whose schedule has one loop order (``order`` unused): one sketch, not two of the same
-ONE_ORDER = frozenset({"softmax", "layer-norm", "rms-norm", "attention"})
+ONE_ORDER = frozenset({"softmax", "layer-norm", "rms-norm", "attention", "depthwise-sdot"})
 
 
 def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:

@@ -705,6 +705,49 @@ def schedule_depthwise_int8(sch: Any, main: Any, cpu: CpuFacts, cores: int, deci
     _vector_epilogue(sch, writer, cpu)
 
 
+def schedule_depthwise_sdot(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
+    """int8 depthwise on the sdot family (:func:`..kernels.conv.depthwise_conv2d_nhwc_int8_sdot`):
+    per output row (the parallel loop) its input columns' taps as channel quads (``cols``, a
+    row of them in L1: :data:`..kernels.dot.DW_ROWS`), then tiles of ``RW`` pixels × 16
+    channels of int32 accumulators in registers — 4 q registers per pixel, 4 pixels —, one
+    ``sdot`` per pixel, four channels, tap column and group of four taps along y
+    (:data:`..kernels.dot.DW_SDOT`). One loop order."""
+    from ..kernels import dot as dots
+
+    if order:
+        raise NoMatchError("one loop order")
+    _pad_stages(sch, cpu, cores)
+    epi, separate = fold_epilogue(sch, main)
+    cols = next(b for b in child_blocks(sch) if block_name(sch, b) == "cols")
+    b, y, x, c, g, rx, k = sch.get_loops(main)
+    ow = loop_extent(sch, x)
+    default = max(d for d in divisors(ow) if d <= DEPTHWISE_INT8_ROWS)
+    quads = 4  # channel quads a tile: 16 channels
+    if default == 1 and ow <= 2 * DEPTHWISE_INT8_ROWS:
+        # a width with no divisor from 2 to 4 (7): the whole row, 8 channels a tile
+        default, quads = ow, 2
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * DEPTHWISE_INT8_ROWS))
+    co, cqo, cq, c4 = sch.split(c, [None, 4 // quads, quads, 4])
+    sch.reorder(b, y, xo, co, cqo, g, rx, xi, cq, c4, k)
+    row = sch.fuse(b, y)
+    sch.parallel(row)
+    sch.compute_at(cols, row, preserve_unit_loops=True)
+    writer = _place_epilogue(sch, main, epi, cqo, separate, cpu, cores)
+    sch.unroll(rx)
+    sch.unroll(xi)
+    sch.unroll(cq)
+    init = sch.decompose_reduction(main, g)
+    dots.register()
+    sch.tensorize(c4, dots.DW_SDOT)
+    sch.unroll(sch.get_loops(init)[-2])
+    _vector_registers(sch, sch.get_loops(init)[-1], cpu)
+    *_, q, lane = sch.get_loops(cols)
+    _qo, q4 = sch.split(q, [None, 4])
+    sch.tensorize(q4, dots.DW_ROWS)
+    sch.unroll(sch.get_loops(writer)[-2])
+    _vector_epilogue(sch, writer, cpu)
+
+
 def schedule_dense(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
     """Packed dense: ``RM`` rows × ``NB`` output features in registers, K streamed. Its input
     may be computed in the kernel (a recurrent step's ``r ⊙ h``): a parallel pass first."""
