@@ -1028,6 +1028,34 @@ def test_int8_depthwise_on_the_pi5_takes_column_quads_into_sdot_and_is_exact(tmp
     assert re.search(r"\szip[12]\s", depthwise) and not re.search(r"\ssmull2?\s+v\d+\.8h", depthwise), depthwise[:3000]
 
 
+def test_pi5_depthwise_sdot_tuning_candidates_build_as_aarch64_libraries(tmp_path):
+    """The sdot depthwise kernel is a tuning task of its own (``depthwise-sdot``, one loop
+    order): the candidates its design space proposes — pixel tiles sampled — tensorize and build
+    for the Pi 5 with the cross toolchain, as the tuner's builder does."""
+    from edgetune import _tvm, elf, profiles
+    from edgetune._tvm import metaschedule as ms
+    from edgetune._tvm.targets import lowering_for
+    from edgetune.build import check_toolchain
+    from edgetune.importer import import_model
+
+    _qdq_convs(tmp_path / "dw.onnx", [(32, 32, 3, 0.004, 0.05 * 0.004)], size=12, rng=np.random.default_rng(1),
+               bias=2000, low=-128, depthwise=True)
+    profile = profiles.get_profile("pi5")
+    cc, cuda = check_toolchain(profile)
+    target = _tvm.make_target(profile.target_spec())
+    workloads = ms.extract_workloads(import_model(tmp_path / "dw.onnx").mod, target, lowering_for(target).key)
+    (task,) = [w for w in workloads if w.kind == "depthwise-sdot"]
+    ctx = ms.TaskContext(task, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
+    (tmp_path / "db").mkdir()
+    ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)
+    candidates = ctx.propose()
+    built = ms.make_builder(cc, 2, 120, cuda).build([ms.builder_input(c, target) for c in candidates])
+    assert built and all(b.error_msg is None for b in built), [b.error_msg for b in built]
+    for b in built:
+        assert elf.machine(Path(b.artifact_path)) == "aarch64"
+        ms.remove_artifact(b.artifact_path)
+
+
 def _host_kernel(func, args: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """``func`` (a PrimFunc) with its default schedule built for this host as tuning candidates
     are (edgetune's TIR pipeline), run on ``args`` (the last one written); (the arrays after the
