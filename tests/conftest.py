@@ -90,6 +90,21 @@ def run_edgetune(*args: str, env: dict[str, str] | None = None, cwd: Path | None
     return subprocess.run([sys.executable, "-m", "edgetune", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=900)
 
 
+def built_candidates(task, target, toolchain: tuple, tmp_path: Path) -> list:
+    """The first candidates a tuning task proposes (a fresh database under ``tmp_path``), built
+    as the tuner's builder does with ``toolchain`` (``build.check_toolchain``'s (cc, cuda));
+    asserts every build succeeded and returns them (their artifacts: remove when done)."""
+    from edgetune._tvm import metaschedule as ms
+
+    ctx = ms.TaskContext(task, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
+    (tmp_path / "db").mkdir()
+    ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)
+    cc, cuda = toolchain
+    built = ms.make_builder(cc, 2, 120, cuda).build([ms.builder_input(c, target) for c in ctx.propose()])
+    assert built and all(b.error_msg is None for b in built), [b.error_msg for b in built]
+    return built
+
+
 def record_lines(records: Path) -> int:
     """Tuning records measured so far in a records directory (lines of its records file)."""
     path = records / "database_tuning_record.json"

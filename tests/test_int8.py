@@ -18,7 +18,7 @@ import models
 import numpy as np
 import pytest
 import quant_models
-from conftest import EXAMPLES, run_edgetune
+from conftest import EXAMPLES, built_candidates, run_edgetune
 
 from edgetune import _tvm
 from edgetune._tvm import parse_unsupported
@@ -1041,17 +1041,10 @@ def test_pi5_depthwise_sdot_tuning_candidates_build_as_aarch64_libraries(tmp_pat
     _qdq_convs(tmp_path / "dw.onnx", [(32, 32, 3, 0.004, 0.05 * 0.004)], size=12, rng=np.random.default_rng(1),
                bias=2000, low=-128, depthwise=True)
     profile = profiles.get_profile("pi5")
-    cc, cuda = check_toolchain(profile)
     target = _tvm.make_target(profile.target_spec())
     workloads = ms.extract_workloads(import_model(tmp_path / "dw.onnx").mod, target, lowering_for(target).key)
     (task,) = [w for w in workloads if w.kind == "depthwise-sdot"]
-    ctx = ms.TaskContext(task, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
-    (tmp_path / "db").mkdir()
-    ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)
-    candidates = ctx.propose()
-    built = ms.make_builder(cc, 2, 120, cuda).build([ms.builder_input(c, target) for c in candidates])
-    assert built and all(b.error_msg is None for b in built), [b.error_msg for b in built]
-    for b in built:
+    for b in built_candidates(task, target, check_toolchain(profile), tmp_path):
         assert elf.machine(Path(b.artifact_path)) == "aarch64"
         ms.remove_artifact(b.artifact_path)
 

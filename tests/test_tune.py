@@ -15,7 +15,7 @@ from pathlib import Path
 import models
 import numpy as np
 import pytest
-from conftest import record_lines, run_edgetune
+from conftest import built_candidates, record_lines, run_edgetune
 from records_helpers import check_against_records, read_records
 
 from edgetune.tuning.records import RecordStore
@@ -206,18 +206,12 @@ def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path
 
     profile = profiles.get_profile("jetson-orin-nano")
     try:
-        cc, cuda = check_toolchain(profile)
+        toolchain = check_toolchain(profile)
     except ToolchainError as err:
         pytest.skip(f"no CUDA 13 nvcc: {err.message}")
     target = _tvm.make_target(profile.target_spec())
     heaviest = max(ms.extract_workloads(import_model(nets["a"]).mod, target, "nchw"), key=lambda w: w.flops)
-    ctx = ms.TaskContext(heaviest, target, 0, 2, ms.SearchConfig(population_size=16, init_min_unmeasured=4))
-    (tmp_path / "db").mkdir()
-    ctx.start(ms.open_database(tmp_path / "db"), ms.make_cost_model(2), 8, 2)
-    candidates = ctx.propose()
-    built = ms.make_builder(cc, 2, 120, cuda).build([ms.builder_input(c, target) for c in candidates])
-    assert built and all(b.error_msg is None for b in built), [b.error_msg for b in built]
-    for b in built:
+    for b in built_candidates(heaviest, target, toolchain, tmp_path):
         lib = Path(b.artifact_path)
         assert elf.machine(lib) == "aarch64" and elf.cuda_archs(lib) == ["sm_87"]
         ms.remove_artifact(b.artifact_path)
