@@ -161,15 +161,29 @@ def depthwise_pairs(ohwi: Any) -> Any:
     return pad_axis(taps.reshape(-1, 2, c), 2, 8).astype(np.int8).copy()
 
 
+DW_TILE_PIXELS = 4  # pixels of the sdot depthwise kernel's register tile (× 16 channels: 16 sums)
+
+
+def sdot_depthwise_tile(width: int) -> tuple[int, int] | None:
+    """(pixels, channel quads) of the sdot depthwise kernel's register tile over a row of
+    ``width`` output pixels: the largest divisor up to :data:`DW_TILE_PIXELS` × 16 channels; a
+    width with no divisor from 2 to 4 but at most twice that (7): the whole row × 8 channels;
+    else None — one-pixel tiles, each weight quad loaded for one ``sdot``, measured slower than
+    the ``smull`` pairs (MediaPipe hand landmark's 7² × 1152 5×5 layer, A76 M cycles: 0.72 →
+    0.79 a pixel at a time, 0.59 as the row of 7)."""
+    pixels = max(d for d in range(1, DW_TILE_PIXELS + 1) if width % d == 0)
+    if pixels > 1:
+        return pixels, 4
+    return (width, 2) if width <= 2 * DW_TILE_PIXELS else None
+
+
 def sdot_depthwise(channels: int, width: int) -> bool:
     """Whether an int8 depthwise layer of ``channels`` channels and ``width`` output pixels a row
     takes the sdot kernel (:func:`..conv.depthwise_conv2d_nhwc_int8_sdot`) on the sdot family:
-    whole blocks of 16 channels, and a width its tiles cover two or more pixels at a time (a
-    divisor from 2 to 4, or the whole row up to 8). Padded channels (24 as 32) measured slower
-    than the ``smull`` pairs, and so did one-pixel tiles (each weight quad loaded for one
-    ``sdot``) — MediaPipe hand landmark, A76 M cycles: 112² × 24 0.76 → 0.85, 7² × 1152 5×5
-    0.72 → 0.79 a pixel at a time, 0.59 as the row of 7."""
-    return channels % WIDE_DEPTH == 0 and (width <= 8 or any(width % d == 0 for d in (2, 3, 4)))
+    whole blocks of 16 channels (24 as 32 measured slower than the ``smull`` pairs: hand
+    landmark's 112² × 24 layer 0.76 → 0.85 M A76 cycles) and a width it tiles
+    (:func:`sdot_depthwise_tile`)."""
+    return channels % WIDE_DEPTH == 0 and sdot_depthwise_tile(width) is not None
 
 
 def depthwise_quads(ohwi: Any) -> Any:

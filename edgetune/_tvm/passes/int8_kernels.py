@@ -192,20 +192,19 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         call = te(conv2d_nhwc_packed, x, relax.const(packed_weights(weights.astype(np.float32), oci)), *fbias, **geometry, out_channels=oc, signature=sig,
                   out_dtype="float32", default_variant=note, primfunc_name_hint="conv2d_nhwc")
         return call, True, rest
-    if int(a.groups) == ic == oc and ic_g == 1 and family == "sdot" and _sdot_depthwise(x, ic, kw, geometry):
+    depthwise = int(a.groups) == ic == oc and ic_g == 1
+    on_sdot = depthwise and family == "sdot" and _sdot_depthwise(x, ic, kw, geometry)
+    if on_sdot or (depthwise and dot.integer_depthwise(family) and dot.narrow_weights(weights)):
+        # the sdot kernel over column quads (dilation 1 only: it takes no dilation), else NEON's tap pairs
+        fn, packed, geo = ((depthwise_conv2d_nhwc_int8_sdot, dot.depthwise_quads(weights),
+                            {key: value for key, value in geometry.items() if key != "dilation"}) if on_sdot
+                           else (depthwise_conv2d_nhwc_int8, dot.depthwise_pairs(weights), geometry))
         as_float, offset, unbias = _float_sums(cpu, weights, offset)
-        geo = {key: value for key, value in geometry.items() if key != "dilation"}
-        call = te(depthwise_conv2d_nhwc_int8_sdot, x, relax.const(dot.depthwise_quads(weights)),
+        call = te(fn, x, relax.const(packed),
                   *([relax.const(offset.astype(np.int32))] if bias is not None or as_float else []), kernel=(kh, kw),
                   **geo, float_sums=as_float, **unbias, primfunc_name_hint="depthwise_conv2d_nhwc_int8")
         return call, as_float, None
-    if int(a.groups) == ic == oc and ic_g == 1 and dot.integer_depthwise(family) and dot.narrow_weights(weights):
-        as_float, offset, unbias = _float_sums(cpu, weights, offset)
-        call = te(depthwise_conv2d_nhwc_int8, x, relax.const(dot.depthwise_pairs(weights)),
-                  *([relax.const(offset.astype(np.int32))] if bias is not None or as_float else []), kernel=(kh, kw),
-                  **geometry, float_sums=as_float, **unbias, primfunc_name_hint="depthwise_conv2d_nhwc_int8")
-        return call, as_float, None
-    if int(a.groups) == ic == oc and ic_g == 1:
+    if depthwise:
         packed = depthwise_weights(weights.astype(np.float32), cpu)
         call = te(depthwise_conv2d_nhwc, x, relax.const(packed), *fbias, **geometry, out_dtype="float32",
                   primfunc_name_hint="depthwise_conv2d_nhwc")

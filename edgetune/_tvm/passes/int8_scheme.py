@@ -136,9 +136,12 @@ def integer_runs_as(family: str | None, gpu: bool = False, known: bool = True) -
     if family is None:
         return f"{fp32} (this CPU has no int8 dot-product instruction edgetune uses)"
     pairs = f"with weights within ±127 on Arm NEON (smull/smlal, taps in pairs), others as {fp32}"
-    depthwise = (f"depthwise layers of whole 16-channel blocks on sdot (four taps along y a quad), others {pairs}"
-                 if family == "sdot" else f"depthwise layers {pairs}" if dot.integer_depthwise(family)
-                 else f"depthwise layers as {fp32}")
+    if family == "sdot":
+        depthwise = f"depthwise layers of whole 16-channel blocks on sdot (four taps along y a quad), others {pairs}"
+    elif dot.integer_depthwise(family):
+        depthwise = f"depthwise layers {pairs}"
+    else:
+        depthwise = f"depthwise layers as {fp32}"
     return f"full convolutions and dense layers (as 1×1 convolutions) on {_DOT_INSTRUCTIONS[family]}, {depthwise}"
 
 

@@ -709,8 +709,9 @@ def schedule_depthwise_sdot(sch: Any, main: Any, cpu: CpuFacts, cores: int, deci
     """int8 depthwise on the sdot family (:func:`..kernels.conv.depthwise_conv2d_nhwc_int8_sdot`):
     per output row (the parallel loop) its input columns' taps as channel quads (``cols``, a
     row of them in L1: :data:`..kernels.dot.DW_ROWS`), then tiles of ``RW`` pixels × 16
-    channels of int32 accumulators in registers — 4 q registers per pixel, 4 pixels —, one
-    ``sdot`` per pixel, four channels, tap column and group of four taps along y
+    channels of int32 accumulators in registers — 4 q registers per pixel, 4 pixels; a row of 7
+    as the row × 8 channels (:func:`..kernels.dot.sdot_depthwise_tile`) —, one ``sdot`` per
+    pixel, four channels, tap column and group of four taps along y
     (:data:`..kernels.dot.DW_SDOT`). One loop order."""
     from ..kernels import dot as dots
 
@@ -721,12 +722,9 @@ def schedule_depthwise_sdot(sch: Any, main: Any, cpu: CpuFacts, cores: int, deci
     cols = next(b for b in child_blocks(sch) if block_name(sch, b) == "cols")
     b, y, x, c, g, rx, k = sch.get_loops(main)
     ow = loop_extent(sch, x)
-    default = max(d for d in divisors(ow) if d <= DEPTHWISE_INT8_ROWS)
-    quads = 4  # channel quads a tile: 16 channels
-    if default == 1 and ow <= 2 * DEPTHWISE_INT8_ROWS:
-        # a width with no divisor from 2 to 4 (7): the whole row, 8 channels a tile
-        default, quads = ow, 2
-    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * DEPTHWISE_INT8_ROWS))
+    # (a width the pass does not route here — one-pixel tiles — would take 1 × 16 channels)
+    default, quads = dots.sdot_depthwise_tile(ow) or (1, 4)
+    xo, xi = sch.split(x, decide.tile(x, [ow // default, default], 2 * dots.DW_TILE_PIXELS))
     co, cqo, cq, c4 = sch.split(c, [None, 4 // quads, quads, 4])
     sch.reorder(b, y, xo, co, cqo, g, rx, xi, cq, c4, k)
     row = sch.fuse(b, y)
