@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _tvm, elf, toolchain
-from .errors import BuildError
+from .errors import BuildError, ProfileError, UsageError
 from .model import ImportedModel, TensorSpec
 from .profiles import Profile
 
@@ -31,6 +31,25 @@ class CompiledArtifact:
     build_seconds: float
     lowering: str = ""
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # fused function → kind, calls, flops
+    precision: str = "fp32"  # what the kernels compute in: fp32, or fp16 (inputs and outputs keep their dtypes)
+
+
+def half_profiles() -> list[str]:
+    """The profiles whose boards compute in float16 (:func:`edgetune._tvm.has_half`)."""
+    from .profiles import load_profiles
+
+    return [name for name, p in load_profiles().items() if _tvm.has_half(_tvm.make_target(p.target_spec()))]
+
+
+def check_precision(profile: Profile, precision: str) -> None:
+    """Refuse a precision the profile's board cannot compute in: UsageError for an unknown one,
+    ProfileError naming the boards that have float16 arithmetic for fp16 on one without."""
+    if precision not in _tvm.PRECISIONS:
+        raise UsageError(f"unknown precision '{precision}'", f"choose one of {', '.join(_tvm.PRECISIONS)}")
+    if precision == "fp16" and not _tvm.has_half(_tvm.make_target(profile.target_spec())):
+        raise ProfileError(f"profile '{profile.name}' ({profile.description}) has no float16 arithmetic",
+                           f"--precision fp16 needs a board that has it: {', '.join(half_profiles())}; "
+                           f"for {profile.name} package in fp32 (the default)")
 
 
 def check_toolchain(profile: Profile) -> tuple[str | None, Any]:
@@ -57,9 +76,10 @@ def _check_library(library: Path, profile: Profile) -> None:
 
 
 def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records: Path | None = None,
-                  layout: str = "auto", conv_choice: Any = "auto") -> CompiledArtifact:
+                  layout: str = "auto", conv_choice: Any = "auto", precision: str = "fp32") -> CompiledArtifact:
     """Build ``model`` for ``profile`` into ``out_dir/model.so``: tuning ``records`` applied
-    where they match, default schedules for every other kernel.
+    where they match, default schedules for every other kernel; ``precision`` "fp16" computes
+    in float16 (:func:`check_precision` first).
 
     Raises ToolchainError (missing compiler/nvcc, checked first), ProfileError (bad target) or
     BuildError.
@@ -69,7 +89,7 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records
     out_dir.mkdir(parents=True, exist_ok=True)
     library = out_dir / LIBRARY
     start = time.perf_counter()
-    info = _tvm.build(model.mod, target, library, cc, cuda, records, layout, conv_choice)
+    info = _tvm.build(model.mod, target, library, cc, cuda, records, layout, conv_choice, precision)
     _check_library(library, profile)
     return CompiledArtifact(
         library=library,
@@ -84,4 +104,5 @@ def compile_model(model: ImportedModel, profile: Profile, out_dir: Path, records
         build_seconds=round(time.perf_counter() - start, 3),
         lowering=info.lowering,
         kernels=dict(info.kernels),
+        precision=precision,
     )

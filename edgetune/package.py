@@ -28,7 +28,7 @@ import numpy as np
 from edgetune_runtime.loader import FORMAT_VERSION, MANIFEST, REFERENCE, STATE
 
 from . import __version__, elf, emulation, reference
-from .build import CompiledArtifact, check_toolchain, compile_model
+from .build import CompiledArtifact, check_precision, check_toolchain, compile_model
 from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
@@ -64,6 +64,7 @@ class PackageOptions:
     records: Path | None = None  # None: the profile's default records directory
     use_records: bool = True
     layout: str = "auto"  # auto | nhwc | nchw (see edgetune._tvm.targets.lowering_for)
+    precision: str = "fp32"  # fp32 | fp16: what the kernels compute in (fp16 where the board has it)
     buckets: tuple[int, ...] = ()  # a range package's compiled lengths (empty: one symbolic-shape library)
     symbolic: bool = False  # (edgetune.ranges) build the range's length as a symbolic extent, one library
     # without records: each convolution's variant by signature (direct | winograd), as a tuned
@@ -114,6 +115,7 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "model": {"file": model.source.name, "path": str(model.source.resolve()), "format": model.format,
                   "sha256": model.sha256, "notes": list(model.notes)},
         "library": artifact.library.name,
+        "precision": artifact.precision,
         "weights": "embedded",
         "inputs": [t.to_json() for t in model.inputs],
         "bound_inputs": dict(model.bound),
@@ -356,11 +358,11 @@ def kernel_facts(kernels: dict[str, dict[str, Any]], tuning: dict[str, Any] | No
             for name, k in kernels.items()}
 
 
-def lowering_key(profile: Profile, layout: str) -> str:
-    """The lowering a build for ``profile`` uses with ``--layout``."""
+def lowering_key(profile: Profile, layout: str, precision: str = "fp32") -> str:
+    """The lowering a build for ``profile`` uses with ``--layout`` and ``--precision``."""
     from . import _tvm
 
-    return _tvm.lowering_for(_tvm.make_target(profile.target_spec()), layout).key
+    return _tvm.lowering_for(_tvm.make_target(profile.target_spec()), layout, precision).key
 
 
 def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
@@ -377,6 +379,7 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     detect_format(opts.model)
     output = opts.output.resolve()
     _check_output(output, opts.force)
+    check_precision(profile, opts.precision)
     check_toolchain(profile)
     timings: dict[str, float] = {}
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -393,13 +396,13 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
         model = import_model(opts.model, shapes, binds)
         timings["import_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        key = lowering_key(profile, opts.layout)
+        key = lowering_key(profile, opts.layout, opts.precision)
         with _records(model, profile, opts, key) as recs:
             progress(f"compiling for {profile.name} ({profile.arch}, {profile.runtime})"
                      + (f" with {recs.summary['tuned_tasks']} tuned kernel(s)" if recs.summary else
                         ", untuned (default schedules)"))
             artifact = compile_model(model, profile, staging, recs.directory, opts.layout,
-                                     recs.conv_choice or dict(opts.conv_variants or {}) or "auto")
+                                     recs.conv_choice or dict(opts.conv_variants or {}) or "auto", opts.precision)
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
         manifest = build_manifest(model, artifact, profile)

@@ -36,7 +36,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,34 +205,84 @@ def _load_counts(path: Path) -> Counts:
     return Counts(data["regions"], [tuple(b) for b in data["blocks"]], [tuple(m) for m in data["maps"]])
 
 
-def count(board: Board, kind: str, target: Path, inputs: Path, runs: int = 1, timeout: float = 1800,
-          cache: Path | None = None) -> Counts:
-    """Run ``runs`` marked inferences of ``target`` (``kind``: edgetune, onnxruntime, litert) on
-    ``inputs`` under qemu with the board's core; the blocks executed inside the marks.
+PEERS = {"ncnn": "ncnn", "ncnn16": "ncnn", "mnn": "MNN", "mnn16": "MNN"}  # side → its PyPI distribution
 
-    With ``cache`` (a folder) the counts are kept there under a key of everything the run
-    depends on — the target's and inputs' bytes, the side, the board's core, the bundles the
-    emulated Python imports, this counter — so an estimate redone after a change to the
-    estimating (not to what runs) takes no emulation."""
+
+def peers_site() -> Path:
+    """ncnn's and MNN's aarch64 wheels (the versions this host has: ``pip install '.[bench]'``)
+    unpacked into one folder for the emulated Python (numpy comes from the runtime bundle)."""
+    from importlib import metadata
+
+    from edgetune.bundle import PLATFORMS
+    from edgetune.util import cache_dir, file_lock
+
+    pins = sorted({f"{name}=={metadata.version(name)}" for name in PEERS.values()})
+    root = cache_dir("armsim", "peers-" + "-".join(p.replace("==", "") for p in pins))
+    if (root / ".complete").is_file():
+        return root
+    with file_lock(root.with_name(root.name + ".lock"), what="the ncnn and MNN aarch64 wheels"):
+        if (root / ".complete").is_file():
+            return root
+        with tempfile.TemporaryDirectory() as tmp:
+            platforms = [arg for tag in PLATFORMS["aarch64"] for arg in ("--platform", tag)]
+            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+                   "3.11", "--implementation", "cp", *platforms, *pins, "-d", tmp]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                raise ArmsimError(f"downloading {', '.join(pins)} for aarch64 failed: {proc.stderr.strip()[-400:]}")
+            for wheel in Path(tmp).glob("*.whl"):
+                with zipfile.ZipFile(wheel) as z:
+                    z.extractall(root)
+        (root / ".complete").write_text("\n".join(pins) + "\n")
+    return root
+
+
+def _site(kind: str) -> list[str]:
+    """What the emulated Python imports for a side: the runtime bundle (edgetune's loader, TVM's
+    runtime, numpy), and before it the baselines bundle (onnxruntime, LiteRT) or ncnn / MNN."""
     from edgetune.bundle import baselines_bundle, runtime_bundle
+
+    path = [str(runtime_bundle("aarch64"))]
+    if kind in PEERS:
+        path.insert(0, str(peers_site()))
+    elif kind != "edgetune":
+        path.insert(0, str(baselines_bundle("aarch64")))
+    return path
+
+
+def count(board: Board, kind: str, target: Path, inputs: Path, runs: int = 1, timeout: float = 1800,
+          cache: Path | None = None, outputs: Path | None = None) -> Counts:
+    """Run ``runs`` marked inferences of ``target`` (``kind``: edgetune, onnxruntime, litert,
+    ncnn, ncnn16, mnn, mnn16) on ``inputs`` under qemu with the board's core; the blocks
+    executed inside the marks. ``outputs``: where the side's outputs on ``inputs`` are saved
+    (``out_0``, … in an .npz), so its answer can be checked before its cycles count.
+
+    With ``cache`` (a folder) the counts (and outputs) are kept there under a key of everything
+    the run depends on — the target's and inputs' bytes, the side, the board's core, the
+    bundles the emulated Python imports, this counter — so an estimate redone after a change to
+    the estimating (not to what runs) takes no emulation."""
     from edgetune.util import cache_dir
 
     missing = [t for t in missing_tools() if not t.startswith("llvm")]
     if missing:
         raise ArmsimError(f"missing: {', '.join(missing)} (scripts/install-system-deps.sh installs them)")
-    path = [str(runtime_bundle("aarch64"))]
-    if kind != "edgetune":
-        path.insert(0, str(baselines_bundle("aarch64")))
+    path = _site(kind)
     if cache is not None:
         key = hashlib.sha256("|".join([
             kind, board.qemu_cpu, board.cpuinfo_features, str(board.cpuinfo_part), str(runs),
             _fingerprint([Path(target), Path(inputs), HERE / "tbcount.c", HERE / "guest.py"], contents=True),
             _fingerprint([Path(p) for p in path], contents=False)]).encode()).hexdigest()[:32]
         stored = Path(cache) / f"{kind}-{board.name}-{key}.json.gz"
-        if stored.is_file():
+        answers = stored.with_name(stored.name.replace(".json.gz", ".outputs.npz"))
+        if stored.is_file() and (outputs is None or answers.is_file()):
+            if outputs is not None:
+                shutil.copyfile(answers, outputs)
             return _load_counts(stored)
-        counts = count(board, kind, target, inputs, runs, timeout)
+        answers.parent.mkdir(parents=True, exist_ok=True)
+        counts = count(board, kind, target, inputs, runs, timeout, outputs=answers)
         _save_counts(counts, stored)
+        if outputs is not None:
+            shutil.copyfile(answers, outputs)
         return counts
     root = board_root(board)
     with tempfile.TemporaryDirectory(prefix="armsim-") as tmp:
@@ -239,7 +291,7 @@ def count(board: Board, kind: str, target: Path, inputs: Path, runs: int = 1, ti
                "PYTHONHASHSEED": "0", "HOME": str(cache_dir())}
         cmd = ["qemu-aarch64", "-cpu", board.qemu_cpu, "-L", str(root), "-plugin", f"{plugin()},out={tbs}",
                str(root / "usr/bin/python3.11"), str(HERE / "guest.py"), kind, str(Path(target).resolve()),
-               str(Path(inputs).resolve()), str(runs), str(maps)]
+               str(Path(inputs).resolve()), str(runs), str(maps), *([str(Path(outputs).resolve())] if outputs else [])]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -23,11 +23,11 @@ from .kernels.winograd import default_conv_variant
 from .peak import peak_gflops
 from .rpc import remote_bench, rpc_connect, rpc_tracker_request, rpc_tracker_summary
 from .schedules.dispatch import default_schedule
-from .targets import LOWERINGS, Lowering, host_cpu, lowering_for, make_target, target_to_json
+from .targets import LOWERINGS, PRECISIONS, Lowering, has_half, host_cpu, lowering_for, make_target, target_to_json
 
 __all__ = [
-    "LOWERINGS", "TVM_FFI_VERSION", "TVM_VERSION", "BuildInfo", "Lowering", "CudaToolchain", "NodeConversionError", "build",
-    "cuda_runtime_library", "local_gpu", "default_conv_variant", "default_schedule", "estimate_flops", "host_cpu", "kernel_table", "last_line",
+    "LOWERINGS", "PRECISIONS", "TVM_FFI_VERSION", "TVM_VERSION", "BuildInfo", "Lowering", "CudaToolchain", "NodeConversionError", "build",
+    "cuda_runtime_library", "local_gpu", "default_conv_variant", "default_schedule", "estimate_flops", "has_half", "host_cpu", "kernel_table", "last_line",
     "lowering_for", "make_target", "onnx_supported_ops", "onnx_to_relax", "parse_unsupported", "peak_gflops", "quantization_notes",
     "quantization_scheme", "relax_signature", "remote_bench", "symbolic_axes", "rename_inputs", "rpc_connect", "rpc_tracker_request",
     "rpc_tracker_summary", "target_to_json", "tflite_supported_ops", "tflite_to_relax",

@@ -25,7 +25,8 @@ class BuildInfo:
 
 
 def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain | None" = None,
-          records: Path | None = None, layout: str = "auto", conv_choice: Any = "auto") -> BuildInfo:
+          records: Path | None = None, layout: str = "auto", conv_choice: Any = "auto",
+          precision: str = "fp32") -> BuildInfo:
     """Compile ``mod`` for ``target`` and export a .so.
 
     CPU targets: edgetune's lowering (:mod:`.passes.pipeline`; ``conv_choice`` picks direct or Winograd
@@ -33,7 +34,8 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     schedules (:mod:`.schedules.dispatch`) for every other kernel. GPU targets: TVM's
     pipeline with DLight schedules (records applied first). ``cc`` is the cross compiler driver
     used to link (None: the host's); for CUDA, ``cuda`` supplies nvcc so kernels are embedded as
-    a compiled fatbin, not source.
+    a compiled fatbin, not source. ``precision`` "fp16": the graph computed in float16
+    (:mod:`.passes.precision`; the library's inputs and outputs keep their dtypes).
     """
     tvm()
     from tvm.support import cc as tvm_cc
@@ -41,7 +43,7 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     ctx = cuda_compile_env(cuda) if cuda else contextlib.nullcontext()
     try:
         with ctx, target:
-            exe, info = _compile(mod, target, records, layout, conv_choice)
+            exe, info = _compile(mod, target, records, lowering_for(target, layout, precision), conv_choice)
         fcompile = tvm_cc.cross_compiler(cc) if cc else None
         exe.export_library(str(out), fcompile=fcompile)
     except (ToolchainError, BuildError):
@@ -57,13 +59,11 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
     return info
 
 
-def _compile(mod: Any, target: Any, records: Path | None, layout: str, conv_choice: Any) -> tuple[Any, BuildInfo]:
-
+def _compile(mod: Any, target: Any, records: Path | None, lw: Any, conv_choice: Any) -> tuple[Any, BuildInfo]:
     from .passes import pipeline
 
-    lw = lowering_for(target, layout)
     if target.kind.name != "llvm":
-        mod = pipeline.for_gpu(mod)
+        mod = pipeline.for_gpu(mod, lw.half)
         if records is not None:
             from .metaschedule.database import compile_with_records
 

@@ -115,7 +115,7 @@ def attention_fused(q: Any, k: Any, v: Any, *biases: Any, heads: int, scale: flo
     def logit(bb: Any, n: Any, i: Any, j: Any) -> Any:
         out = scores[bb, n, i, j]
         if scale is not None:
-            out = out * tirx.const(scale, "float32")
+            out = out * tirx.const(scale, str(scores.dtype))
         for add in adds:
             out = out + add(bb, n, last(i, s, rows_to), last(j, t, keys_to))
         return out

@@ -106,12 +106,13 @@ def conv_attrs(kernel: str, signature: str, default_variant: str = "") -> dict[s
 
 def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int], out_channels: int, signature: str = "", fill: int = 0,
-                       out_dtype: str = "float32", row_tile: int = 0, rows: tuple[str, int] = ("", 0),
+                       out_dtype: str | None = None, row_tile: int = 0, rows: tuple[str, int] = ("", 0),
                        default_variant: str = "") -> Any:
     """NHWC convolution reading ``weights`` packed as [OCp/OCi, KH, KW, IC, OCi] (OCp: the
     output channels padded with zero filters to a multiple of OCi; the padding is cropped), plus
     ``bias`` per output channel. An int8 input (an exact int8 layer on a CPU without an integer
-    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``.
+    dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``
+    (None: the weights' dtype, float32 or float16).
     A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels and
     cropped (:func:`_tiled_width`; ``rows``: :func:`.dense.row_variant`). ``default_variant``: as
     :func:`.winograd.conv2d_nhwc_winograd`'s."""
@@ -219,11 +220,12 @@ def _crop_width(out: Any, shape: tuple[Any, ...]) -> Any:
     return te.compute(shape, lambda *idx: out[idx], name="crop")
 
 
-def _cast(out: Any, dtype: str) -> Any:
-    """``out`` as ``dtype`` (the int32 sums of an exact int8 layer computed in float32)."""
+def _cast(out: Any, dtype: str | None) -> Any:
+    """``out`` as ``dtype`` (the int32 sums of an exact int8 layer computed in float32; None: as
+    it is)."""
     from tvm import te
 
-    if str(out.dtype) == dtype:
+    if dtype is None or str(out.dtype) == dtype:
         return out
     return te.compute(out.shape, lambda *idx: out[idx].astype(dtype), name="cast")
 
@@ -497,7 +499,7 @@ def depthwise_conv2d_nhwc_int8_sdot(data: Any, weights: Any, offset: Any = None,
 
 
 def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides: Sequence[int], padding: Sequence[int],
-                          dilation: Sequence[int], fill: int = 0, out_dtype: str = "float32", row_tile: int = 0,
+                          dilation: Sequence[int], fill: int = 0, out_dtype: str | None = None, row_tile: int = 0,
                           rows: tuple[str, int] = ("", 0)) -> Any:
     """NHWC depthwise convolution (multiplier 1), weights [KH, KW, C'] (C' ≥ C: zero weights
     appended, :func:`depthwise_weights`; the input's channels zero-extended to match, the extra

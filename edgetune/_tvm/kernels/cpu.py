@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,15 @@ class CpuFacts:
     # (:data:`FLOAT_BIAS`)
     slow_converts: bool = False
     x86: bool = False
+    elem_bits: int = 32  # the element ``lanes`` counts: 32 (float32, int32), 16 (a float16 kernel's)
+
+    def in_dtype(self, dtype: str) -> "CpuFacts":
+        """These facts for a kernel computing in ``dtype``: its lanes a register (8 float16 on
+        NEON where 4 float32). Any other dtype than float16 counts as 32-bit lanes, as before."""
+        bits = 16 if str(dtype) == "float16" else 32
+        if bits == self.elem_bits:
+            return self
+        return replace(self, lanes=self.lanes * self.elem_bits // bits, elem_bits=bits)
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":

@@ -21,8 +21,8 @@ MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_
 
 def supported(method: str, mode: str, dtype: str) -> bool:
     """Whether :func:`resize2d_nhwc` computes this resize (else TOPI's stays): nearest-neighbour
-    ones of any type (a gather), linear ones in float32."""
-    return method in METHODS and mode in MODES and (dtype == "float32" or method == "nearest_neighbor")
+    ones of any type (a gather), linear ones in float32 or float16 (its weights in its dtype)."""
+    return method in METHODS and mode in MODES and (dtype in ("float32", "float16") or method == "nearest_neighbor")
 
 
 def resize2d_nhwc(data: Any, size: tuple[int, int], method: str, mode: str, rounding: str) -> Any:
@@ -55,7 +55,8 @@ def resize2d_nhwc(data: Any, size: tuple[int, int], method: str, mode: str, roun
         first = te.compute((target,), lambda i: te.floor(source(i)).astype("int32"), name=f"{name}_floor", attrs=attrs)
         low = te.compute((target,), lambda i: clamp(first[i]), name=f"{name}_low", attrs=attrs)
         high = te.compute((target,), lambda i: clamp(first[i] + 1), name=f"{name}_high", attrs=attrs)
-        weight = te.compute((target,), lambda i: source(i) - first[i], name=f"{name}_weight", attrs=attrs)
+        weight = te.compute((target,), lambda i: (source(i) - first[i]).astype(data.dtype), name=f"{name}_weight",
+                            attrs=attrs)
         return [low, high, weight]
 
     rows, cols = axis("rows", h, oh), axis("cols", w, ow)
@@ -66,8 +67,10 @@ def resize2d_nhwc(data: Any, size: tuple[int, int], method: str, mode: str, roun
     y0, y1, wy = rows
     x0, x1, wx = cols
 
+    one = te.const(1.0, str(data.dtype))
+
     def lerp(a: Any, b: Any, t: Any) -> Any:
-        return a * (1.0 - t) + b * t
+        return a * (one - t) + b * t
 
     def value(b: Any, y: Any, x: Any, c: Any) -> Any:
         top = lerp(data[b, y0[y], x0[x], c], data[b, y0[y], x1[x], c], wx[x])

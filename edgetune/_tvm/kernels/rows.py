@@ -16,6 +16,15 @@ SHIFT = "softmax_shift"  # x − max, inlined into the exp
 EXP = "T_fast_exp"  # the exponentials (TOPI's name): a row buffer, inlined where the row is symbolic
 
 
+STATS = "float32"  # the dtype row statistics are kept in, whatever the tensor's (float16: --precision fp16)
+
+
+def _up(v: Any) -> Any:
+    """``v`` as :data:`STATS`: a float16 row's sums, squares and exponentials are float32's
+    (a float16 sum of 384 values keeps ~2 of their 3 decimal digits)."""
+    return v if str(v.dtype) == STATS else v.astype(STATS)
+
+
 def row_lanes(n: Any, lanes: int) -> int:
     """Lanes of a row's partial results: a native register, or 4 for short rows (of 4 or more).
     A row of symbolic length (a range of lengths) takes a register: past its vectors, the tail
@@ -102,11 +111,11 @@ def softmax_rows(x: Any, lanes: int, valid: int = 0) -> Any:
     else:
         part_max = _partial(at(x), rows, n, lanes, "max", PARTIALS[0], kernel="softmax_rows")
         row_max = _row_total(part_max, tail_at(x), lanes, tail, "max", "softmax_max")
-    shifted = te.compute((*rows, cols), lambda *i: x[i] - row_max[i[:-1]], name=SHIFT)
+    shifted = te.compute((*rows, cols), lambda *i: _up(x[i]) - _up(row_max[i[:-1]]), name=SHIFT)
     e = topi.fast_exp(shifted)
     part_sum = _partial(at(e), rows, cols, lanes, "sum", PARTIALS[1])
     row_sum = _row_total(part_sum, tail_at(e), lanes, tail, "sum", "softmax_sum")
-    return te.compute(e.shape, lambda *i: e[i] * (1.0 / row_sum[i[:-1]]), name=OUTPUTS[0])
+    return te.compute(e.shape, lambda *i: (e[i] * (1.0 / row_sum[i[:-1]])).astype(x.dtype), name=OUTPUTS[0])
 
 
 def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> Any:
@@ -118,11 +127,11 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
     (n,) = dims([n])  # an int where constant, a symbolic length as it is
     lanes = row_lanes(n, lanes)
     full, tail = n // lanes * lanes, n - n // lanes * lanes
-    part = _partial(lambda r, i: x[(*r, i)], rows, n, lanes, "sum", PARTIALS[2], kernel="layer_norm_rows")
-    mean = _row_total(part, lambda r, t: x[(*r, full + t)], lanes, tail, "sum", "ln_sum")
+    part = _partial(lambda r, i: _up(x[(*r, i)]), rows, n, lanes, "sum", PARTIALS[2], kernel="layer_norm_rows")
+    mean = _row_total(part, lambda r, t: _up(x[(*r, full + t)]), lanes, tail, "sum", "ln_sum")
 
     def dev(r: Any, i: Any) -> Any:
-        d = x[(*r, i)] - mean[tuple(r)] * (1.0 / n)
+        d = _up(x[(*r, i)]) - mean[tuple(r)] * (1.0 / n)
         return d * d
 
     part2 = _partial(dev, rows, n, lanes, "sum", PARTIALS[3])
@@ -130,13 +139,13 @@ def layer_norm_rows(x: Any, gamma: Any, beta: Any, eps: float, lanes: int) -> An
 
     def value(*i: Any) -> Any:
         r, c = i[:-1], i[-1]
-        rstd = 1.0 / tirx.sqrt(var[r] * (1.0 / n) + tirx.const(eps, "float32"))
-        out = (x[i] - mean[r] * (1.0 / n)) * rstd
+        rstd = 1.0 / tirx.sqrt(var[r] * (1.0 / n) + tirx.const(eps, STATS))
+        out = (_up(x[i]) - mean[r] * (1.0 / n)) * rstd
         if gamma is not None:
-            out = out * gamma[c]
+            out = out * _up(gamma[c])
         if beta is not None:
-            out = out + beta[c]
-        return out
+            out = out + _up(beta[c])
+        return out.astype(x.dtype)
 
     return te.compute(x.shape, value, name=OUTPUTS[1])
 
@@ -153,7 +162,7 @@ def rms_norm_rows(x: Any, gamma: Any, eps: float, lanes: int) -> Any:
     full, tail = n // lanes * lanes, n - n // lanes * lanes
 
     def square(r: Any, i: Any) -> Any:
-        v = x[(*r, i)]
+        v = _up(x[(*r, i)])
         return v * v
 
     part = _partial(square, rows, n, lanes, "sum", PARTIALS[3], kernel="rms_norm_rows")
@@ -161,7 +170,7 @@ def rms_norm_rows(x: Any, gamma: Any, eps: float, lanes: int) -> Any:
 
     def value(*i: Any) -> Any:
         r, c = i[:-1], i[-1]
-        out = x[i] * (1.0 / tirx.sqrt(total[r] * (1.0 / n) + tirx.const(eps, "float32")))
-        return out * gamma[c] if gamma is not None else out
+        out = _up(x[i]) * (1.0 / tirx.sqrt(total[r] * (1.0 / n) + tirx.const(eps, STATS)))
+        return (out * _up(gamma[c]) if gamma is not None else out).astype(x.dtype)
 
     return te.compute(x.shape, value, name=OUTPUTS[1])

@@ -96,13 +96,15 @@ def winograd_tile(sig: str, kernel: tuple[int, int], oh: int, ow: int, ic: int, 
 
 
 def winograd_weights(weights_ohwi: Any, tile: int, oci: int) -> Any:
-    """U = G g Gᵀ for every (output, input) channel pair, packed [α², OCp/OCi, IC, OCi]."""
+    """U = G g Gᵀ for every (output, input) channel pair, packed [α², OCp/OCi, IC, OCi]: float16
+    for float16 weights (a float16 kernel's), float32 otherwise (an int8 layer's integers too)."""
 
     g = np.array(WINOGRAD[tile][1], np.float64)
     alpha = tile + 2
     u = np.einsum("ak,okjc,bj->abco", g, weights_ohwi.astype(np.float64), g)
     u = pad_axis(u.reshape(alpha * alpha, weights_ohwi.shape[3], weights_ohwi.shape[0]), 2, oci)
-    return u.reshape(alpha * alpha, u.shape[1], -1, oci).transpose(0, 2, 1, 3).astype(np.float32).copy()
+    dtype = np.float16 if weights_ohwi.dtype == np.float16 else np.float32
+    return u.reshape(alpha * alpha, u.shape[1], -1, oci).transpose(0, 2, 1, 3).astype(dtype).copy()
 
 
 def _switch(index: Any, values: list[Any]) -> Any:
@@ -115,11 +117,17 @@ def _switch(index: Any, values: list[Any]) -> Any:
     return out
 
 
-def _row_sums(matrix: Any, term: Callable[[int], Any]) -> list[Any]:
-    """Per row of a constant matrix, Σ_k matrix[row][k] · term(k) over its non-zero entries."""
+def _row_sums(matrix: Any, term: Callable[[int], Any], dtype: str) -> list[Any]:
+    """Per row of a constant matrix, Σ_k matrix[row][k] · term(k) over its non-zero entries, in
+    ``dtype``, the terms' (a Python float would make a float16 term float32)."""
+    from tvm import tirx
+
+    def times(c: float, value: Any) -> Any:
+        return value if c == 1 else -value if c == -1 else value * tirx.const(c, dtype)
+
     rows = []
     for row in matrix:
-        parts = [float(c) * term(k) for k, c in enumerate(row) if c != 0]
+        parts = [times(float(c), term(k)) for k, c in enumerate(row) if c != 0]
         rows.append(sum(parts[1:], parts[0]))
     return rows
 
@@ -142,28 +150,29 @@ def conv2d_nhwc_winograd(data: Any, weights: Any, padding: Sequence[int], tile: 
     oh, ow = h + top + bottom - 2, w + left + right - 2
     nh, nw = -(-oh // tile), -(-ow // tile)
     tiles = n * nh * nw
-    src = pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left), fill, "float32")
+    dtype = str(weights.dtype)
+    src = pad_nhwc(data, (top, left, nh * tile + 2 - h - top, nw * tile + 2 - w - left), fill, dtype)
 
     def corner(p: Any) -> tuple[Any, Any, Any]:
         return p // (nh * nw), (p % (nh * nw)) // nw * tile, p % nw * tile
 
     def input1(xi: Any, r2: Any, p: Any, ch: Any) -> Any:
         b, y0, x0 = corner(p)
-        return _switch(xi, _row_sums(bt, lambda r1: src[b, y0 + r1, x0 + r2, ch]))
+        return _switch(xi, _row_sums(bt, lambda r1: src[b, y0 + r1, x0 + r2, ch], dtype))
 
     t1 = te.compute((alpha, alpha, tiles, c), input1, name="winograd_input1")
     v = te.compute((alpha * alpha, tiles, c),
-                   lambda e, p, ch: _switch(e % alpha, _row_sums(bt, lambda r2: t1[e // alpha, r2, p, ch])),
+                   lambda e, p, ch: _switch(e % alpha, _row_sums(bt, lambda r2: t1[e // alpha, r2, p, ch], dtype)),
                    name="winograd_input")
     rc = te.reduce_axis((0, c), "rc")
     gemm = te.compute((alpha * alpha, tiles, oco * oci),
                       lambda e, p, o: te.sum(v[e, p, rc] * weights[e, o // oci, rc, o % oci], axis=[rc]),
                       name="winograd_gemm", attrs=conv_attrs("winograd_gemm", signature, default_variant))
     o1 = te.compute((tile, alpha, tiles, oco * oci),
-                    lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o])),
+                    lambda i, nu, p, o: _switch(i, _row_sums(at, lambda xi: gemm[xi * alpha + nu, p, o], dtype)),
                     name="winograd_output1")
     out_tiles = te.compute((tiles, tile, tile, oco * oci),
-                           lambda p, i, j, o: _switch(j, _row_sums(at, lambda nu: o1[i, nu, p, o])),
+                           lambda p, i, j, o: _switch(j, _row_sums(at, lambda nu: o1[i, nu, p, o], dtype)),
                            name="winograd_output")
 
     def crop(b: Any, y: Any, x: Any, o: Any) -> Any:

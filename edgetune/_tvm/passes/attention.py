@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from ..kernels.attention import attention_fused, padded
 from ..kernels.cpu import CpuFacts
-from .common import OPAQUE, bindings_of, const_array, emit_like, module_pass, mutate_functions, op_name, relax, static_shape
+from .common import FLOATS, OPAQUE, bindings_of, const_array, emit_like, module_pass, mutate_functions, op_name, relax, static_shape
 
 
 def _perm(value: Any) -> list[int] | None:
@@ -82,7 +82,7 @@ def _logits(values: dict[Any, Any], var: Any) -> tuple[Any, list[Any], float | N
             return var, biases, scale
         if name == "relax.multiply" and scale is None:
             consts = [const_array(a) for a in value.args]
-            at = next((n for n, c in enumerate(consts) if c is not None and c.size == 1 and c.dtype == "float32"), None)
+            at = next((n for n, c in enumerate(consts) if c is not None and c.size == 1 and str(c.dtype) in FLOATS), None)
             if at is None:
                 return None
             scale, var = float(consts[at].reshape(())), value.args[1 - at]
@@ -150,11 +150,12 @@ def find_attention(func: Any, cpu: CpuFacts) -> dict[Any, _Match]:
         if static_shape(probs) != shape:  # a bias that broadcast the scores to more batches
             continue
         bias_shapes = [static_shape(b) for b in biases]
-        if any(s is None or len(s) > 4 for s in bias_shapes) or any(str(b.ty.dtype) != "float32" for b in biases):
+        dtype = str(qk.ty.dtype)
+        if any(s is None or len(s) > 4 for s in bias_shapes) or any(str(b.ty.dtype) != dtype for b in biases):
             continue
-        if str(qk.ty.dtype) != "float32":
+        if dtype not in FLOATS:
             continue
-        sizes = padded(shape[2], shape[3], static_shape(pv)[-1], cpu)
+        sizes = padded(shape[2], shape[3], static_shape(pv)[-1], cpu.in_dtype(dtype))
         if sizes is None:
             continue
         found[var] = _Match(q[0], k[0], v[0], biases, scale, q[1], rank, sizes)
@@ -184,8 +185,8 @@ class _Rewrite(relax.PyExprMutator):
         if key in self.kernels:
             call = relax.call_tir(self.kernels[key], relax.Tuple(args), binding.var.ty)
         else:
-            call = self.builder_.call_te(attention_fused, *args, heads=match.heads, scale=match.scale,
-                                         lanes=self.cpu.lanes, output_rank=match.rank, rows_to=match.sizes[0],
+            lanes = self.cpu.in_dtype(str(binding.var.ty.dtype)).lanes
+            call = self.builder_.call_te(attention_fused, *args, heads=match.heads, scale=match.scale, lanes=lanes, output_rank=match.rank, rows_to=match.sizes[0],
                                          keys_to=match.sizes[1], primfunc_name_hint="attention")
             gv = self.kernels[key] = call.args[0]  # a kernel of its own: nothing fuses into it
             self.builder_.update_func(gv, self.builder_.get()[gv].with_attr("op_pattern", OPAQUE))

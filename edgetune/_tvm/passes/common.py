@@ -12,6 +12,8 @@ from ..core import copy_module, tvm, tvm_module
 relax = tvm_module("relax")
 module_pass = tvm().transform.module_pass
 
+FLOATS = ("float32", "float16")  # what edgetune's float kernels compute in (float16: --precision fp16)
+
 # TVM's OpPatternKind: what FuseOps reads in a PrimFunc's "op_pattern"
 ELEMWISE, BROADCAST, INJECTIVE, OUT_EWISE_FUSABLE, OPAQUE = 0, 1, 2, 4, 8
 

@@ -34,7 +34,11 @@ from ..kernels.winograd import (
     winograd_tile,
     winograd_weights,
 )
-from .common import INJECTIVE, const_array, ints, last_dim, rank, static_shape
+from .common import FLOATS, INJECTIVE, const_array, ints, last_dim, rank, static_shape
+
+
+def _dtype(expr: Any) -> str:
+    return str(getattr(expr.ty, "dtype", ""))
 
 
 def _fast_sigmoid(x: Any, divide: bool = True) -> Any:
@@ -122,11 +126,27 @@ def _legalize_fast(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     convolutions, measured); round as the intrinsic TVM vectorizes (same result)."""
 
     def legalize(bb: Any, call: Any) -> Any:
-        if str(call.ty.dtype) != "float32":
+        dtype = str(call.ty.dtype)
+        if dtype not in FLOATS:
             return _default_legalize(bb, call)
-        return bb.call_te(fn, call.args[0], primfunc_name_hint=call.op.name.removeprefix("relax."))
+        name = call.op.name.removeprefix("relax.")
+        return bb.call_te(fn if dtype == "float32" else _in_float32(fn), call.args[0], primfunc_name_hint=name)
 
     return legalize
+
+
+def _in_float32(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` (a float32 polynomial) over a float16 tensor: each value converted to float32 and
+    the result back (``fcvtl`` / ``fcvtn`` on NEON, one conversion per 4 lanes each way) — the
+    polynomials' constants and their exponent tricks are float32's."""
+    from tvm import te
+
+    def half(x: Any) -> Any:
+        up = te.compute(x.shape, lambda *i: x(*i).astype("float32"), name="to_float32")
+        out = fn(up)
+        return te.compute(x.shape, lambda *i: out(*i).astype(str(x.dtype)), name="to_float16")
+
+    return half
 
 
 def _fast_math(cpu: CpuFacts) -> dict[str, Callable[[Any], Any]]:
@@ -142,10 +162,11 @@ def _fast_math(cpu: CpuFacts) -> dict[str, Callable[[Any], Any]]:
 
 
 def _legalize_rms_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
-    x, gamma = call.args
-    if not _last_axis(call, ints(call.attrs.axes)) or last_dim(x) is None or rank(gamma) != 1:
+    if not row_kernel_takes(call):
         return _default_legalize(bb, call)
-    return bb.call_te(rms_norm_rows, x, gamma, float(call.attrs.epsilon), cpu.lanes, primfunc_name_hint="rms_norm")
+    x, gamma = call.args
+    return bb.call_te(rms_norm_rows, x, gamma, float(call.attrs.epsilon), cpu.in_dtype(_dtype(x)).lanes,
+                      primfunc_name_hint="rms_norm")
 
 
 def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, Callable[[Any, Any], Any]]:
@@ -194,10 +215,12 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
     weights = const_array(call.args[1])
     out_dtype = str(a.out_dtype) if a.out_dtype else str(call.ty.dtype)
     layout = str(a.kernel_layout)
+    dtype = _dtype(call.args[0])
     plain = (a.data_layout == "NHWC" and a.out_layout == "NHWC" and sorted(layout) == sorted("OHWI")
-             and weights is not None and str(call.args[0].ty.dtype) == "float32" and out_dtype == "float32")
+             and weights is not None and dtype in FLOATS and out_dtype == dtype and weights.dtype == dtype)
     if not plain:
         return _default_legalize(bb, call)
+    cpu = cpu.in_dtype(dtype)
     if static_shape(call.args[0]) is None:
         return _legalize_conv2d_symbolic(bb, call, weights, layout, cpu, choice)
     weights = weights.transpose([layout.index(axis) for axis in "OHWI"])  # TFLite: HWIO / HWOI
@@ -286,7 +309,8 @@ def _legalize_matmul(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice = "au
 
     weights = const_array(call.args[1])
     x = call.args[0]
-    floats = all(str(t.ty.dtype) == "float32" for t in (x, call.args[1], call))
+    floats = _dtype(x) in FLOATS and all(_dtype(t) == _dtype(x) for t in (call.args[1], call))
+    cpu = cpu.in_dtype(_dtype(x))
     if weights is None:
         return _legalize_matmul_computed(bb, call, cpu, choice) if floats else _default_legalize(bb, call)
     if weights.ndim != 2 or rank(x) < 2 or not floats:
@@ -331,11 +355,11 @@ def _legalize_matmul_computed(bb: Any, call: Any, cpu: CpuFacts, choice: ConvCho
 
 
 def _last_axis(call: Any, axes: list[int]) -> bool:
-    """Whether ``axes`` is the last axis of the call's fp32 input, rows of 4 or more (TVM's own
-    kernel handles a handful of classes as well). The row count and length may be symbolic (a
-    range of lengths: attention's scores)."""
+    """Whether ``axes`` is the last axis of the call's float input (float32, or float16), rows
+    of 4 or more (TVM's own kernel handles a handful of classes as well). The row count and
+    length may be symbolic (a range of lengths: attention's scores)."""
     values = getattr(getattr(call.args[0].ty, "shape", None), "values", None)
-    if values is None or len(values) < 2 or str(call.args[0].ty.dtype) != "float32":
+    if values is None or len(values) < 2 or _dtype(call.args[0]) not in FLOATS:
         return False
     if [a % len(values) for a in axes] != [len(values) - 1]:
         return False
@@ -343,19 +367,35 @@ def _last_axis(call: Any, axes: list[int]) -> bool:
     return not hasattr(last, "value") or int(last.value) >= 4
 
 
+def row_kernel_takes(call: Any) -> bool:
+    """Whether a softmax, layer norm or RMS norm call runs on edgetune's row kernel
+    (:mod:`..kernels.rows`: its statistics in float32 whatever the tensors' dtype) rather than
+    on TVM's own."""
+    name = call.op.name
+    if name == "relax.nn.softmax":
+        return _last_axis(call, [int(call.attrs.axis)])
+    if name == "relax.nn.layer_norm":
+        x, gamma, beta = call.args
+        return _last_axis(call, ints(call.attrs.axes)) and last_dim(x) is not None and rank(gamma) == rank(beta) == 1
+    if name == "relax.nn.rms_norm":
+        x, gamma = call.args
+        return _last_axis(call, ints(call.attrs.axes)) and last_dim(x) is not None and rank(gamma) == 1
+    return False
+
+
 def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:
-    if not _last_axis(call, [int(call.attrs.axis)]):
+    if not row_kernel_takes(call):
         return _default_legalize(bb, call)
-    return bb.call_te(softmax_rows, call.args[0], cpu.lanes, primfunc_name_hint="softmax")
+    return bb.call_te(softmax_rows, call.args[0], cpu.in_dtype(_dtype(call.args[0])).lanes, primfunc_name_hint="softmax")
 
 
 def _legalize_layer_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
+    if not row_kernel_takes(call):
+        return _default_legalize(bb, call)
     a = call.attrs
     x, gamma, beta = call.args
-    if not _last_axis(call, ints(a.axes)) or last_dim(x) is None or any(rank(t) != 1 for t in (gamma, beta)):
-        return _default_legalize(bb, call)
     return bb.call_te(layer_norm_rows, x, gamma if a.scale else None, beta if a.center else None, float(a.epsilon),
-                      cpu.lanes, primfunc_name_hint="layer_norm")
+                      cpu.in_dtype(_dtype(x)).lanes, primfunc_name_hint="layer_norm")
 
 
 def legalize_winograd(bb: Any, data: Any, weights: Any, geometry: Mapping[str, Any], tile: int, sig: str,

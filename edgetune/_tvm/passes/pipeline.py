@@ -23,7 +23,7 @@ from typing import Any
 from ..constants import SCHEME_ATTR
 from ..core import tvm
 from ..kernels.winograd import ConvChoice
-from ..targets import NATIVE, Lowering
+from ..targets import Lowering
 from .attention import FusedAttention
 from .bias_init import BiasIntoInit
 from .cleanups import (
@@ -62,7 +62,8 @@ from .int8_kernels import (
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
 from .layout import FoldAffineIntoConv, ToNHWC
-from .legalize import packed_legalize_map
+from .legalize import packed_legalize_map, row_kernel_takes
+from .precision import InHalf
 from .sparse import SparseConvolutions
 
 
@@ -113,8 +114,8 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
               NCHWConv2dTranspose()]
     if not cpu:
         passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
-    if lowering == NATIVE:
-        return passes
+    if lowering.layout == "nchw" and not lowering.pack:  # TVM's own lowering (GPUs, --layout nchw)
+        return passes + ([InHalf(row_kernel_takes)] if lowering.half else [])
     passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), DivideAsMultiply(),
                FoldConstantsNumpy(), TransposedConvAsConv(),
                relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
@@ -122,7 +123,11 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
     if cpu:
-        passes += [DecomposedRMSNorm(), FusedAttention(target), Int8Convolutions(target, conv_choice)]
+        passes.append(DecomposedRMSNorm())
+    if lowering.half:  # after the float32 foldings (affine into weights, norms recognised), before the kernels
+        passes += [InHalf(row_kernel_takes), FoldConstantsNumpy()]
+    if cpu:
+        passes += [FusedAttention(target), Int8Convolutions(target, conv_choice)]
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),
                relax.transform.DeadCodeElimination(["main"]), FoldRest(), IntegerDense(target)]
     if cpu and lowering.layout == "nhwc":
@@ -135,15 +140,17 @@ def prepare(mod: Any, target: Any, lowering: Lowering, conv_choice: ConvChoice =
     return _run(prepare_passes(target, lowering, conv_choice), mod)
 
 
-def for_gpu(mod: Any) -> Any:
+def for_gpu(mod: Any, half: bool = False) -> Any:
     """What a GPU build (TVM's own pipeline) starts from: int8 convolutions as float ones;
     static shapes made tensors folded to constants (ONNX Gather's bound for negative indices:
     else a host-side ``shape_to_tensor`` and two kernels run per call); layer norms written out
     as ``layer_norm`` (one row kernel); the powers left as products
     (:class:`.gpu.IntegerPowersAsProducts`: nvcc's fast math made ``(x − mean)²`` NaN);
-    whole-tensor reductions in two steps (:class:`.gpu.TwoStepReductions`)."""
-    return _run([Int8ConvolutionsInFloat(), FoldConstantsNumpy(), DecomposedLayerNorm(), IntegerPowersAsProducts(),
-                 TwoStepReductions(), relax.transform.DeadCodeElimination(["main"])], mod)
+    whole-tensor reductions in two steps (:class:`.gpu.TwoStepReductions`); with ``half`` the
+    graph in float16 (:class:`.precision.InHalf`: DLight's matmul rule then takes tensor cores)."""
+    passes = [Int8ConvolutionsInFloat(), FoldConstantsNumpy(), DecomposedLayerNorm(), IntegerPowersAsProducts(),
+              TwoStepReductions(), relax.transform.DeadCodeElimination(["main"])]
+    return _run(passes + ([InHalf(), FoldConstantsNumpy()] if half else []), mod)
 
 
 # ---------------------------------------------------------------- 3. legalize and fuse
@@ -157,7 +164,7 @@ def fuse_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "auto
     custom = packed_legalize_map(target, conv_choice) if lowering.pack else None
     passes = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(),
               relax.transform.LegalizeOps(customize_legalize_map=custom), relax.transform.AnnotateTIROpPattern()]
-    if lowering == NATIVE:
+    if not lowering.pack:  # TVM's own lowering (records made with it must match)
         passes.append(relax.transform.FoldConstant())
     else:
         passes += [TableLookupsElementwise(), BroadcastsApart(), CroppedKernelsFusable(), FoldRest()]

@@ -122,10 +122,17 @@ def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
     fn(sch, block, cpu, cores, Decider(sch, False), DEFAULT_ORDER.get(kernel_of(sch, block), 0))
 
 
+def kernel_facts(func: Any, target: Any) -> CpuFacts:
+    """The CPU facts a kernel is scheduled with: a kernel reading or writing float16 (a
+    ``--precision fp16`` package's) counts float16 lanes (8 a NEON register), any other float32's."""
+    half = any(str(getattr(p, "dtype", "")) == "float16" for p in func.params if hasattr(p, "shape"))
+    return CpuFacts.of(target).in_dtype("float16" if half else "float32")
+
+
 def design_space(sch: Any, target: Any) -> list[Any]:
     """The tunable sketches of a micro-kernel task (MetaSchedule ``ScheduleFn``): one per loop
     order, tile sizes sampled. Empty when no micro-kernel rule applies."""
-    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    cpu, cores = kernel_facts(sch.mod["main"], target), int(target.attrs.get("num-cores", 1))
     found = _main_microkernel(sch)
     if found is None:
         return []
@@ -159,7 +166,7 @@ def default_schedule(func: Any, target: Any, name: str = "kernel") -> DefaultSch
     bug in the rule, and the kernel runs slower for it."""
     from tvm import s_tir
 
-    cpu, cores = CpuFacts.of(target), int(target.attrs.get("num-cores", 1))
+    cpu, cores = kernel_facts(func, target), int(target.attrs.get("num-cores", 1))
     kind = classify(func)
     rules: list[tuple[str, Callable[..., None]]]
     if kind in MICROKERNEL_KINDS:
