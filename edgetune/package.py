@@ -192,7 +192,14 @@ def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str) ->
 def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
             model: ImportedModel) -> None:
     manifest["verification"] = pending_check(model, opts, ref_label)
-    rtol = manifest["verification"]["tolerance"]["rtol"]
+    tol = manifest["verification"]["tolerance"]
+    if opts.precision == "fp16":
+        measured = _half_bounds(root, model, tol["rtol"], tol["atol"])
+        tol["bounds"] = measured.bounds
+        manifest["verification"]["tolerance_why"] = (
+            f"float16: each output within {measured.factor:g}× its spread in {measured.how} "
+            f"(spread {', '.join(f'{k} {v:.3g}' for k, v in measured.spread.items())}), at least the float32 bound")
+        manifest["verification"]["spread"] = measured.spread
     write_manifest(root, manifest)
     result, where = run_check(root, profile)
     if result is None:
@@ -201,8 +208,19 @@ def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: s
         return
     record_check(manifest["verification"], result, where)
     if not result["passed"]:
-        steps = manifest["verification"]["tolerance"].get("steps", {})
-        raise VerificationError(*mismatch(result["outputs"], steps, ref_label, rtol, opts.atol))
+        steps = tol.get("steps", {})
+        raise VerificationError(*mismatch(result["outputs"], steps, ref_label, tol["rtol"], opts.atol))
+
+
+def _half_bounds(root: Path, model: ImportedModel, rtol: float, atol: float) -> Any:
+    """A float16 package's measured tolerance (:func:`edgetune.tolerance.half_tolerance`) on the
+    reference inputs and outputs stored in ``root``."""
+    from .tolerance import half_tolerance
+
+    with np.load(root / REFERENCE) as data:
+        inputs = [data[f"input:{s.name}"] for s in model.inputs]
+        outputs = [data[f"output:{s.name}"] for s in model.outputs]
+    return half_tolerance(model, inputs, outputs, rtol, atol)
 
 
 def mismatch(outputs: dict[str, Any], steps: dict[str, float], ref_label: str, rtol: float,
@@ -216,7 +234,9 @@ def mismatch(outputs: dict[str, Any], steps: dict[str, float], ref_label: str, r
         if v["passed"]:
             continue
         error = v.get("max_abs_error", v.get("error"))
-        text = f"{name}: max abs {error}"
+        text = f"{name}: max abs {error:.4g}" if isinstance(error, float) else f"{name}: {error}"
+        if v.get("bound"):
+            text += f" ({v['margin']:.1f}× its bound {v['bound']:.3g})"
         if name in steps and isinstance(error, (int, float)):
             count = error / steps[name]
             text += f" ({count:.0f} quantization steps of {steps[name]:.4g})"

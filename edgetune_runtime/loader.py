@@ -460,8 +460,12 @@ def tolerance(manifest: dict[str, Any], rtol: float | None = None, atol: float |
 
 
 def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float, int_atol: int = 1,
-            steps: dict[str, float] | None = None) -> dict[str, Any]:
-    """Per-output max abs / relative error and a pass flag, under the tolerance above."""
+            steps: dict[str, float] | None = None, bounds: dict[str, float] | None = None) -> dict[str, Any]:
+    """Per-output max abs / relative error and a pass flag, under the tolerance above: ``atol``
+    + ``rtol`` × the output's magnitude, or a measured bound where larger (``bounds``: output →
+    its absolute bound, e.g. a float16 package's); each output's ``margin`` is its error over
+    its bound (above 1: outside). Class scores ([rows, classes]) also say how many rows' top-1
+    class agrees (``top1_agree``)."""
     outputs, passed = {}, True
     for name, ref in expected.items():
         out = got[name]
@@ -475,10 +479,18 @@ def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: f
         bound = int_atol if ref.dtype.kind in "iub" else atol + rtol * scale
         if steps and name in steps:  # both sides are k·step in float32: allow their rounding too
             bound = max(bound, int_atol * steps[name] * (1 + 1e-4))
+        if bounds and name in bounds:
+            bound = max(bound, bounds[name])
         ok = bool(np.isfinite(out.astype(np.float64)).all()) and max_abs <= bound
-        outputs[name] = {"max_abs_error": max_abs, "max_rel_error": max_abs / scale if scale else max_abs, "passed": ok}
+        outputs[name] = {"max_abs_error": max_abs, "max_rel_error": max_abs / scale if scale else max_abs,
+                         "bound": bound, "margin": max_abs / bound if bound else (0.0 if max_abs == 0 else float("inf")),
+                         "passed": ok}
+        if ref.dtype.kind == "f" and ref.ndim == 2 and ref.shape[-1] > 1:
+            outputs[name]["top1_agree"] = float(np.mean(np.argmax(out, -1) == np.argmax(ref, -1)))
         passed &= ok
     result = {"passed": passed, "rtol": rtol, "atol": atol, "int_atol": int_atol, "outputs": outputs}
+    if bounds:
+        result["bounds"] = bounds
     return dict(result, steps=steps) if steps else result
 
 

@@ -9,6 +9,9 @@
   voice-activity detector (LSTM state, ``If`` on the sample rate); wyoming-openwakeword 1.8.2
   ships the same front end and CNN as TFLite (an input with a dynamic shape signature, a
   ``BATCH_MATMUL`` with a constant mel matrix).
+* RapidOCR ships PaddleOCR's models as ONNX (Paddle2ONNX's export: dynamic dims, shape chains):
+  rapidocr-onnxruntime 1.4.4 the PP-OCRv4 detector and recognizer and the direction classifier,
+  rapidocr 3.10.0 the PP-OCRv6 small detector and recognizer.
 
 They land in tests/.models/ (ignored by git); each wheel is fetched once and removed.
 """
@@ -31,6 +34,15 @@ WHEELS = {
         "oww_melspectrogram.onnx": "openwakeword/resources/models/melspectrogram.onnx",
         "oww_embedding_model.onnx": "openwakeword/resources/models/embedding_model.onnx",
         "silero_vad.onnx": "openwakeword/resources/models/silero_vad.onnx",
+    },
+    "rapidocr-onnxruntime==1.4.4": {
+        "ppocr4_det.onnx": "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        "ppocr4_rec.onnx": "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+        "ppocr_cls.onnx": "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    },
+    "rapidocr==3.10.0": {
+        "ppocr6_det.onnx": "rapidocr/models/PP-OCRv6_det_small.onnx",
+        "ppocr6_rec.onnx": "rapidocr/models/PP-OCRv6_rec_small.onnx",
     },
     "wyoming-openwakeword==1.8.2": {
         "oww_melspectrogram.tflite": "wyoming_openwakeword/models/melspectrogram.tflite",

@@ -13,6 +13,9 @@ INPUT_SHAPE_HELP = ("Fix an input's dimensions: NAME=1,3,224,224 (repeatable); w
                     "applies to network NET (the file stem) only, a plain NAME to every model with that input.")
 BIND_HELP = ("Make an input a constant: NAME=VALUE (e.g. sr=16000; repeatable, NET:NAME=... scopes it). Branches "
              "that depend on it fold away and the package no longer asks for it (ONNX).")
+PRECISION_HELP = ("fp32 (default) | fp16: what the kernels compute in. fp16 stores weights and activations as "
+                  "float16 and multiplies 8 lanes a NEON register (the Pi 5's Cortex-A76, Jetson GPUs); the package's "
+                  "inputs and outputs keep the model's dtypes. Refused on boards without float16 arithmetic (Pi 4).")
 
 
 @boundary

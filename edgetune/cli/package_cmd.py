@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ._common import boundary, out, print_json, progress
-from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP
+from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP, PRECISION_HELP
 
 
 @boundary
@@ -22,6 +22,7 @@ def package(
                                 "(a call is padded to the next; records of `edgetune tune --buckets` apply). Default "
                                 "for ONNX: one library with symbolic shapes (records of `edgetune tune` with the range apply)."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
     force: bool = typer.Option(False, "--force", help="Replace an existing package at OUTPUT."),
@@ -43,7 +44,8 @@ def package(
     opts = PackageOptions(model=model, device=device, output=output,
                           input_shapes=parse_input_shapes(input_shape, ranges=True), bindings=parse_bindings(bind),
                           verify=verify, tar=tar, force=force, rtol=rtol, atol=atol, records=records,
-                          use_records=use_records, layout=layout, buckets=parse_lengths(buckets, "--buckets"))
+                          use_records=use_records, layout=layout, buckets=parse_lengths(buckets, "--buckets"),
+                          precision=precision)
     with progress(not json_out) as report:
         result = build_package(opts, report)
     if json_out:

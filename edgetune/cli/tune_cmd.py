@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ._common import boundary, err, out, print_json
-from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP
+from .inspect_cmd import BIND_HELP, INPUT_SHAPE_HELP, PRECISION_HELP
 from .remote_cmd import _tracker_addr
 
 
@@ -59,6 +59,7 @@ def tune(
                                       "its times at these lengths (default: the range's end and halvings, weighted equally); "
                                       "with several ranges one value per range: 4x128=1,1x64=3."),
     bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     network_check: bool = typer.Option(True, "--network-check/--no-network-check",
                                        help="At the end, time each network packaged with and without its records and "
                                             "keep a record only where its kernel runs faster inside the network (a time "
@@ -81,7 +82,7 @@ def tune(
     targets, relative = parse_targets(latency, names)
     opts = TuneOptions(
         models=tuple(models), device=device, trials=trials, records=records, objective=objective,
-        time_s=parse_duration(time_budget) if time_budget else None, layout=layout,
+        time_s=parse_duration(time_budget) if time_budget else None, layout=layout, precision=precision,
         weights=parse_amounts(weight, names, "weight", unit=False), targets=targets, relative_targets=relative, baseline=baseline,
         search=search, rules=rules, explore=explore, transfer=transfer, batch=batch,
         tracker=_tracker_addr(tracker) if tracker else None, key=key, timeout=timeout, seed=seed,

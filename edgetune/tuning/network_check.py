@@ -264,7 +264,8 @@ class NetworkChecker:
         weights = next((n.lengths for n in self.nets if n.path == model and n.shapes == shapes), {})
         return package(PackageOptions(model=model, device=self.opts.device, output=out, input_shapes=shapes,
                                       bindings=self.opts.bindings, records=self.store.dir, use_records=records,
-                                      layout=self.opts.layout, seed=self.opts.seed, conv_variants=variants,
+                                      layout=self.opts.layout, precision=self.opts.precision, seed=self.opts.seed,
+                                      conv_variants=variants,
                                       shape_weights=weights))
 
     def _time(self, packages: list[Path], profile: bool = True) -> list[_Timing]:

@@ -57,6 +57,7 @@ class TuneOptions:
     population: int = 512
     builders: int = 0  # 0: one per host core
     layout: str = "auto"
+    precision: str = "fp32"  # fp16: tune the float16 kernels (as `package --precision fp16` builds them)
     enumerate_limit: int = 256  # design spaces this small are measured whole (0: always search)
     network_check: bool = True  # at the end, veto records that make their network slower (.network_check)
 
@@ -76,6 +77,8 @@ class TuneOptions:
             raise UsageError("--time must be positive, e.g. --time 20m")
         if self.search not in SEARCHES:
             raise UsageError(f"unknown search '{self.search}'", f"choose one of {', '.join(SEARCHES)}")
+        if self.precision not in ("fp32", "fp16"):
+            raise UsageError(f"unknown precision '{self.precision}'", "choose one of fp32, fp16")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout '{self.layout}'", f"choose one of {', '.join(LAYOUTS)}")
         if not 0.0 <= self.skip_tail < 1.0:

@@ -29,7 +29,7 @@ def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None
     opts.check()
     profile = resolve_device(opts.device)
     tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
-                           opts.shape_weights)
+                           opts.shape_weights, opts.precision)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     if not store.exists():
         return tasks, {}, _tvm.peak_gflops(profile, tasks.target)
@@ -44,17 +44,18 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     Raises UsageError, ProfileError, ModelError, ToolchainError or RemoteError (a board that
     cannot be reached at the start, or every board lost mid-run, after saving what was measured).
     """
-    from ..build import check_toolchain
+    from ..build import check_precision, check_toolchain
     from .loop import TuneLoop
     from .runners import open_runner
 
     began = time.monotonic()  # a time budget counts from here: the whole command is the user's wait
     opts.check()
     profile = resolve_device(opts.device)
+    check_precision(profile, opts.precision)
     cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
     tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
-                           opts.shape_weights)
+                           opts.shape_weights, opts.precision)
     if tasks.target.kind.name != "llvm" and any(t.workload.symbolic for t in tasks.tasks):
         raise UsageError(f"tuning a range of lengths as one symbolic-shape library is built for CPUs, not for "
                          f"{profile.name}'s GPU (MetaSchedule's GPU search needs constant shapes)",

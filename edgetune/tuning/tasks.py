@@ -136,11 +136,11 @@ def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...
 def build_task_set(paths: Sequence[Path], profile: Profile,
                    input_shapes: Mapping[str, tuple[Any, ...]] | None = None, layout: str = "auto",
                    bindings: Mapping[str, str] | None = None, buckets: Sequence[int] = (),
-                   shape_weights: Mapping[Any, float] | None = None) -> TaskSet:
+                   shape_weights: Mapping[Any, float] | None = None, precision: str = "fp32") -> TaskSet:
     """Import every network (:func:`networks_of`) and extract its kernels for ``profile``'s
-    target, lowered as the build lowers them for ``layout``."""
+    target, lowered as the build lowers them for ``layout`` and ``precision``."""
     target = _tvm.make_target(profile.target_spec())
-    key = _tvm.lowering_for(target, layout).key
+    key = _tvm.lowering_for(target, layout, precision).key
     nets = networks_of(paths, input_shapes, buckets, shape_weights)
     stems = network_names(paths)
     binds = dict(zip(paths, bindings_per_model(list(paths), list(stems), bindings or {})))
@@ -164,7 +164,7 @@ def model_workloads(model: ImportedModel, target: Any, lowering_key: str,
 
     variables = tuple(model.ranges)
     direct = ms.extract_workloads(model.mod, target, lowering_key, "direct", lengths, variables)
-    if lowering_key == "nchw" or not any(wl.signature for wl in direct):
+    if lowering_key.startswith("nchw") or not any(wl.signature for wl in direct):
         return direct
     known = {wl.shash for wl in direct}
     out = direct

@@ -29,6 +29,12 @@ class CpuFacts:
     slow_converts: bool = False
     x86: bool = False
     elem_bits: int = 32  # the element ``lanes`` counts: 32 (float32, int32), 16 (a float16 kernel's)
+    reserved: int = 0  # vector registers a register tile leaves free beyond its weights and one broadcast
+
+    @property
+    def tile_registers(self) -> int:
+        """Vector registers a register tile's accumulators, weights and broadcast may take."""
+        return self.registers - self.reserved
 
     def in_dtype(self, dtype: str) -> "CpuFacts":
         """These facts for a kernel computing in ``dtype``: its lanes a register (8 float16 on
@@ -36,7 +42,9 @@ class CpuFacts:
         bits = 16 if str(dtype) == "float16" else 32
         if bits == self.elem_bits:
             return self
-        return replace(self, lanes=self.lanes * self.elem_bits // bits, elem_bits=bits)
+        import os
+        reserved = int(os.environ.get("ET_HALF_RESERVE", "0")) if bits == 16 and self.aarch64 else 0
+        return replace(self, lanes=self.lanes * self.elem_bits // bits, elem_bits=bits, reserved=reserved)
 
     @classmethod
     def of(cls, target: Any) -> "CpuFacts":
@@ -115,7 +123,7 @@ STREAMED = 4.0
 
 def max_rows(vectors: int, cpu: CpuFacts) -> int:
     """Most output rows a register tile of ``vectors`` vector columns can hold."""
-    return max(1, min(28, (cpu.registers - vectors - 1) // max(vectors, 1)))
+    return max(1, min(28, (cpu.tile_registers - vectors - 1) // max(vectors, 1)))
 
 
 def symbolic_height(limit: int, vectors: int, cpu: CpuFacts, weight_cost: float = 1.0) -> int:
@@ -215,7 +223,7 @@ def register_tile(oc: int, ow: int | None, cpu: CpuFacts) -> tuple[int, int]:
         if oci > padded or (oci > oc and oci != min(w for w in vector_widths(cpu.lanes) if w >= oc)):
             continue
         vecs = -(-oci // cpu.lanes)
-        max_rw = (cpu.registers - vecs - 1) // vecs
+        max_rw = (cpu.tile_registers - vecs - 1) // vecs
         limit = min(max_rw, 28)
         heights = [_symbolic_rows(limit, vecs, cpu)] if ow is None else divisors(ow)
         for rw in heights:

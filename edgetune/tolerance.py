@@ -1,0 +1,229 @@
+"""Reference-check tolerances from measurement: how far the reference runtime's own answer moves
+when it computes the way the package does, times a stated factor.
+
+A package computed in float16 (``--precision fp16``) cannot match float32 onnxruntime to 1e-3:
+every tensor it stores holds 11 significant bits. How much that moves a model's outputs depends
+on the model, so the tolerance is measured on the model itself: onnxruntime runs it once more
+with every float tensor — weights, the inputs and each operator's result — rounded to float16
+(:func:`half_storage_onnx`: a ``Cast`` to float16 and back after every operator), and that run's
+distance from the float32 reference, per output, is the *spread*. The package also sums in
+float16 inside its kernels, which the rounded run does not do: its error is bounded by
+:data:`HALF_FACTOR` × the spread (measured on the benchmark's models: ``benchmarks/arm_estimate.py``).
+
+A model that float16 breaks — values past 65504, a tiny constant that rounds to zero — shows in
+the spread itself: where rounding to float16 moves onnxruntime's own output by more than
+:data:`HALF_BROKEN` of its range (or to inf / NaN), the check fails and says where, whatever the
+package computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import VerificationError
+from .model import ImportedModel
+
+HALF_MAX = float(np.finfo(np.float16).max)
+# the package's error against float32 onnxruntime, at most this many times onnxruntime's own
+# spread under float16 rounding (see the module docstring)
+HALF_FACTOR = 16.0
+# float16 rounding that moves onnxruntime's own output by more than this share of the output's
+# range means float16 cannot compute the model
+HALF_BROKEN = 0.2
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured tolerance: per output an absolute bound (``bounds``), the reference's own
+    ``spread`` it was derived from, and what was varied (``how``) — for the manifest."""
+
+    bounds: dict[str, float]
+    spread: dict[str, float]
+    factor: float
+    how: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bounds": self.bounds, "spread": self.spread, "factor": self.factor, "how": self.how}
+
+
+def half_storage_onnx(source: bytes) -> bytes:
+    """The ONNX model with every float32 tensor rounded to float16: initializers and Constant
+    nodes' values rounded in place, and each float32 result of an operator (graph inputs too)
+    passed through ``Cast(float16)`` → ``Cast(float32)``. Types come from ONNX shape inference;
+    a result whose type it cannot infer stays unrounded."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+    model = onnx.load_model_from_string(source)
+    try:
+        model = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 — inference fails on some contrib ops: the outputs it typed are rounded
+        pass
+    graph = model.graph
+    typed = {v.name for v in (*graph.value_info, *graph.output, *graph.input)
+             if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    for init in graph.initializer:
+        if init.data_type == TensorProto.FLOAT:
+            init.CopyFrom(numpy_helper.from_array(_round_half(numpy_helper.to_array(init)), init.name))
+    consts = {i.name for i in graph.initializer}
+
+    def cast_pair(src: str, dst: str) -> list[Any]:
+        return [helper.make_node("Cast", [src], [f"{dst}__fp16"], to=TensorProto.FLOAT16),
+                helper.make_node("Cast", [f"{dst}__fp16"], [dst], to=TensorProto.FLOAT)]
+
+    nodes = []
+    inputs = {i.name: f"{i.name}__rounded" for i in graph.input if i.name not in consts and i.name in typed}
+    for name, alias in inputs.items():  # a graph input's readers read its rounded copy
+        nodes += cast_pair(name, alias)
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
+                    attr.t.CopyFrom(numpy_helper.from_array(_round_half(numpy_helper.to_array(attr.t)), attr.t.name))
+        for k, name in enumerate(node.input):
+            if name in inputs:
+                node.input[k] = inputs[name]
+        casts = []
+        for k, name in enumerate(node.output):
+            if name in typed and node.op_type != "Constant":
+                node.output[k] = f"{name}__fp32"
+                casts += cast_pair(node.output[k], name)
+        nodes += [node, *casts]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model.SerializeToString()
+
+
+def _round_half(array: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return array.astype(np.float16).astype(np.float32)
+
+
+def _run_onnx(source: bytes, model: ImportedModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the casts stay where they are
+    session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+    feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}
+    return [np.asarray(v) for v in session.run([spec.original_name for spec in model.outputs], feeds)]
+
+
+def _run_tflite_half_weights(model: ImportedModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """LiteRT on the TFLite model with its float32 weight buffers rounded to float16 (activations
+    are not rounded: LiteRT has no operator to round them with)."""
+    import dataclasses
+
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from .reference import run_reference
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(model.source_bytes), 0)
+    for sub in m.subgraphs or []:
+        for t in sub.tensors or []:
+            buf = m.buffers[t.buffer] if t.buffer < len(m.buffers or []) else None
+            if t.type == schema.TensorType.FLOAT32 and buf is not None and buf.data is not None and len(buf.data):
+                values = np.frombuffer(bytes(bytearray(buf.data)), np.float32)
+                buf.data = np.frombuffer(_round_half(values).tobytes(), np.uint8)
+    builder = flatbuffers.Builder(len(model.source_bytes) * 2 + 1024)
+    builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
+    half = dataclasses.replace(model, source_bytes=bytes(builder.Output()))
+    return run_reference(half, [_round_half(a) if a.dtype == np.float32 else a for a in inputs])
+
+
+def half_spread(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[dict[str, float], str]:
+    """Per output (original name), the largest distance between the reference's float32 outputs
+    and its outputs with float16 rounding (:func:`half_storage_onnx`; TFLite: weights only), and
+    a phrase saying what was rounded."""
+    if model.format == "onnx":
+        rounded, how = _run_onnx(half_storage_onnx(model.source_bytes), model, inputs), \
+            "onnxruntime with every tensor (weights, inputs, each operator's result) rounded to float16"
+    else:
+        rounded, how = _run_tflite_half_weights(model, inputs), "LiteRT with the weights and inputs rounded to float16"
+    spread = {}
+    for spec, ref, got in zip(model.outputs, outputs, rounded):
+        if ref.dtype.kind != "f":
+            continue
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        spread[spec.original_name] = float(diff.max()) if diff.size and np.isfinite(diff).all() else float("inf")
+    return spread, how
+
+
+def half_tolerance(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np.ndarray], rtol: float,
+                   atol: float) -> Measured:
+    """The tolerance of a float16 package (see the module docstring): per float output the
+    larger of the float32 check's bound (``atol`` + ``rtol`` × the output's magnitude) and
+    :data:`HALF_FACTOR` × the spread. Raises VerificationError where float16 breaks the model."""
+    spread, how = half_spread(model, inputs, outputs)
+    bounds = {}
+    for spec, ref in zip(model.outputs, outputs):
+        name = spec.original_name
+        if name not in spread:
+            continue
+        scale = float(np.abs(ref.astype(np.float64)).max()) if ref.size else 0.0
+        span = float(ref.max() - ref.min()) if ref.size else 0.0
+        if not np.isfinite(spread[name]) or spread[name] > HALF_BROKEN * max(span, scale, 1e-30):
+            raise VerificationError(*_broken(model, inputs, name, spread[name], max(span, scale)))
+        bounds[name] = max(atol + rtol * scale, HALF_FACTOR * spread[name])
+    return Measured(bounds, spread, HALF_FACTOR, how)
+
+
+def _broken(model: ImportedModel, inputs: list[np.ndarray], output: str, spread: float,
+            span: float) -> tuple[str, str]:
+    moved = "to inf or NaN" if not np.isfinite(spread) else f"by {100 * spread / span:.0f} % of its range"
+    where = _first_overflow(model, inputs) if model.format == "onnx" else None
+    at = f" ({where})" if where else ""
+    return (f"float16 cannot compute this model: rounding its tensors to float16 moves the reference's own output "
+            f"'{output}' {moved}{at}",
+            "package it in fp32 (drop --precision fp16), or rescale the model so its values stay within float16's "
+            f"range (±{HALF_MAX:g}, steps of 6e-8 near zero)")
+
+
+def _first_overflow(model: ImportedModel, inputs: list[np.ndarray]) -> str | None:
+    """Where the float32 reference first leaves float16's range: the first operator (in graph
+    order) with a result beyond ±65504, or a non-zero constant that float16 rounds to zero."""
+    import onnx
+    from onnx import TensorProto, numpy_helper, shape_inference
+
+    m = onnx.load_model_from_string(model.source_bytes)
+    for init in m.graph.initializer:
+        if init.data_type == TensorProto.FLOAT:
+            a = numpy_helper.to_array(init)
+            lost = (a != 0) & (np.abs(a) < float(np.finfo(np.float16).smallest_subnormal) / 2)
+            if lost.any():
+                return f"constant '{init.name}' holds {np.abs(a[lost]).min():.1e}, which float16 rounds to 0"
+            if np.abs(a).max(initial=0) > HALF_MAX:
+                return f"constant '{init.name}' holds {np.abs(a).max():.3g}, past float16's {HALF_MAX:g}"
+    try:
+        m = shape_inference.infer_shapes(m)
+    except Exception:  # noqa: BLE001 — without types, every result is asked for
+        pass
+    known = {o.name for o in m.graph.output}
+    typed = {v.name: v for v in m.graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    extra = [typed[o] for n in m.graph.node for o in n.output if o in typed and o not in known]
+    m.graph.output.extend(extra)
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}
+        names = [o.name for o in m.graph.output]
+        values = dict(zip(names, session.run(names, feeds)))
+    except Exception:  # noqa: BLE001 — a diagnosis only: the check fails with or without it
+        return None
+    for node in m.graph.node:
+        for o in node.output:
+            v = values.get(o)
+            if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.size and np.abs(v).max() > HALF_MAX:
+                return f"first at {node.op_type} node '{node.name or o}': values reach {np.abs(v).max():.3g}"
+    return None
