@@ -42,8 +42,7 @@ class CpuFacts:
         bits = 16 if str(dtype) == "float16" else 32
         if bits == self.elem_bits:
             return self
-        import os
-        reserved = int(os.environ.get("ET_HALF_RESERVE", "0")) if bits == 16 and self.aarch64 else 0
+        reserved = HALF_BY_ELEMENT_RESERVE if bits == 16 and self.aarch64 else 0
         return replace(self, lanes=self.lanes * self.elem_bits // bits, elem_bits=bits, reserved=reserved)
 
     @classmethod
@@ -68,6 +67,13 @@ class CpuFacts:
                    slow_converts=arm and str(target.attrs.get("mcpu", "")) in SLOW_CONVERTS,
                    x86=x86)
 
+
+# Registers a float16 register tile leaves free on AArch64. An FMLA by element of halves takes its
+# element from v0–v15 only (the fp32 form from any register), so a tile whose accumulators fill
+# the low registers makes LLVM shuffle them (mov chains) and spill: MobileNetV3-style's 1×1 layer
+# 480 → 112 on 14² as 14 pixels × 16 channels (28 accumulators) ran at 34 % of the A76's FMLA
+# slots. By the Pi 5 estimate of the whole model (M cycles): 0 left free 19.41, 4 18.36, 8 18.70.
+HALF_BY_ELEMENT_RESERVE = 4
 
 # Cores whose vector int <-> float conversions take one pipe two cycles per 4 lanes (the Cortex-A76
 # and its server twin; llvm-mca's neoverse-n1 model, the Pi 5's estimate). The Cortex-A72 converts

@@ -590,7 +590,8 @@ def schedule_depthwise(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: D
     epi, separate = fold_epilogue(sch, main)
     b, y, x, c, ry, rx = sch.get_loops(main)
     channels = loop_extent(sch, c)
-    fp32 = all(str(p.dtype) == "float32" for p in sch.mod["main"].params if hasattr(p, "shape"))
+    # float32 or float16 (a --precision fp16 kernel): the float tiles; integers: a quantized layer's
+    fp32 = all(str(p.dtype) in ("float32", "float16") for p in sch.mod["main"].params if hasattr(p, "shape"))
     if tile is not None:  # a symbolic width, computed as whole tiles of this many pixels
         cv = vector_factor(channels, cpu) or channels
         xo, xi = sch.split(x, [None, int(tile)])
