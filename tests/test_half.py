@@ -140,9 +140,9 @@ def test_fp16_jetson_package_is_a_float16_sm87_library_that_the_loader_accepts(t
     built as an sm_87 binary with nvcc, weights half the size, and the loader's checks of the
     manifest pass for an Orin (compute capability 8.7) and refuse an sm_90 card. (Timing needs a
     GPU: benchmarks/cuda_run.py.)"""
-    from edgetune.toolchain import find_cuda
-    from edgetune.profiles import get_profile
     from edgetune.errors import ToolchainError
+    from edgetune.profiles import get_profile
+    from edgetune.toolchain import find_cuda
     from edgetune_runtime.errors import PackageMismatchError
     from edgetune_runtime.loader import check_gpu, validate_manifest
 
