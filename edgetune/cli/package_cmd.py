@@ -58,7 +58,9 @@ def package(
     if v["status"] == "passed":
         out.print(f"  reference check passed on {v['executed_on']} vs {v['reference']}: "
                   f"max abs error {v['max_abs_error']:.3g}, max rel error {v['max_rel_error']:.3g}")
-        if v.get("tolerance_why"):
+        if v.get("tolerance_why") and v["tolerance"].get("bounds"):
+            out.print(f"  (tolerance {v['tolerance_why']})")
+        elif v.get("tolerance_why"):
             out.print(f"  (tolerance rtol={v['tolerance']['rtol']:.3g}: {v['tolerance_why']})")
     else:
         out.print(f"  [yellow]reference check {v['status']}[/]: {v.get('reason', '')}")
