@@ -87,10 +87,10 @@ class Step:
 
 
 def zero_border(buffer: str, padded: tuple[int, int, int, int], pads: tuple[int, int, int, int],
-                indent: str) -> list[str]:
-    """TVMScript lines writing zeros into the border of the NHWC ``buffer`` of shape ``padded``
-    whose interior starts ``pads`` (top, bottom, left, right) from its edges: the rows above
-    and below, then the columns left and right of the interior's rows."""
+                indent: str, dtype: str = "float32") -> list[str]:
+    """TVMScript lines writing zeros (of ``dtype``) into the border of the NHWC ``buffer`` of
+    shape ``padded`` whose interior starts ``pads`` (top, bottom, left, right) from its edges:
+    the rows above and below, then the columns left and right of the interior's rows."""
     n, hp, wp, c = padded
     top, bottom, left, right = pads
     h = hp - top - bottom
@@ -98,11 +98,11 @@ def zero_border(buffer: str, padded: tuple[int, int, int, int], pads: tuple[int,
     for rows, first in ((top, 0), (bottom, top + h)):
         if rows:
             lines += [f"{indent}for zi, zy, zx, zc in T.grid({n}, {rows}, {wp}, {c}):",
-                      f"{indent}    {buffer}[zi, zy + {first}, zx, zc] = T.float32(0)"]
+                      f"{indent}    {buffer}[zi, zy + {first}, zx, zc] = T.{dtype}(0)"]
     for cols, first in ((left, 0), (right, wp - right)):
         if cols:
             lines += [f"{indent}for zi, zy, zx, zc in T.grid({n}, {h}, {cols}, {c}):",
-                      f"{indent}    {buffer}[zi, zy + {top}, zx + {first}, zc] = T.float32(0)"]
+                      f"{indent}    {buffer}[zi, zy + {top}, zx + {first}, zc] = T.{dtype}(0)"]
     return lines
 
 

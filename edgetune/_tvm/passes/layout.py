@@ -7,7 +7,20 @@ from typing import Any
 import numpy as np
 
 from ..core import copy_module
-from .common import MutatorPass, const_array, const_size, emit_like, ints, is_tensor, module_pass, op_name, rank, relax
+from .common import (
+    MutatorPass,
+    const_array,
+    const_size,
+    emit_like,
+    ints,
+    is_tensor,
+    module_pass,
+    mutate_functions,
+    op_name,
+    rank,
+    readers_of,
+    relax,
+)
 
 _UNARY = frozenset(f"relax.{n}" for n in (
     "nn.relu", "nn.relu6", "nn.silu", "nn.gelu", "nn.gelu_tanh", "nn.leakyrelu", "nn.softplus", "nn.selu",
@@ -284,3 +297,54 @@ class FoldAffineIntoConv:
                 out[gv] = _FoldAffine(mod, chains).visit_expr(mod[gv])
                 mod = relax.transform.DeadCodeElimination(["main"])(out)
         return mod
+
+
+@relax.expr_functor.mutator
+class _PadsApart(relax.PyExprMutator):
+    def __init__(self, mod: Any, single: set[Any]):
+        super().__init__(mod)
+        self.single, self.count = single, 0
+
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802 — TVM's visitor naming
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.nn.conv2d" or op.args[0] not in self.single:
+            return new
+        a = new.attrs
+        x = new.args[0]
+        shape = getattr(getattr(x.ty, "shape", None), "values", None)
+        if (a.data_layout != "NHWC" or not any(int(p) for p in a.padding) or shape is None or len(shape) != 4
+                or not hasattr(shape[3], "value") or str(x.ty.dtype) not in ("float32", "float16")
+                or const_array(new.args[1]) is None):
+            return new
+        channels = int(shape[3].value)
+        depthwise = int(a.groups) == channels > 1
+        if not depthwise and not (int(a.groups) == 1 and channels <= FIRST_LAYER_CHANNELS):
+            return new
+        top, left, bottom, right = (int(p) for p in a.padding)
+        padded = self.builder_.emit(relax.op.nn.pad(x, [0, 0, top, bottom, left, right, 0, 0]))
+        self.count += 1
+        return relax.op.nn.conv2d(padded, new.args[1], strides=a.strides, padding=[0, 0, 0, 0], dilation=a.dilation,
+                                  groups=a.groups, data_layout=a.data_layout, kernel_layout=a.kernel_layout,
+                                  out_layout=a.out_layout, out_dtype=a.out_dtype)
+
+
+# a convolution over at most this many channels (an image's first layer) pads apart too
+FIRST_LAYER_CHANNELS = 4
+
+
+@module_pass(opt_level=0)
+class PadsApart:
+    """A depthwise convolution's zero padding, and a first layer's (≤ 4 input channels), as a
+    pad of its own where its input is another kernel's output read by nothing else: after
+    scheduling, that kernel writes its output into the padded tensor (:mod:`.padded_outputs`),
+    where the convolution made a padded copy of it in a pass of its own (AArch64: the Arm
+    schedules read a padded copy). By the Pi 5 estimate, a 3×3 stride-2 depthwise layer over
+    112² × 64 in float16 spent 0.15 of its 0.36 M cycles copying; MobileNetV3-style fp16
+    18.15 → 17.71 M cycles."""
+
+    def transform_module(self, mod: Any, _ctx: Any) -> Any:
+        main = mod["main"]
+        single = {var for var, readers in readers_of(main).items()
+                  if len(readers) == 1 and None not in readers and var not in set(main.params)}
+        mutator = _PadsApart(mod, single)
+        return mutate_functions(mod, mutator)

@@ -30,7 +30,7 @@ def _pad_widths(pad: Any) -> tuple[int, ...] | None:
     src = "\n".join(line for line in pad.script().splitlines() if not line.lstrip().startswith("#"))
     if src.count("T.sblock(") != 1 or 'T.sblock("PadInput")' not in src or "T.if_then_else(" not in src:
         return None
-    if not re.search(r",\s*T\.float32\(0(\.0)?\)\)\s*$", src.strip()):
+    if not re.search(r",\s*T\.float(32|16)\(0(\.0)?\)\)\s*$", src.strip()):
         return None  # a pad value other than zero
     read = _READ.search(src)
     if read is None:
@@ -68,19 +68,20 @@ def _writing_padded(kernel: Any, padded: list[int], before: tuple[int, ...]) -> 
         return None
     n, hp, wp, c = padded
     shape = [int(d) for d in kernel.params[-1].shape]
+    dtype = str(kernel.params[-1].dtype)
     dims = lambda values: "(" + ", ".join(f"T.int64({v})" for v in values) + ")"  # noqa: E731
-    declared = f'{out}: T.Buffer({dims(shape)}, "float32")'
+    declared = f'{out}: T.Buffer({dims(shape)}, "{dtype}")'
     if declared not in lines[at]:
         return None
     top, left = before[1], before[2]
     h, w = shape[1], shape[2]
     bottom, right = hp - top - h, wp - left - w
     p = f"{out}_padded"
-    body = [f'    {out} = T.decl_buffer({dims(shape)}, "float32", data={p}.data, '
+    body = [f'    {out} = T.decl_buffer({dims(shape)}, "{dtype}", data={p}.data, '
             f"strides={dims([hp * wp * c, wp * c, c, 1])}, elem_offset=T.int64({(top * wp + left) * c}))"]
-    body += zero_border(p, (n, hp, wp, c), (top, bottom, left, right), "    ")
+    body += zero_border(p, (n, hp, wp, c), (top, bottom, left, right), "    ", dtype)
     attrs = at + 1 if lines[at + 1].strip().startswith("T.func_attr(") else at
-    lines[at] = lines[at].replace(declared, f'{p}: T.Buffer({dims(padded)}, "float32")')
+    lines[at] = lines[at].replace(declared, f'{p}: T.Buffer({dims(padded)}, "{dtype}")')
     try:
         return from_source("\n".join(lines[:attrs + 1] + body + lines[attrs + 1:]))
     except Exception:  # noqa: BLE001 — a kernel this rewrite cannot express keeps its separate pad
@@ -119,7 +120,7 @@ def padded_outputs(mod: Any) -> tuple[Any, dict[str, str]]:
                     padded = _shape(binding.var)
                     inner = _shape(made.var)
                     if padded and inner and padded[0] == inner[0] and padded[3] == inner[3] \
-                            and str(binding.var.ty.dtype) == "float32" and isinstance(kernel, tirx.PrimFunc) \
+                            and str(binding.var.ty.dtype) in ("float32", "float16") and isinstance(kernel, tirx.PrimFunc) \
                             and kernel.attrs is not None and kernel.attrs.get("tirx.is_scheduled"):
                         fused = _writing_padded(kernel, padded, before)
                         if fused is not None:

@@ -61,7 +61,7 @@ from .int8_kernels import (
 )
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
-from .layout import FoldAffineIntoConv, ToNHWC
+from .layout import PadsApart, FoldAffineIntoConv, ToNHWC
 from .legalize import packed_legalize_map, row_kernel_takes
 from .precision import InHalf
 from .sparse import SparseConvolutions
@@ -122,6 +122,8 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
     if lowering.layout == "nhwc":
         # transposes to NCHW that nothing uses would count as uses of the conv outputs
         passes += [ToNHWC(), FoldConstantsNumpy(), relax.transform.DeadCodeElimination(["main"]), FoldAffineIntoConv()]
+        if cpu and str(target.attrs.get("mtriple", "")).startswith("aarch64"):
+            passes.append(PadsApart())
     if cpu:
         passes.append(DecomposedRMSNorm())
     if lowering.half:  # after the float32 foldings (affine into weights, norms recognised), before the kernels
