@@ -25,7 +25,7 @@ from ..kernels.cpu import (
 from ..kernels.dense import dense_packed, matmul_packed
 from ..kernels.half import sigmoid16
 from ..kernels.resize import resize2d_nhwc, supported
-from ..kernels.rows import layer_norm_rows, rms_norm_rows, softmax_rows
+from ..kernels.rows import layer_norm_rows, rms_norm_rows, softmax_rows, sum_in_float32
 from ..kernels.winograd import (
     ConvChoice,
     conv2d_nhwc_winograd,
@@ -190,6 +190,8 @@ def packed_legalize_map(target: Any, choice: ConvChoice = "auto") -> dict[str, C
     custom["relax.nn.layer_norm"] = lambda bb, call: _legalize_layer_norm(bb, call, cpu)
     custom["relax.nn.rms_norm"] = lambda bb, call: _legalize_rms_norm(bb, call, cpu)
     custom["relax.image.resize2d"] = _legalize_resize2d
+    for name in SUMS:
+        custom[name] = _legalize_sum
     return custom
 
 
@@ -389,6 +391,29 @@ def row_kernel_takes(call: Any) -> bool:
         x, gamma = call.args
         return _last_axis(call, ints(call.attrs.axes)) and last_dim(x) is not None and rank(gamma) == 1
     return False
+
+
+SUMS = ("relax.mean", "relax.sum")  # sums over float16 tensors, in float32 inside (:func:`_legalize_sum`)
+
+
+def keeps_half(call: Any) -> bool:
+    """Whether the kernel a float16 softmax, norm, mean or sum gets keeps its statistics in float32
+    itself (:mod:`..passes.precision`): the row kernels, and sums and means of static shape."""
+    if call.op.name in SUMS:
+        return static_shape(call.args[0]) is not None
+    return row_kernel_takes(call)
+
+
+def _legalize_sum(bb: Any, call: Any) -> Any:
+    """A mean or sum over a float16 tensor summed in float32 and its result rounded to float16
+    once (:func:`..kernels.rows.sum_in_float32`), where TVM's would sum in float16; any other
+    TVM's own."""
+    x = call.args[0]
+    if _dtype(x) != "float16" or static_shape(x) is None:
+        return _default_legalize(bb, call)
+    axes = [int(a) for a in call.attrs.axis] if call.attrs.axis is not None else None
+    return bb.call_te(sum_in_float32, x, axes, bool(call.attrs.keepdims), call.op.name == "relax.mean",
+                      primfunc_name_hint=call.op.name.removeprefix("relax."))
 
 
 def _legalize_softmax(bb: Any, call: Any, cpu: CpuFacts) -> Any:

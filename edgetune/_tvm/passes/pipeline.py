@@ -62,7 +62,7 @@ from .int8_kernels import (
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
 from .layout import PadsApart, FoldAffineIntoConv, ToNHWC
-from .legalize import packed_legalize_map, row_kernel_takes
+from .legalize import keeps_half, packed_legalize_map
 from .precision import InHalf
 from .sparse import SparseConvolutions
 
@@ -115,7 +115,7 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
     if not cpu:
         passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
     if lowering.layout == "nchw" and not lowering.pack:  # TVM's own lowering (GPUs, --layout nchw)
-        return passes + ([InHalf(row_kernel_takes)] if lowering.half else [])
+        return passes + ([InHalf()] if lowering.half else [])
     passes += [DropDropout(), SumOfStackToAdd(), Conv1dAsConv2d(), DecomposedLayerNorm(), DivideAsMultiply(),
                FoldConstantsNumpy(), TransposedConvAsConv(),
                relax.transform.CanonicalizeBindings()]  # ToNHWC follows values through calls only
@@ -127,7 +127,7 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
     if cpu:
         passes.append(DecomposedRMSNorm())
     if lowering.half:  # after the float32 foldings (affine into weights, norms recognised), before the kernels
-        passes += [InHalf(row_kernel_takes), FoldConstantsNumpy()]
+        passes += [InHalf(keeps_half), FoldConstantsNumpy()]
     if cpu:
         passes += [FusedAttention(target), Int8Convolutions(target, conv_choice)]
     passes += [NarrowingRoundTripsDropped(), relax.transform.CanonicalizeBindings(),

@@ -6,12 +6,12 @@ matmuls — with the function's inputs cast on entry and its outputs cast back o
 package keeps the model's own dtypes at its boundary. The kernels then compute in float16
 (8 lanes a NEON register: ``fmla v.8h``; tensor cores' operands on CUDA).
 
-Some operators lose too much in float16 and run in float32 between casts (:data:`IN_FLOAT`):
-sums over many values (a global pooling's mean over 784 pixels carries each value's ~3 decimal
-digits through every partial sum), variances, products, cumulative sums. Softmax, layer norm
-and RMS norm stay float16 tensors where edgetune's row kernels take them — those compute their
-statistics in float32 inside the kernel (:mod:`..kernels.rows`) — and run in float32 between
-casts where TVM's own kernels would.
+Some operators lose too much in float16 (:data:`IN_FLOAT`, :data:`ROW_OPS`): sums over many
+values (a global pooling's mean over 784 pixels carries each value's ~3 decimal digits through
+every partial sum), variances, products, cumulative sums, softmax and the norms' statistics.
+Where edgetune's kernel for such a call keeps its sums in float32 itself (``keeps_half``: the row
+kernels of :mod:`..kernels.rows`, sums and means over float16 tensors) the call stays float16 —
+no separate conversion pass over the tensor —, elsewhere it runs in float32 between casts.
 
 Constants beyond float16's range (±65504: an attention mask of −3.4e38) are clipped to it, so
 a mask stays a large negative number instead of −inf; a model whose values really leave the
@@ -36,7 +36,7 @@ IN_FLOAT = frozenset({
     "relax.nn.log_softmax", "relax.nn.group_norm", "relax.nn.instance_norm", "relax.nn.batch_norm",
     "relax.nn.adaptive_avg_pool1d", "relax.nn.adaptive_avg_pool2d", "relax.nn.adaptive_avg_pool3d",
 })
-# ... unless a row kernel takes them (it keeps its statistics in float32): see InHalf(row_kernel=...)
+# ... and these, which stay float16 where a kernel of edgetune's keeps its sums in float32 (``keeps_half``)
 ROW_OPS = frozenset({"relax.nn.softmax", "relax.nn.layer_norm", "relax.nn.rms_norm"})
 # attributes that name a result's dtype
 DTYPE_ATTRS = ("out_dtype", "dtype")
@@ -67,9 +67,9 @@ def _names_float32(attrs: Any) -> bool:
 
 @relax.expr_functor.mutator
 class _Half(relax.PyExprMutator):
-    def __init__(self, mod: Any, row_kernel: Callable[[Any], bool]):
+    def __init__(self, mod: Any, keeps_half: Callable[[Any], bool]):
         super().__init__(mod)
-        self.row_kernel = row_kernel
+        self.keeps_half = keeps_half
         self.params: dict[Any, Any] = {}  # a float32 parameter → its float16 cast (emitted once)
         self.pending: list[Any] = []
         self.count = 0
@@ -114,7 +114,7 @@ class _Half(relax.PyExprMutator):
             if str(getattr(source.ty, "dtype", "")) == HALF:
                 return source  # a float32 → float32 cast of the original: nothing now
             return relax.Call(new.op, new.args, _with_dtype(new.attrs, HALF), new.ty_args)
-        if name in IN_FLOAT or (name in ROW_OPS and not self.row_kernel(new)):
+        if (name in IN_FLOAT or name in ROW_OPS) and not self.keeps_half(new):
             self.count += 1
             return self._in_float(new)
         if _names_float32(new.attrs):
@@ -171,16 +171,16 @@ def _cast_outputs(func: Any, original: Any) -> Any:
 
 @module_pass(opt_level=0)
 class InHalf:
-    """The pass (see the module docstring). ``row_kernel(call)``: whether edgetune's row kernel
-    takes a softmax / norm call (which then stays float16); ``count``: operators the last run
-    kept in float32."""
+    """The pass (see the module docstring). ``keeps_half(call)``: whether the kernel a sum-like
+    call gets keeps its sums in float32 itself (the call then stays float16); ``count``:
+    operators the last run computed in float32 between casts."""
 
-    def __init__(self, row_kernel: Callable[[Any], bool] = lambda _call: False):
-        self.row_kernel = row_kernel
+    def __init__(self, keeps_half: Callable[[Any], bool] = lambda _call: False):
+        self.keeps_half = keeps_half
         self.count = 0
 
     def transform_module(self, mod: Any, _ctx: Any) -> Any:
-        mutator = _Half(mod, self.row_kernel)
+        mutator = _Half(mod, self.keeps_half)
         originals = {gv: f for gv, f in mod.functions_items() if isinstance(f, relax.Function)}
         for gv, func in originals.items():
             mutator.builder_.update_func(gv, mutator.visit_expr(func))
