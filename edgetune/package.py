@@ -141,10 +141,8 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
 
 def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
     """Store deterministic inputs and the reference runtime's outputs in reference.npz (state
-    inputs hold the model's initial state, also stored as state.npz)."""
+    inputs hold the model's initial state, stored as state.npz by :func:`package` itself)."""
     inputs = reference.make_inputs(model.inputs, seed, {s.input: s.initial for s in model.state})
-    if model.state:
-        save_state(root / STATE, model.state)
     as_float = reference.qdq_as_float(model)  # decided once: on some hosts it parses the whole graph
     outputs = reference.run_reference(model, inputs, as_float)
     arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
@@ -425,6 +423,8 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
                                      recs.conv_choice or dict(opts.conv_variants or {}) or "auto", opts.precision)
         timings["compile_s"] = time.perf_counter() - t0
         copy_loader(staging)
+        if model.state:  # a stateful model's initial state, whether or not the package is verified
+            save_state(staging / STATE, model.state)
         manifest = build_manifest(model, artifact, profile)
         manifest["tuning"] = recs.summary
         manifest["schedules"] = dict(schedule_summary(artifact.kernels), lowering=artifact.lowering,

@@ -388,6 +388,9 @@ class Model:
         pairs = self.manifest.get("state") or []
         if not pairs:
             return {}
+        if not (self.root / STATE).is_file():
+            raise LoaderError(f"the package's initial state ({STATE}) is missing",
+                              "package the model again with this edgetune (it writes the state whether or not it verifies)")
         with np.load(self.root / STATE) as data:
             return {p["input"]: np.array(data[p["input"]]) for p in pairs}
 

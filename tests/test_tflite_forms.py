@@ -133,6 +133,21 @@ def test_resource_variables_become_state_in_and_out(tmp_path):
         state = {"stream_state": out["stream_state_next"]}
 
 
+def test_an_unverified_package_keeps_the_initial_state(tmp_path):
+    """``--no-verify`` writes no reference data, but a stateful model's initial state is part of
+    the package: ``initial_state()`` returns it (it ended in a FileNotFoundError)."""
+    import tflite_models
+
+    import edgetune_runtime
+    from edgetune.package import PackageOptions, package
+
+    path = tflite_models.streaming_state(tmp_path / "stream.tflite")
+    out = package(PackageOptions(model=path, device="host", output=tmp_path / "pkg", verify=False)).path
+    assert not (out / "reference.npz").exists() and (out / "state.npz").is_file()
+    state = edgetune_runtime.load(out).initial_state()
+    assert list(state) == ["stream_state"] and state["stream_state"].shape == (1, 16)
+
+
 def test_inspect_names_the_state_and_the_rewrites(tmp_path):
     import tflite_models
 
