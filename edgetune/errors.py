@@ -6,6 +6,8 @@ both and exits with ``exit_code``; library users catch :class:`EdgetuneError`.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class EdgetuneError(Exception):
     """Base class: a problem the user can act on."""
@@ -20,6 +22,18 @@ class EdgetuneError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (an isolated stage's error crosses a process boundary: subclasses' own __init__ signatures
+        # cannot be replayed from ``args``, so the instance is rebuilt from its attributes)
+        return _rebuilt, (type(self), self.message, dict(self.__dict__))
+
+
+def _rebuilt(cls: type, message: str, state: dict[str, Any]) -> EdgetuneError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
 
 
 class UsageError(EdgetuneError):
@@ -127,3 +141,9 @@ class RpcError(RemoteError):
     """The TVM RPC server on a board, or the tracker, failed."""
 
     default_hint = "run `edgetune devices check NAME`; the server log is kept on the board under ~/.edgetune/rpc/"
+
+
+class CrashError(EdgetuneError):
+    """TVM (or another native library) crashed while a stage ran: a signal, not an exception."""
+
+    exit_code = 9

@@ -159,7 +159,15 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
     gpu = local_gpu(profile)
     if profile.is_native or gpu:
         import edgetune_runtime
+        from edgetune_runtime import loader
 
+        from .isolation import inside
+
+        if inside() and loader.loaded_here():
+            # a forked stage whose parent already ran TVM code: TVM's thread pool does not survive a
+            # fork (the child's first parallel kernel waits for the parent's workers), so the check
+            # runs in a process of its own
+            return _check_in_subprocess(root), gpu.name if gpu else "host"
         return edgetune_runtime.load(root).check(), gpu.name if gpu else "host"
     reason = emulation.unavailable_reason(profile)
     if reason:
@@ -168,6 +176,24 @@ def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]
     if "passed" not in result:
         raise VerificationError(f"the package failed to run under emulation: {result}")
     return result, f"{profile.toolchain.emulator} (emulated {profile.arch})"
+
+
+def _check_in_subprocess(root: Path) -> dict[str, Any]:
+    """``python -m edgetune_runtime check`` on ``root`` in a fresh process; its JSON."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(root), "--json"],
+                          capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict) or proc.returncode not in (0, 1):
+        why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise VerificationError(f"the package failed to run its reference check: {why[:300]}")
+    return result
 
 
 def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str) -> dict[str, Any]:
@@ -384,11 +410,24 @@ def lowering_key(profile: Profile, layout: str, precision: str = "fp32") -> str:
 
 
 def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
-    """Build a verified package for ``opts.device``; see the module docstring.
+    """Build a verified package for ``opts.device``; see the module docstring. The stages run in
+    a child process (:mod:`.isolation`), so a crash inside TVM is a CrashError, not the end of
+    the caller.
 
     Raises ProfileError, ToolchainError, ModelError (and subclasses), BuildError,
-    VerificationError or PackageError. Nothing is left at ``opts.output`` on failure.
+    VerificationError, PackageError or CrashError. Nothing is left at ``opts.output`` on failure.
     """
+    from .errors import CrashError
+    from .isolation import isolated
+
+    try:
+        return isolated("packaging", opts.model.name, _package, opts, progress=progress)
+    except CrashError:
+        remove_stale(opts.output.resolve())  # the crashed stage's staging directory (its process is gone)
+        raise
+
+
+def _package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
     from .ranges import package_range, split
 
     if split(opts.input_shapes)[1] is not None and not opts.symbolic:

@@ -106,6 +106,21 @@ def _tflite_facts(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return inputs, outputs, tl.op_histogram(model), tl.unsupported_ops(prepared), params, nbytes
 
 
+def _imported_facts(path: Path, input_shapes: dict[str, Any] | None, bindings: dict[str, str] | None,
+                    device: str | None, layout: str) -> tuple[Any, list[str], Any, Any]:
+    """What the import tells of a model: FLOPs, notes, with ``device`` its kernels there, and its
+    quantization scheme (plain data: it runs isolated, :mod:`.isolation`)."""
+    imported = import_model(path, input_shapes, bindings)
+    target, kernels = None, None
+    if device:
+        from .devices import resolve_device
+
+        target = _tvm.make_target(resolve_device(device).target_spec())
+        kernels = kernel_report(imported, device, layout)
+    quantization = _tvm.quantization_scheme(imported.mod, target)  # with a device: how it runs there
+    return _tvm.estimate_flops(imported.mod), list(imported.notes), kernels, quantization
+
+
 def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
                   device: str | None = None, layout: str = "auto",
                   bindings: dict[str, str] | None = None) -> ModelReport:
@@ -132,18 +147,13 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
                      f"the figures here are for length {rng.hi}")
     recurrent, control, bindable = _onnx_structure(path, input_shapes or {}, bindings or {}) if fmt == "onnx" else ([], [], [])
     if not unsupported:
-        try:
-            imported = import_model(path, input_shapes, bindings)
-            flops = _tvm.estimate_flops(imported.mod)
-            notes += list(imported.notes)
-            target = None
-            if device:
-                from .devices import resolve_device
+        from .isolation import isolated
 
-                target = _tvm.make_target(resolve_device(device).target_spec())
-                kernels = kernel_report(imported, device, layout)
-            quantization = _tvm.quantization_scheme(imported.mod, target)  # with a device: how it runs there
-        except EdgetuneError as err:
+        try:
+            flops, more, kernels, quantization = isolated("importing", path.name, _imported_facts, path, input_shapes,
+                                                           bindings, device, layout)
+            notes += more
+        except EdgetuneError as err:  # a CrashError too: the report says what the file holds, and that
             error = f"{err.message} (hint: {err.hint})"
     return ModelReport(path, fmt, sha256_file(path), inputs, outputs, ops, unsupported, params, nbytes, flops, error,
                        notes, kernels, device, recurrent, control, bindable, dict(bindings or {}), quantization)

@@ -497,6 +497,14 @@ def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: f
     return dict(result, steps=steps) if steps else result
 
 
+_LOADED: list[bool] = []  # a package was loaded in this process (its kernels may have run: TVM's thread pool)
+
+
+def loaded_here() -> bool:
+    """Whether this process (or the one it was forked from) loaded a package."""
+    return bool(_LOADED)
+
+
 def load(package: str | Path, verify_files: bool = True) -> Any:
     """Load a package directory: a :class:`Model`, or for a package built for a range of lengths
     a :class:`~edgetune_runtime.ranges.RangeModel`; raises PackageMismatchError if it is not for
@@ -513,6 +521,7 @@ def load(package: str | Path, verify_files: bool = True) -> Any:
     if ranges.is_range(manifest):  # its buckets' files are among those just checked
         return ranges.RangeModel(root, manifest, lambda sub: load(sub, verify_files=False))
     kind = manifest.get("runtime", {}).get("kind", "cpu")
+    _LOADED.append(True)
     if kind == "cuda":
         _check_cuda_runtime(tvm)
     device = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)

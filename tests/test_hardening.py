@@ -197,3 +197,49 @@ def test_package_and_export_while_a_tune_writes_the_records(tmp_path):
         with path.open("ab") as fh:  # the run finishes its append
             fh.write(pending[len(pending) // 2:])
     assert path.read_bytes() == complete
+
+
+def _segfault(*_args, **_kwargs):
+    """A real crash in native code (what a TVM bug does): reads address 0."""
+    import ctypes
+
+    return ctypes.string_at(0)
+
+
+def test_a_crash_inside_tvm_is_one_clear_error_and_writes_nothing(tmp_path, squeezenet, monkeypatch):
+    """A segmentation fault in a stage (here the compile, as a TVM bug would) ends ``package``
+    with a CrashError naming the stage, the model, the signal and the log that holds the C++
+    stack; the output and its staging directory are gone; the progress until then came through."""
+    from edgetune.errors import CrashError
+    from edgetune.package import PackageOptions, package
+
+    monkeypatch.setattr("edgetune.package.compile_model", _segfault)
+    seen: list[str] = []
+    with pytest.raises(CrashError) as err:
+        package(PackageOptions(model=squeezenet, device="host", output=tmp_path / "pkg"), seen.append)
+    assert "TVM crashed while packaging squeezenet.onnx: SIGSEGV" in err.value.message, err.value.message
+    log = Path(err.value.hint.split(" are in ")[1].split(" ")[0])
+    assert log.is_file() and "Segfault" in log.read_text(errors="replace")
+    assert seen and seen[0].startswith("importing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no package, no staging directory left
+
+
+def test_a_crash_is_a_one_line_error_of_the_command(tmp_path, squeezenet, monkeypatch):
+    from typer.testing import CliRunner
+
+    from edgetune.cli.main import app
+
+    monkeypatch.setattr("edgetune.package.compile_model", _segfault)
+    result = CliRunner().invoke(app, ["package", str(squeezenet), "--device", "host", "-o", str(tmp_path / "pkg")])
+    assert result.exit_code == 9, result.output
+    assert "error: TVM crashed while packaging squeezenet.onnx: SIGSEGV" in result.output
+    assert "Traceback" not in result.output and "!!!!!!! Segfault" not in result.output
+
+
+def test_inspect_reports_a_crash_of_the_import_and_keeps_what_the_file_holds(squeezenet, monkeypatch):
+    from edgetune.report import inspect_model
+
+    monkeypatch.setattr("edgetune.report.import_model", _segfault)
+    report = inspect_model(squeezenet)
+    assert report.import_error and "TVM crashed while importing squeezenet.onnx" in report.import_error
+    assert report.ops and report.inputs  # the file's own facts still there

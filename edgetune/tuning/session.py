@@ -23,13 +23,22 @@ __all__ = ["TuneOptions", "TuneResult", "list_tasks", "tune"]
 MAX_RESERVE = 0.5  # of a time budget, at most this share is kept for the network check
 
 
+def _task_set(opts: TuneOptions, profile: Any) -> TaskSet:
+    """The networks imported and their kernels extracted (:func:`.tasks.build_task_set`), in a child
+    process (:mod:`..isolation`): a crash inside TVM is a CrashError, and nothing is tuned."""
+    from ..isolation import isolated
+
+    names = ", ".join(p.name for p in opts.models)
+    return isolated("importing", names, build_task_set, opts.models, profile, opts.input_shapes, opts.layout,
+                    opts.bindings, opts.buckets, opts.shape_weights, opts.precision)
+
+
 def list_tasks(opts: TuneOptions) -> tuple[TaskSet, dict[str, Any], float | None]:
     """The task table only (``--list-tasks``): tasks, what the records hold for them, and the
     profile's fp32 peak in GFLOP/s (None if unknown)."""
     opts.check()
     profile = resolve_device(opts.device)
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
-                           opts.shape_weights, opts.precision)
+    tasks = _task_set(opts, profile)
     store = RecordStore(opts.records or default_dir(profile.name), profile.name)
     if not store.exists():
         return tasks, {}, _tvm.peak_gflops(profile, tasks.target)
@@ -54,8 +63,7 @@ def tune(opts: TuneOptions, progress: Progress = lambda _s: None, notice: Notice
     check_precision(profile, opts.precision)
     cc, cuda = check_toolchain(profile)
     notice(f"importing {len(opts.models)} model(s) and extracting tasks for {profile.name}")
-    tasks = build_task_set(opts.models, profile, opts.input_shapes, opts.layout, opts.bindings, opts.buckets,
-                           opts.shape_weights, opts.precision)
+    tasks = _task_set(opts, profile)
     if tasks.target.kind.name != "llvm" and any(t.workload.symbolic for t in tasks.tasks):
         raise UsageError(f"tuning a range of lengths as one symbolic-shape library is built for CPUs, not for "
                          f"{profile.name}'s GPU (MetaSchedule's GPU search needs constant shapes)",

@@ -125,6 +125,7 @@ def schedule_microkernel(sch: Any, cpu: CpuFacts, cores: int) -> None:
 def kernel_facts(func: Any, target: Any) -> CpuFacts:
     """The CPU facts a kernel is scheduled with: a kernel reading or writing float16 (a
     ``--precision fp16`` package's) counts float16 lanes (8 a NEON register), any other float32's."""
+    func = func if hasattr(func, "params") else func["main"]  # (a PrimFunc, or a task's module of one)
     half = any(str(getattr(p, "dtype", "")) == "float16" for p in func.params if hasattr(p, "shape"))
     return CpuFacts.of(target).in_dtype("float16" if half else "float32")
 
