@@ -61,7 +61,7 @@ from .int8_kernels import (
 )
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
-from .layout import PadsApart, FoldAffineIntoConv, ToNHWC
+from .layout import FoldAffineIntoConv, PadsApart, ToNHWC
 from .legalize import keeps_half, packed_legalize_map
 from .precision import InHalf
 from .sparse import SparseConvolutions
