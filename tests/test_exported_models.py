@@ -314,9 +314,12 @@ def _real(name: str) -> Path:
     ("silero_vad6_op18_ifless.onnx", {"input": (1, 512), "state": (2, 1, 128)}, {"sr": "16000"}),
     ("oww_melspectrogram.tflite", {"serving_default_input:0": (1, 1760)}, {}),
     ("oww_embedding_model.tflite", {}, {}),
+    pytest.param("birdnet_fp32.tflite", {}, {}, marks=pytest.mark.slow),
 ])
 def test_real_audio_models_package_and_match(tmp_path, name, shapes, binds):
-    """openWakeWord's front end and speech-embedding CNN (ONNX and TFLite), Silero's VAD."""
+    """openWakeWord's front end and speech-embedding CNN (ONNX and TFLite), Silero's VAD (v4 and v6),
+    BirdNET's classifier (its spectrogram inside: shapes computed in the graph, a RESHAPE to a
+    scalar, the complex spectrum cast to its real part)."""
     manifest = packaged(_real(name), tmp_path, input_shapes=shapes, bindings=binds)
     assert json.dumps(manifest["verification"])
 

@@ -29,6 +29,16 @@ def test_rfft2d_whatever_the_frame_against_fft_length(tmp_path, frame):
     packaged(tflite_models.rfft_frontend(tmp_path / f"rfft{frame}.tflite", frame=frame, fft=512), tmp_path)
 
 
+def test_cast_of_a_complex_spectrum_is_its_real_part(tmp_path):
+    """``tf.cast(rfft, tf.float32)`` (a CAST from COMPLEX64, as BirdNET's front end writes it)
+    keeps the real part: TVM's CAST kept RFFT2D's trailing (real, imaginary) axis, and the next
+    reshape failed."""
+    import tflite_models
+
+    packaged(tflite_models.rfft_frontend(tmp_path / "rfft_real.tflite", real_part=True), tmp_path)
+
+
+
 def test_int8_strided_slice_and_split_v_are_bit_exact(tmp_path):
     import tflite_models
 

@@ -119,8 +119,11 @@ def _fc(bld: Builder, sub: Any, x: int, w: np.ndarray, name: str, out_shape: lis
     return y
 
 
-def rfft_frontend(out: Path, frames: int = 12, frame: int = 400, fft: int = 512, mels: int = 16, seed: int = 0) -> Path:
-    """frames [1, frames, frame] → log(mel · |RFFT|) [1, frames, mels]."""
+def rfft_frontend(out: Path, frames: int = 12, frame: int = 400, fft: int = 512, mels: int = 16, seed: int = 0,
+                  real_part: bool = False) -> Path:
+    """frames [1, frames, frame] → log(mel · |RFFT|) [1, frames, mels]; ``real_part``: the
+    spectrum's real part instead of its magnitude, as ``tf.cast(complex, float32)`` writes it
+    (a CAST from COMPLEX64: BirdNET's front end)."""
     ops, rng = _ops(), np.random.default_rng(seed)
     bld = Builder()
     sub = bld.subgraph()
@@ -133,7 +136,10 @@ def rfft_frontend(out: Path, frames: int = 12, frame: int = 400, fft: int = 512,
     bld.op(sub, ops.RFFT2D, [shaped, bld.const(sub, "fft_length", np.array([1, fft], np.int32))], [spectrum],
            *bld.options("Rfft2dOptions"))
     magnitude = bld.tensor(sub, "magnitude", [1, frames, 1, bins])
-    bld.op(sub, ops.COMPLEX_ABS, [spectrum], [magnitude])
+    if real_part:
+        bld.op(sub, ops.CAST, [spectrum], [magnitude], *bld.options("CastOptions", inDataType=COMPLEX64, outDataType=FLOAT32))
+    else:
+        bld.op(sub, ops.COMPLEX_ABS, [spectrum], [magnitude])
     flat = bld.tensor(sub, "magnitude_3d", [1, frames, bins])
     bld.op(sub, ops.RESHAPE, [magnitude, bld.const(sub, "shape3", np.array([1, frames, bins], np.int32))], [flat],
            *bld.options("ReshapeOptions", newShape=[1, frames, bins]))
@@ -141,7 +147,10 @@ def rfft_frontend(out: Path, frames: int = 12, frame: int = 400, fft: int = 512,
     shifted = bld.tensor(sub, "mel_eps", [1, frames, mels])
     bld.op(sub, ops.ADD, [mel, bld.const(sub, "eps", np.array([1e-3], np.float32))], [shifted], *bld.options("AddOptions"))
     y = bld.tensor(sub, "StatefulPartitionedCall:0", [1, frames, mels])
-    bld.op(sub, ops.LOG, [shifted], [y])
+    if real_part:  # (the real part may be negative: no log)
+        bld.op(sub, ops.TANH, [shifted], [y])
+    else:
+        bld.op(sub, ops.LOG, [shifted], [y])
     sub.inputs, sub.outputs = [x], [y]
     return bld.save(out)
 

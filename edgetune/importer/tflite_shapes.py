@@ -151,10 +151,13 @@ def _run(data: bytes, shapes: dict[str, tuple[int, ...]]) -> tuple[dict[int, np.
 
 
 def _static_tensors(m: Any, sub: Any, code: dict[int, int]) -> set[int]:
-    """Tensors that depend on no input value: constants, shapes of tensors, and what ops make of
-    those alone."""
+    """Tensors that depend on no input value: constants (an empty one too: a RESHAPE to a scalar
+    reads a shape tensor of zero elements, which the file stores without data), shapes of
+    tensors, and what ops make of those alone."""
     inputs = set(sub.inputs)
-    static = {i for i, t in enumerate(sub.tensors) if i not in inputs and t.buffer and _has_data(m.buffers[t.buffer])}
+    produced = {o for op in sub.operators for o in op.outputs}
+    static = {i for i, t in enumerate(sub.tensors) if i not in inputs and (
+        (t.buffer and _has_data(m.buffers[t.buffer])) or (i not in produced and _empty(t)))}
     for op in sub.operators:  # operators are in execution order
         kind = code[op.opcodeIndex]
         if kind in _NEVER_STATIC:
@@ -162,6 +165,11 @@ def _static_tensors(m: Any, sub: Any, code: dict[int, int]) -> set[int]:
         if kind in (SHAPE, RANK) or all(i < 0 or i in static for i in op.inputs):
             static.update(o for o in op.outputs if o >= 0)
     return static
+
+
+def _empty(tensor: Any) -> bool:
+    shape = list(tensor.shape) if tensor.shape is not None else []
+    return bool(shape) and int(np.prod(shape)) == 0
 
 
 def _has_data(buffer: Any) -> bool:

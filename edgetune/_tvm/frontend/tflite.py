@@ -13,6 +13,9 @@ from ..core import copy_module, tvm
 from .common import NodeConversionError, conversion_error, quiet_frontend, reason
 
 
+COMPLEX64 = 8  # TFLite's TensorType of RFFT2D's output (edgetune writes it as a trailing axis of 2)
+
+
 @functools.cache
 def converter_class() -> Any:
     """The OperatorConverter subclass (built on first use: TVM is imported lazily)."""
@@ -98,6 +101,18 @@ def converter_class() -> Any:
             points = [int(p) for p in np.cumsum(sizes)[:-1]]
             parts = relax.op.split(self.get_tensor_expr(data), points, axis)
             return relax.Tuple([relax.TupleGetItem(parts, i) for i in range(len(sizes))]) if len(sizes) > 1 else parts
+
+        def convert_cast(self, op: Any) -> Any:
+            """A CAST of a complex tensor (RFFT2D's [..., 2] of real and imaginary parts) is its
+            real part, as TensorFlow casts complex to real (BirdNET's spectrogram); others TVM's."""
+            (data,) = self.get_input_tensors(op)
+            if data.tensor.Type() != COMPLEX64:
+                return super().convert_cast(op)
+            real = relax.op.squeeze(relax.op.strided_slice(self.get_tensor_expr(data), axes=[-1], begin=[0], end=[1]),
+                                    axis=[-1])
+            out = self.get_output_tensors(op)[0]
+            dtype = self.get_tensor_type_str(out.tensor.Type())
+            return real if dtype == "float32" else relax.op.astype(real, dtype)
 
         def convert_rfft2d(self, op: Any) -> Any:
             data, length = self.get_input_tensors(op)
