@@ -12,7 +12,6 @@ from ..constants import QUANTIZED_DATA_MOVEMENT
 from ..core import copy_module, tvm
 from .common import NodeConversionError, conversion_error, quiet_frontend, reason
 
-
 COMPLEX64 = 8  # TFLite's TensorType of RFFT2D's output (edgetune writes it as a trailing axis of 2)
 
 
