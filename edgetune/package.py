@@ -58,7 +58,7 @@ class PackageOptions:
     verify: bool = True
     tar: bool = False
     force: bool = False
-    rtol: float | None = None  # None: reference.default_rtol (1e-3; more for chains of dynamically quantized layers)
+    rtol: float | None = None  # None: reference.RTOL (1e-3), with bounds measured on the model where they apply
     atol: float = 1e-5
     seed: int = 0
     records: Path | None = None  # None: the profile's default records directory
@@ -196,34 +196,44 @@ def _check_in_subprocess(root: Path) -> dict[str, Any]:
     return result
 
 
-def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str) -> dict[str, Any]:
+def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str, inputs: list[np.ndarray],
+                  outputs: list[np.ndarray]) -> dict[str, Any]:
     """The manifest's ``verification`` before the check runs: the reference, the seed of the
-    inputs and the tolerance (``opts.rtol``, else :func:`reference.default_rtol`'s, and why)."""
+    inputs and the tolerance — ``opts.rtol`` (default 1e-3) and ``opts.atol``, and per output a
+    bound measured on the model where its arithmetic is not float32's (:mod:`.tolerance`: a
+    float16 package, a dynamically quantized model), with why — for the reference's ``inputs``
+    and ``outputs``."""
+    from .tolerance import measured_tolerance
+
     graph = reference.onnx_graph(model)
-    rtol, why = opts.rtol, ""
-    if rtol is None:
-        rtol, why = reference.default_rtol(graph)
+    rtol = reference.RTOL if opts.rtol is None else opts.rtol
     tolerance: dict[str, Any] = {"rtol": rtol, "atol": opts.atol, "int_atol": 1}
     steps = reference.output_steps(model, graph)
     if steps:
         tolerance["steps"] = steps
     pending = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
-    if why:  # beside the tolerance, which the loader passes to its comparison as it is
-        pending["tolerance_why"] = why
+    measured = measured_tolerance(model, inputs, outputs, opts.precision, rtol, opts.atol)
+    if measured is not None:
+        tolerance["bounds"] = measured.bounds
+        pending["spread"] = measured.spread
+        rms = ""
+        if measured.rms_bounds:
+            tolerance["rms_bounds"] = measured.rms_bounds
+            pending["rms_spread"] = measured.rms_spread
+            rms = f", its root-mean-square error within {measured.rms_factor:g}× the spread's"
+        pending["tolerance_why"] = (f"each output within {measured.factor:g}× its spread in {measured.how} ("
+                                    + ", ".join(f"{k} {v:.3g}" for k, v in measured.spread.items())
+                                    + f"){rms}, at least rtol {rtol:g}")
     return pending
 
 
 def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
             model: ImportedModel) -> None:
-    manifest["verification"] = pending_check(model, opts, ref_label)
+    with np.load(root / REFERENCE) as data:
+        inputs = [data[f"input:{s.name}"] for s in model.inputs]
+        outputs = [data[f"output:{s.name}"] for s in model.outputs]
+    manifest["verification"] = pending_check(model, opts, ref_label, inputs, outputs)
     tol = manifest["verification"]["tolerance"]
-    if opts.precision == "fp16":
-        measured = _half_bounds(root, model, tol["rtol"], tol["atol"])
-        tol["bounds"] = measured.bounds
-        manifest["verification"]["tolerance_why"] = (
-            f"float16: each output within {measured.factor:g}× its spread in {measured.how} "
-            f"(spread {', '.join(f'{k} {v:.3g}' for k, v in measured.spread.items())}), at least the float32 bound")
-        manifest["verification"]["spread"] = measured.spread
     write_manifest(root, manifest)
     result, where = run_check(root, profile)
     if result is None:
@@ -234,17 +244,6 @@ def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: s
     if not result["passed"]:
         steps = tol.get("steps", {})
         raise VerificationError(*mismatch(result["outputs"], steps, ref_label, tol["rtol"], opts.atol))
-
-
-def _half_bounds(root: Path, model: ImportedModel, rtol: float, atol: float) -> Any:
-    """A float16 package's measured tolerance (:func:`edgetune.tolerance.half_tolerance`) on the
-    reference inputs and outputs stored in ``root``."""
-    from .tolerance import half_tolerance
-
-    with np.load(root / REFERENCE) as data:
-        inputs = [data[f"input:{s.name}"] for s in model.inputs]
-        outputs = [data[f"output:{s.name}"] for s in model.outputs]
-    return half_tolerance(model, inputs, outputs, rtol, atol)
 
 
 def mismatch(outputs: dict[str, Any], steps: dict[str, float], ref_label: str, rtol: float,
@@ -259,7 +258,9 @@ def mismatch(outputs: dict[str, Any], steps: dict[str, float], ref_label: str, r
             continue
         error = v.get("max_abs_error", v.get("error"))
         text = f"{name}: max abs {error:.4g}" if isinstance(error, float) else f"{name}: {error}"
-        if v.get("bound"):
+        if v.get("rms_bound") and v["rms_error"] > v["rms_bound"]:
+            text += f", root-mean-square {v['rms_error']:.3g} ({v['margin']:.1f}× its bound {v['rms_bound']:.3g})"
+        elif v.get("bound"):
             text += f" ({v['margin']:.1f}× its bound {v['bound']:.3g})"
         if name in steps and isinstance(error, (int, float)):
             count = error / steps[name]

@@ -362,7 +362,7 @@ def _write_reference(root: Path, opts: Any, rng: LengthRange, fixed: Mapping[str
         outputs = reference.run_reference(model, inputs)
         arrays.update({f"{label(length)}/input:{s.name}": a for s, a in zip(model.inputs, inputs)})
         arrays.update({f"{label(length)}/output:{s.name}": a for s, a in zip(model.outputs, outputs)})
-        pending = pending_check(model, opts, reference.reference_label(model))
+        pending = pending_check(model, opts, reference.reference_label(model), inputs, outputs)
     np.savez(root / RANGE_REFERENCE, **arrays)
     return pending
 

@@ -44,10 +44,12 @@ class Measured:
     spread: dict[str, float]
     factor: float
     how: str
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"bounds": self.bounds, "spread": self.spread, "factor": self.factor, "how": self.how}
+    # where the spread is one of sparse flips (dynamic quantization): the root-mean-square error's
+    # bound too, at ``rms_factor`` × the RMS spread — a flip moves a few values far, an error in the
+    # arithmetic every value
+    rms_bounds: dict[str, float] = field(default_factory=dict)
+    rms_spread: dict[str, float] = field(default_factory=dict)
+    rms_factor: float = 0.0
 
 
 def half_storage_onnx(source: bytes) -> bytes:
@@ -227,3 +229,85 @@ def _first_overflow(model: ImportedModel, inputs: list[np.ndarray]) -> str | Non
             if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.size and np.abs(v).max() > HALF_MAX:
                 return f"first at {node.op_type} node '{node.name or o}': values reach {np.abs(v).max():.3g}"
     return None
+
+
+# ---------------------------------------------------------------- dynamically quantized models
+
+# A dynamically quantized model rounds each activation to an int8 step at run time
+# (DynamicQuantizeLinear; inside onnxruntime's DynamicQuantizeLSTM / DynamicQuantizeMatMul): two
+# correct float implementations, one ulp apart before such a rounding, put a value on either side
+# of a step, and the next layers carry the flip on. How far that moves the outputs is measured on
+# the model: onnxruntime again with each quantized activation scaled by 1 ± k ulp (k = 1, 2, 4) —
+# the spread, its largest value and its root mean square over each output. The package must be
+# within INT8_FACTOR × the first and INT8_RMS_FACTOR × the second. Measured: a T5-small-shaped
+# encoder (24 quantized activations) spread 0.055 / RMS 0.0127, edgetune 0.051 / 0.0122; a 4-layer
+# Whisper-tiny-wide encoder 0.051 / 0.0093, edgetune 0.020 / 0.0044 — and with DynamicQuantizeLinear
+# rounding down instead of to nearest (an arithmetic error) 0.124 / 0.030: outside the RMS bound.
+INT8_ULPS = (1, -1, 2, -2, 4, -4)
+INT8_FACTOR = 4.0
+INT8_RMS_FACTOR = 2.0
+# where each op reads the float data it quantizes at run time
+QUANTIZED_AT_RUN_TIME = {"DynamicQuantizeLinear": 0, "DynamicQuantizeLSTM": 0, "DynamicQuantizeMatMul": 0}
+
+
+def _perturbed(source: bytes, eps: float) -> bytes:
+    """The ONNX model with the float input every op quantizes at run time scaled by ``1 + eps``."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load_model_from_string(source)
+    graph = model.graph
+    factor = "edgetune__ulps"
+    graph.initializer.append(numpy_helper.from_array(np.array(1 + eps, np.float32), factor))
+    nodes = []
+    for node in graph.node:
+        at = QUANTIZED_AT_RUN_TIME.get(node.op_type)
+        if at is not None and len(node.input) > at and node.input[at]:
+            moved = f"{node.input[at]}__moved"
+            nodes.append(helper.make_node("Mul", [node.input[at], factor], [moved]))
+            node.input[at] = moved
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model.SerializeToString()
+
+
+def dynamic_int8_tolerance(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np.ndarray], rtol: float,
+                           atol: float) -> Measured | None:
+    """The tolerance of a dynamically quantized ONNX model (see :data:`INT8_FACTOR`), None for any
+    other model."""
+    import dataclasses
+
+    from .reference import _run_onnxruntime
+
+    if model.format != "onnx" or b"DynamicQuantize" not in model.source_bytes:
+        return None
+    floats = [(s.original_name, ref) for s, ref in zip(model.outputs, outputs) if ref.dtype.kind == "f"]
+    spread = {name: 0.0 for name, _ in floats}
+    rms = dict(spread)
+    for k in INT8_ULPS:
+        moved = dataclasses.replace(model, source_bytes=_perturbed(model.source_bytes, k * 2.0 ** -23))
+        alts = dict(zip((s.original_name for s in model.outputs), _run_onnxruntime(moved, inputs, False)))
+        for name, ref in floats:
+            diff = np.abs(alts[name].astype(np.float64) - ref.astype(np.float64))
+            if diff.size:
+                spread[name] = max(spread[name], float(diff.max()))
+                rms[name] = max(rms[name], float(np.sqrt((diff ** 2).mean())))
+    bounds, rms_bounds = {}, {}
+    for name, ref in floats:
+        scale = float(np.abs(ref.astype(np.float64)).max()) if ref.size else 0.0
+        floor = atol + rtol * scale
+        bounds[name] = max(floor, INT8_FACTOR * spread[name])
+        rms_bounds[name] = max(floor, INT8_RMS_FACTOR * rms[name])
+    how = ("onnxruntime with each activation quantized at run time moved by "
+           f"{', '.join(f'{k:+d}' for k in INT8_ULPS)} ulp before its rounding")
+    return Measured(bounds, spread, INT8_FACTOR, how, rms_bounds, rms, INT8_RMS_FACTOR)
+
+
+def measured_tolerance(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np.ndarray], precision: str,
+                       rtol: float, atol: float) -> Measured | None:
+    """The measured tolerance a package's check takes, where one applies: float16 packages
+    (:func:`half_tolerance`), dynamically quantized models (:func:`dynamic_int8_tolerance`)."""
+    if precision == "fp16":
+        return half_tolerance(model, inputs, outputs, rtol, atol)
+    return dynamic_int8_tolerance(model, inputs, outputs, rtol, atol)

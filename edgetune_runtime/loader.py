@@ -463,12 +463,14 @@ def tolerance(manifest: dict[str, Any], rtol: float | None = None, atol: float |
 
 
 def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: float, atol: float, int_atol: int = 1,
-            steps: dict[str, float] | None = None, bounds: dict[str, float] | None = None) -> dict[str, Any]:
+            steps: dict[str, float] | None = None, bounds: dict[str, float] | None = None,
+            rms_bounds: dict[str, float] | None = None) -> dict[str, Any]:
     """Per-output max abs / relative error and a pass flag, under the tolerance above: ``atol``
     + ``rtol`` × the output's magnitude, or a measured bound where larger (``bounds``: output →
-    its absolute bound, e.g. a float16 package's); each output's ``margin`` is its error over
-    its bound (above 1: outside). Class scores ([rows, classes]) also say how many rows' top-1
-    class agrees (``top1_agree``)."""
+    its absolute bound, e.g. a float16 package's), and where given a bound on the root-mean-square
+    error (``rms_bounds``: a dynamically quantized model's); each output's ``margin`` is its error
+    over its bound, the larger of the two (above 1: outside). Class scores ([rows, classes]) also
+    say how many rows' top-1 class agrees (``top1_agree``)."""
     outputs, passed = {}, True
     for name, ref in expected.items():
         out = got[name]
@@ -485,9 +487,14 @@ def compare(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], rtol: f
         if bounds and name in bounds:
             bound = max(bound, bounds[name])
         ok = bool(np.isfinite(out.astype(np.float64)).all()) and max_abs <= bound
+        margin = max_abs / bound if bound else (0.0 if max_abs == 0 else float("inf"))
         outputs[name] = {"max_abs_error": max_abs, "max_rel_error": max_abs / scale if scale else max_abs,
-                         "bound": bound, "margin": max_abs / bound if bound else (0.0 if max_abs == 0 else float("inf")),
-                         "passed": ok}
+                         "bound": bound, "margin": margin, "passed": ok}
+        if rms_bounds and name in rms_bounds:
+            rms = float(np.sqrt((diff ** 2).mean())) if diff.size else 0.0
+            outputs[name].update(rms_error=rms, rms_bound=rms_bounds[name])
+            outputs[name]["margin"] = max(margin, rms / rms_bounds[name] if rms_bounds[name] else float(rms > 0))
+            outputs[name]["passed"] = ok = ok and rms <= rms_bounds[name]
         if ref.dtype.kind == "f" and ref.ndim == 2 and ref.shape[-1] > 1:
             outputs[name]["top1_agree"] = float(np.mean(np.argmax(out, -1) == np.argmax(ref, -1)))
         passed &= ok

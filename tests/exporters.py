@@ -1,6 +1,7 @@
 """Models made the way today's exporters make them, with random weights (no model hub here):
 Ultralytics' YOLO export (detect, pose, segment heads; YOLO11 and YOLO26 architectures, from
-their YAML files), timm classifiers through torch's legacy and dynamo exporters.
+their YAML files), timm classifiers through torch's legacy and dynamo exporters, transformers'
+T5 encoder.
 
 Each export runs in a subprocess (the exporters import torch and write progress to stdout) and is
 kept in ``tests/.models/exported/`` (ignored by git), keyed by its arguments, so a test or a
@@ -44,6 +45,19 @@ else:
 """
 
 
+_T5 = """
+import sys, torch
+from transformers import T5Config, T5EncoderModel
+out, layers, seq = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch.manual_seed(0)
+config = T5Config(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=layers, num_heads=8)  # t5-small's widths
+model = T5EncoderModel(config).eval()
+ids, mask = torch.randint(0, 32128, (1, seq)), torch.ones(1, seq, dtype=torch.int64)
+torch.onnx.export(model, (ids, mask), out, dynamo=False, opset_version=17, input_names=["input_ids", "attention_mask"],
+                  output_names=["last_hidden_state"])
+"""
+
+
 def available(*modules: str) -> bool:
     """Whether every exporter module (``ultralytics``, ``timm``, ``torch``) is importable."""
     return all(importlib.util.find_spec(m) is not None for m in modules)
@@ -83,3 +97,8 @@ def yolo(cfg: str = "yolo11n.yaml", size: int = 320, opset: int | None = None) -
 def timm_model(name: str = "mobilenetv3_large_100", size: int = 224, dynamo: bool = False) -> Path:
     """A timm classifier exported by torch (``dynamo``: the dynamo exporter at opset 20)."""
     return _export(_TIMM, [name, str(size), "dynamo" if dynamo else "legacy"], f"{name}-{size}-{'dynamo' if dynamo else 'legacy'}")
+
+
+def t5_encoder(layers: int = 6, seq: int = 32) -> Path:
+    """transformers' T5 encoder at t5-small's widths (random weights), exported by torch."""
+    return _export(_T5, [str(layers), str(seq)], f"t5-encoder-{layers}x{seq}")

@@ -20,6 +20,16 @@ WINOGRAD = {
         [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
          [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
         [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
+    # F(6×6, 3×3), points 0, ±1, ±2, ±½, ∞ (what ncnn's winograd63 kernels use)
+    6: ([[1, 0, -21 / 4, 0, 21 / 4, 0, -1, 0], [0, 1, 1, -17 / 4, -17 / 4, 1, 1, 0],
+         [0, -1, 1, 17 / 4, -17 / 4, -1, 1, 0], [0, 1 / 2, 1 / 4, -5 / 2, -5 / 4, 2, 1, 0],
+         [0, -1 / 2, 1 / 4, 5 / 2, -5 / 4, -2, 1, 0], [0, 2, 4, -5 / 2, -5, 1 / 2, 1, 0],
+         [0, -2, 4, 5 / 2, -5, -1 / 2, 1, 0], [0, -1, 0, 21 / 4, 0, -21 / 4, 0, 1]],
+        [[1, 0, 0], [-2 / 9, -2 / 9, -2 / 9], [-2 / 9, 2 / 9, -2 / 9], [1 / 90, 1 / 45, 2 / 45],
+         [1 / 90, -1 / 45, 2 / 45], [32 / 45, 16 / 45, 8 / 45], [32 / 45, -16 / 45, 8 / 45], [0, 0, 1]],
+        [[1, 1, 1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 1 / 2, -1 / 2, 0], [0, 1, 1, 4, 4, 1 / 4, 1 / 4, 0],
+         [0, 1, -1, 8, -8, 1 / 8, -1 / 8, 0], [0, 1, 1, 16, 16, 1 / 16, 1 / 16, 0],
+         [0, 1, -1, 32, -32, 1 / 32, -1 / 32, 1]]),
 }
 
 
@@ -92,7 +102,19 @@ def winograd_tile(sig: str, kernel: tuple[int, int], oh: int, ow: int, ic: int, 
         wanted = default if min(ic, oc) >= min_channels else "direct"
     if wanted == "direct" or not winograd_eligible(kernel, geometry["strides"], geometry["dilation"], ic, oc):
         return 0
-    return 4 if min(oh, ow) >= 8 else 2
+    if min(oh, ow) < 8:
+        return 2
+    import os
+    if os.environ.get("ET_WINO6"):
+        return min((4, 6), key=lambda t: (_multiplies(t, oh, ow), t))
+    return 4
+
+
+def _multiplies(tile: int, oh: int, ow: int) -> float:
+    """Multiplies per output pixel and channel pair of F(tile, 3) over an oh × ow map: (tile + 2)²
+    per tile², times the tiles' overhang of the map."""
+    covered = (-(-oh // tile) * tile) * (-(-ow // tile) * tile)
+    return (tile + 2) ** 2 / tile ** 2 * covered / (oh * ow)
 
 
 def winograd_weights(weights_ohwi: Any, tile: int, oci: int) -> Any:
