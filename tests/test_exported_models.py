@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-
 import zoo_transformers as zt
+from onnx import TensorProto, helper, numpy_helper
 
 from edgetune.errors import ModelError, ModelFormatError, VerificationError
 from edgetune.importer import import_model
