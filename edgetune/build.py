@@ -52,6 +52,19 @@ def check_precision(profile: Profile, precision: str) -> None:
                            f"for {profile.name} package in fp32 (the default)")
 
 
+def half_hint(profile: Profile, precision: str) -> str | None:
+    """What a user packaging in float32 for a board with float16 arithmetic should know (None
+    elsewhere): ``--precision fp16`` exists there, and what it gains and costs."""
+    if precision != "fp32" or not _tvm.has_half(_tvm.make_target(profile.target_spec())):
+        return None
+    if profile.runtime == "cuda":
+        return (f"{profile.name} computes in float16 too: --precision fp16 gives the matmul rules float16 operands "
+                "(tensor cores take no others) and halves the weights; the reference check measures its error")
+    return (f"{profile.name} computes in float16 too: --precision fp16 (8 lanes a NEON register where float32 has 4; "
+            "weights half the size) runs in about 0.5-0.7x the cycles of float32 by the Pi 5 estimate, within a "
+            "tolerance the reference check measures on the model")
+
+
 def check_toolchain(profile: Profile) -> tuple[str | None, Any]:
     """Resolve the profile's compiler (and nvcc for CUDA) before any work; ToolchainError if missing."""
     cc = toolchain.cross_compiler(profile)

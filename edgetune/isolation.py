@@ -18,6 +18,7 @@ isolated stage, nested stages run in place.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -108,7 +109,14 @@ def isolated(stage: str, subject: str, fn: Callable[..., T], *args: Any, **kwarg
     report = kwargs.get("progress")
     proc = ctx.Process(target=_child, args=(child, log_path, fn, args, kwargs), daemon=True)
     with _reaped(proc):
-        proc.start()
+        # The parent's objects frozen across the fork: the child's collector never frees them. An
+        # onnxruntime session of the caller's, freed in the child, waits forever for its thread
+        # pool's threads, which a fork does not copy (seen as a hung test run).
+        gc.freeze()
+        try:
+            proc.start()
+        finally:
+            gc.unfreeze()
         child.close()
         outcome = _receive(parent, proc, report)
         proc.join()

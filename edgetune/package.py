@@ -28,7 +28,7 @@ import numpy as np
 from edgetune_runtime.loader import FORMAT_VERSION, MANIFEST, REFERENCE, STATE
 
 from . import __version__, elf, emulation, reference
-from .build import CompiledArtifact, check_precision, check_toolchain, compile_model
+from .build import CompiledArtifact, check_precision, check_toolchain, compile_model, half_hint
 from .bundle import copy_loader
 from .devices import resolve_device
 from .errors import PackageError, VerificationError
@@ -83,6 +83,7 @@ class PackageResult:
     manifest: dict[str, Any]
     tarball: Path | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    hints: list[str] = field(default_factory=list)  # what the user may want to know (another precision, ...)
 
     @property
     def verification(self) -> dict[str, Any]:
@@ -221,7 +222,7 @@ def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str, in
             tolerance["rms_bounds"] = measured.rms_bounds
             pending["rms_spread"] = measured.rms_spread
             rms = f", its root-mean-square error within {measured.rms_factor:g}× the spread's"
-        pending["tolerance_why"] = (f"each output within {measured.factor:g}× its spread in {measured.how} ("
+        pending["tolerance_why"] = (f"each output within {measured.factor:.3g}× its spread in {measured.how} ("
                                     + ", ".join(f"{k} {v:.3g}" for k, v in measured.spread.items())
                                     + f"){rms}, at least rtol {rtol:g}")
     return pending
@@ -422,10 +423,13 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
     from .isolation import isolated
 
     try:
-        return isolated("packaging", opts.model.name, _package, opts, progress=progress)
+        result = isolated("packaging", opts.model.name, _package, opts, progress=progress)
     except CrashError:
         remove_stale(opts.output.resolve())  # the crashed stage's staging directory (its process is gone)
         raise
+    if hint := half_hint(resolve_device(opts.device), opts.precision):
+        result.hints.append(hint)
+    return result
 
 
 def _package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:

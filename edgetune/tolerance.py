@@ -7,8 +7,12 @@ on the model, so the tolerance is measured on the model itself: onnxruntime runs
 with every float tensor — weights, the inputs and each operator's result — rounded to float16
 (:func:`half_storage_onnx`: a ``Cast`` to float16 and back after every operator), and that run's
 distance from the float32 reference, per output, is the *spread*. The package also sums in
-float16 inside its kernels, which the rounded run does not do: its error is bounded by
-:data:`HALF_FACTOR` × the spread (measured on the benchmark's models: ``benchmarks/arm_estimate.py``).
+float16 inside its kernels, which the rounded run does not do: each of a layer's outputs adds K
+products into a float16 accumulator, K roundings where the rounded run has one, and independent
+rounding errors grow as √K. The error is bounded by the larger of :data:`HALF_FACTOR` and √K of
+the model's longest sum, × the spread (:func:`half_factor`; measured on the benchmark's models,
+``benchmarks/arm_estimate.py``, and a YOLO-style detector whose 3×3 layers of 256 channels sum
+2,304 products: its error 16.1× its spread).
 
 A model that float16 breaks — values past 65504, a tiny constant that rounds to zero — shows in
 the spread itself: where rounding to float16 moves onnxruntime's own output by more than
@@ -158,12 +162,21 @@ def half_spread(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np
     return spread, how
 
 
+def half_factor(model: ImportedModel) -> float:
+    """The float16 bound's factor over the spread (see the module docstring): the larger of
+    :data:`HALF_FACTOR` and the square root of the longest sum a kernel accumulates in float16."""
+    from . import _tvm
+
+    return max(HALF_FACTOR, float(np.sqrt(_tvm.longest_sum(model.mod))))
+
+
 def half_tolerance(model: ImportedModel, inputs: list[np.ndarray], outputs: list[np.ndarray], rtol: float,
                    atol: float) -> Measured:
     """The tolerance of a float16 package (see the module docstring): per float output the
     larger of the float32 check's bound (``atol`` + ``rtol`` × the output's magnitude) and
-    :data:`HALF_FACTOR` × the spread. Raises VerificationError where float16 breaks the model."""
+    :func:`half_factor` × the spread. Raises VerificationError where float16 breaks the model."""
     spread, how = half_spread(model, inputs, outputs)
+    factor = half_factor(model)
     bounds = {}
     for spec, ref in zip(model.outputs, outputs):
         name = spec.original_name
@@ -173,8 +186,8 @@ def half_tolerance(model: ImportedModel, inputs: list[np.ndarray], outputs: list
         span = float(ref.max() - ref.min()) if ref.size else 0.0
         if not np.isfinite(spread[name]) or spread[name] > HALF_BROKEN * max(span, scale, 1e-30):
             raise VerificationError(*_broken(model, inputs, name, spread[name], max(span, scale)))
-        bounds[name] = max(atol + rtol * scale, HALF_FACTOR * spread[name])
-    return Measured(bounds, spread, HALF_FACTOR, how)
+        bounds[name] = max(atol + rtol * scale, factor * spread[name])
+    return Measured(bounds, spread, factor, how)
 
 
 def _broken(model: ImportedModel, inputs: list[np.ndarray], output: str, spread: float,

@@ -243,3 +243,41 @@ def test_inspect_reports_a_crash_of_the_import_and_keeps_what_the_file_holds(squ
     report = inspect_model(squeezenet)
     assert report.import_error and "TVM crashed while importing squeezenet.onnx" in report.import_error
     assert report.ops and report.inputs  # the file's own facts still there
+
+
+def test_a_stage_forked_beside_the_callers_onnxruntime_session_ends(tmp_path, squeezenet):
+    """Sessions of onnxruntime that only the garbage collector frees (in a reference cycle, dropped
+    by the caller) are not freed in an isolated stage's child: freeing them there waits forever on
+    their thread pools' condition variables, whose threads the fork did not copy (a whole test
+    run hung on it; this script hung before the fix)."""
+    script = f"""
+import gc
+import time
+import numpy as np
+import onnxruntime as ort
+from edgetune.isolation import isolated
+
+def collect():
+    gc.collect()
+    return "ended"
+
+gc.disable()  # the cycle below stays for the child's collector to find
+holder = {{"sessions": [ort.InferenceSession({str(squeezenet)!r}, providers=["CPUExecutionProvider"]) for _ in range(3)]}}
+holder["self"] = holder
+for session in holder["sessions"]:
+    (spec,) = session.get_inputs()
+    for _ in range(5):
+        session.run(None, {{spec.name: np.random.rand(*[d if isinstance(d, int) else 1 for d in spec.shape]).astype(np.float32)}})
+del holder
+time.sleep(0.5)  # the pools' threads asleep
+print(isolated("testing", "sessions", collect))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group: the stage's child goes with it
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the isolated stage hung freeing the caller's onnxruntime sessions")
+    assert proc.returncode == 0 and out.strip() == "ended", err[-2000:]

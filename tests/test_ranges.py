@@ -545,3 +545,59 @@ def test_tuning_batch_and_length_ranges_times_each_kernel_at_the_weighted_points
     assert {k["workload"] for k in m["kernels"].values() if k["tuned"]} >= kept
     if m["tuning"]:  # timed (bench) at the points its records were timed at
         assert m["range"]["timed"] == [[1, 8], [3, 24]] and m["range"]["timed_weights"] == [1.0, 2.0], m["range"]
+
+
+def _paddle_reshape(path: Path) -> Path:
+    """The shape chain paddle2onnx writes (PP-OCR's recognizers): the shape cast to int32, sliced,
+    cast back to int64 and concatenated with int32 constants cast to int64, into a Reshape; then
+    a 2×2 max pool of stride 1 with ``auto_pad`` SAME_UPPER (PP-OCRv5/v6)."""
+    rng = np.random.default_rng(3)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32).tolist())
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Shape", ["c"], ["s"]),
+             helper.make_node("Cast", ["s"], ["s32"], to=TensorProto.INT32),
+             helper.make_node("Slice", ["s32", "from", "to"], ["wide32"]),
+             helper.make_node("Cast", ["wide32"], ["wide"], to=TensorProto.INT64),
+             helper.make_node("Constant", [], ["k32"], value=helper.make_tensor("k", TensorProto.INT32, [1], [4])),
+             helper.make_node("Cast", ["k32"], ["k"], to=TensorProto.INT64),
+             helper.make_node("Concat", ["one", "k", "wide"], ["new"], axis=0),
+             helper.make_node("Reshape", ["c", "new"], ["flat"]),
+             helper.make_node("Relu", ["flat"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], auto_pad="SAME_UPPER")]
+    inits = [helper.make_tensor("from", TensorProto.INT64, [1], [2]), helper.make_tensor("to", TensorProto.INT64, [1], [4]),
+             helper.make_tensor("one", TensorProto.INT64, [1], [1]), w]
+    graph = helper.make_graph(nodes, "paddle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, "width"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+def test_a_shape_chain_computed_in_int32_stays_a_shape_under_a_range(tmp_path):
+    """paddle2onnx computes shapes in int32 (Shape → Cast → Slice → Cast → Concat → Reshape):
+    under a width range the casts are dropped so the Reshape still reads a shape (it failed with
+    "Reshape requires the input new shape to be Shape"), and the SAME pool's pads are explicit
+    (TVM's failed computing them from the symbolic width); every width against onnxruntime."""
+    model = _paddle_reshape(tmp_path / "paddle.onnx")
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg",
+                                    input_shapes={"x": (1, 3, 8, (16, 100))}))
+    assert result.manifest["range"]["symbolic"] and result.verification["status"] == "passed", result.verification
+    notes = result.manifest["model"]["notes"]
+    assert any("integer cast(s) of shape computations dropped" in n for n in notes), notes
+    assert any("auto_pad SAME node(s) with explicit pads" in n for n in notes), notes
+    loaded, session = edgetune_runtime.load(result.path), ort.InferenceSession(str(model))
+    for width in (16, 33, 100):
+        x = np.random.default_rng(width).standard_normal((1, 3, 8, width)).astype(np.float32)
+        np.testing.assert_allclose(loaded.run(x=x)["y"], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ppocr4_rec", "ppocr6_rec"])
+def test_the_real_ppocr_recognizers_package_with_a_width_range(tmp_path, name):
+    """RapidOCR's PP-OCRv4 and v6 recognizers (scripts/fetch_test_models.py) with their line width
+    a range: one symbolic library, checked against onnxruntime at the range's ends and middle."""
+    model = Path(__file__).parent / ".models" / f"{name}.onnx"
+    if not model.exists():
+        pytest.skip(f"tests/.models/{name}.onnx: run scripts/fetch_test_models.py")
+    result = package(PackageOptions(model=model, device="host", output=tmp_path / "pkg",
+                                    input_shapes={"x": (1, 3, 48, (160, 640))}))
+    assert result.manifest["range"]["symbolic"] and result.verification["status"] == "passed", result.verification

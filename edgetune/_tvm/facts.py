@@ -6,6 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ..errors import ModelError
 from .core import tvm
 
@@ -96,6 +98,40 @@ def estimate_flops(mod: Any) -> float:
             except Exception:  # noqa: BLE001 — ops with data-dependent loops have no estimate
                 log.debug("no FLOP estimate for %s", gv.name_hint)
     return total
+
+
+# (op → how its reduction length follows from its operands' shapes)
+_SUMS = {"relax.nn.conv1d": "weight", "relax.nn.conv2d": "weight", "relax.nn.conv3d": "weight",
+         "relax.nn.conv1d_transpose": "transposed", "relax.nn.conv2d_transpose": "transposed", "relax.matmul": "matmul"}
+
+
+def longest_sum(mod: Any) -> int:
+    """The most products one output of a convolution or matrix product of ``main`` sums (1 where
+    it has none): a convolution's input channels per group × its window, a matmul's inner length."""
+    tvm()
+    from tvm import relax
+
+    longest = 1
+
+    def visit(expr: Any) -> None:
+        nonlocal longest
+        if not isinstance(expr, relax.Call) or not hasattr(expr.op, "name") or expr.op.name not in _SUMS:
+            return
+        try:
+            shapes = [[int(d) for d in a.ty.shape.values] for a in expr.args[:2]]
+        except (AttributeError, TypeError):
+            return  # a symbolic or unknown extent
+        kind = _SUMS[expr.op.name]
+        if kind == "weight":
+            length = int(np.prod(shapes[1][1:]))
+        elif kind == "transposed":
+            length = shapes[1][0] * int(np.prod(shapes[1][2:])) // max(1, int(getattr(expr.attrs, "groups", 1)))
+        else:
+            length = shapes[0][-1]
+        longest = max(longest, length)
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return longest
 
 
 def quantization_notes(mod: Any) -> list[str]:

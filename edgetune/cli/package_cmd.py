@@ -27,7 +27,7 @@ def package(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),
     force: bool = typer.Option(False, "--force", help="Replace an existing package at OUTPUT."),
     rtol: float = typer.Option(None, help="Reference check: relative tolerance (of the output's max magnitude); "
-                               "default 1e-3; 2e-3 per activation quantized at run time for chains of dynamically quantized layers."),
+                               "default 1e-3 for float32 (int8 and fp16 packages: measured on the model)."),
     atol: float = typer.Option(1e-5, help="Reference check: absolute tolerance."),
     records: Path = typer.Option(None, "--records", help="Tuning records directory (default: the profile's, if any)."),
     use_records: bool = typer.Option(True, "--records-apply/--no-records", help="Apply tuning records."),
@@ -50,7 +50,7 @@ def package(
         result = build_package(opts, report)
     if json_out:
         print_json({"path": str(result.path), "tarball": str(result.tarball) if result.tarball else None,
-                    "timings": result.timings, "manifest": result.manifest})
+                    "timings": result.timings, "hints": result.hints, "manifest": result.manifest})
         return
     v = result.verification
     m = result.manifest
@@ -109,4 +109,6 @@ def package(
         out.print(f"  [yellow]note[/]: {note}")
     if result.tarball:
         out.print(f"  archive {result.tarball}")
+    for hint in result.hints:
+        out.print(f"  [cyan]hint[/]: {hint}")
     out.print(f"  run it on the board: python -m edgetune_runtime run {result.path} --input x.npy")

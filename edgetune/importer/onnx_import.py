@@ -28,6 +28,7 @@ from .onnx_ifs import deciding_inputs, resolve_ifs
 from .onnx_loops import unroll_loops
 from .onnx_normalize import read
 from .onnx_qlinear import expand_qlinear_ops, qlinear_hint
+from .onnx_symbolic import drop_shape_casts, explicit_same_pads
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,10 @@ def _for_tvm(model: Any, notes: list[str], symbolic: bool = False) -> Any:
                      + ", ".join(f"{n} {k}" for k, n in sorted(signal.items())))
     if (loops or contrib or signal) and any(n.op_type in _SHAPE_OPS for n in model.graph.node):
         model = fold_shape_subgraphs(model, symbolic)
+    if symbolic and (casts := drop_shape_casts(model)):
+        notes.append(f"{casts} integer cast(s) of shape computations dropped (the shapes stay symbolic in int64)")
+    if symbolic and (same := explicit_same_pads(model)):
+        notes.append(f"{same} stride-1 auto_pad SAME node(s) with explicit pads (the same at every size)")
     expanded = expand_qlinear_ops(model)
     if expanded:
         kinds = ", ".join(f"{expanded.count(k)} {k}" for k in sorted(set(expanded)))

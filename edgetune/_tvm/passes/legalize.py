@@ -248,7 +248,8 @@ def _legalize_conv2d(bb: Any, call: Any, cpu: CpuFacts, choice: ConvChoice, defa
         if lanes:
             return bb.call_te(conv2d_nhwc_lanes, call.args[0], relax.const(np.ascontiguousarray(weights)), **geometry,
                               lanes=lanes, signature=sig, primfunc_name_hint="conv2d_nhwc")
-        tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default, min_channels)
+        tile = None if exact else winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, choice, default, min_channels,
+                                                largest=6 if dtype == "float32" else 4)
         if tile:
             return legalize_winograd(bb, call.args[0], weights, geometry, tile, sig, cpu)
         oci, _rw = register_tile(oc, ow, cpu)
