@@ -52,6 +52,8 @@ def reference_label(model: ImportedModel, as_float: bool | None = None) -> str:
     as_float = qdq_as_float(model) if as_float is None else as_float
     if as_float:
         return f"{label} (QDQ layers in float: {SATURATING})"
+    if _qdq_shifted(model, as_float):
+        return f"{label} ({QDQ_AS_UINT8})"
     if model.format == "onnx" and _integer_weights_shifted(model):
         return f"{label} ({EXACT_INTEGERS})"
     return label
@@ -154,18 +156,104 @@ def _shift(model: Any, inits: dict[str, Any], node: Any, w: int, z: int, shifted
     return model.SerializeToString() if shifted else None
 
 
-def qdq_as_float(model: ImportedModel) -> bool:
-    """Whether the reference runs a QDQ model's layers as written — dequantize, float op,
-    quantize — instead of onnxruntime fusing them into its int8 kernels: where those saturate
-    (:func:`onnxruntime_int8_saturates`) and a convolution or matmul reads a dequantized
-    tensor (a static QDQ layer; dynamically quantized ones are left as onnxruntime fuses them).
-    The float layers round within a step of the exact sums, which the check allows for 8-bit
-    and dequantized outputs."""
-    if model.format != "onnx" or b"DequantizeLinear" not in model.source_bytes or not onnxruntime_int8_saturates():
+def qdq_static(model: ImportedModel) -> bool:
+    """Whether ``model`` is a static QDQ ONNX model: a convolution or matmul reads a dequantized
+    tensor (dynamically quantized layers are ``MatMulInteger`` / ``ConvInteger`` instead)."""
+    if model.format != "onnx" or b"DequantizeLinear" not in model.source_bytes:
         return False
     graph = onnx_graph(model)
     dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
     return any(n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm") and dequantized & set(n.input) for n in graph.node)
+
+
+def qdq_as_float(model: ImportedModel) -> bool:
+    """Whether the reference runs a QDQ model's layers as written — dequantize, float op,
+    quantize — instead of onnxruntime fusing them into its int8 kernels: where those saturate
+    (:func:`onnxruntime_int8_saturates`), the layers are static QDQ ones (:func:`qdq_static`)
+    and they cannot be read as uint8 instead (:func:`qdq_as_uint8`, which onnxruntime sums
+    exactly, :func:`onnxruntime_u8u8_exact`). The float layers round within a step of the exact
+    sums, which the check allows for 8-bit and dequantized outputs."""
+    if not onnxruntime_int8_saturates() or not qdq_static(model):
+        return False
+    return not onnxruntime_u8u8_exact() or qdq_as_uint8(model.source_bytes) is None
+
+
+def _qdq_shifted(model: ImportedModel, as_float: bool) -> bool:
+    """Whether the reference reads the QDQ model's int8 tensors as uint8 + 128."""
+    return not as_float and onnxruntime_int8_saturates() and qdq_static(model)
+
+
+@functools.cache
+def onnxruntime_u8u8_exact() -> bool:
+    """Whether this host's onnxruntime sums uint8 × uint8 products exactly (its u8 × u8 kernels
+    widen to 16 bits before they multiply): measured like :func:`onnxruntime_u8s8_saturates`."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    k = 64
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [16, k])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])
+    w = numpy_helper.from_array(np.full((k, 16), 255, np.uint8), "w")
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "w"], ["y"])], "probe", [a], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    got = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
+        None, {"a": np.full((16, k), 255, np.uint8)})[0]
+    return bool((got == k * 255 * 255).all())
+
+
+QDQ_AS_UINT8 = "its int8 tensors read as uint8 + 128: this CPU's onnxruntime saturates int8 sums, not uint8 ones"
+
+
+def qdq_as_uint8(source: bytes) -> bytes | None:
+    """The QDQ ONNX model with every int8 tensor read as uint8 + 128 — each int8 zero point of a
+    ``QuantizeLinear`` / ``DequantizeLinear`` and each int8 constant they dequantize (weights) —
+    the same values once dequantized, and the same rounding and saturation (a shift of the range
+    by 128), which onnxruntime fuses into its uint8 × uint8 kernels; None where some int8 tensor
+    is not one of those (a zero point computed at run time, an int8 constant read otherwise)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    model = onnx.load_model_from_string(source)
+    graph = model.graph
+    if any(vi.type.tensor_type.elem_type == TensorProto.INT8 for vi in list(graph.input) + list(graph.output)):
+        return None  # int8 at the model's edge: its callers' values
+    inits = {i.name: i for i in graph.initializer}
+    readers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    shift: set[str] = set()
+    for node in graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if "output_dtype" in attrs and attrs["output_dtype"].i == TensorProto.INT8:
+            return None  # (opset 21's int8 without a zero point: not written by onnxruntime's quantizer)
+        zero = node.input[2] if len(node.input) > 2 else ""
+        if zero:
+            if zero not in inits:
+                return None
+            if inits[zero].data_type == TensorProto.INT8:
+                shift.add(zero)
+        data = node.input[0]
+        if node.op_type == "DequantizeLinear" and data in inits and inits[data].data_type == TensorProto.INT8:
+            if not zero:
+                return None
+            shift.add(data)
+    if not shift:
+        return None
+    for name in shift:
+        if any(r.op_type not in ("QuantizeLinear", "DequantizeLinear") for r in readers.get(name, [])):
+            return None
+        value = numpy_helper.to_array(inits[name]).astype(np.int16) + 128
+        inits[name].CopyFrom(numpy_helper.from_array(value.astype(np.uint8), name))
+    for vi in graph.value_info:
+        if vi.type.tensor_type.elem_type == TensorProto.INT8:
+            vi.type.tensor_type.elem_type = TensorProto.UINT8
+    return model.SerializeToString()
 
 
 RTOL = 1e-3
@@ -226,7 +314,9 @@ def _run_onnxruntime(model: ImportedModel, inputs: list[np.ndarray], as_float: b
     if as_float:  # no QDQ → QLinear fusion (graph optimizations off): the float layers as written
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model.source_bytes
-    if not as_float and any(op.encode() in source for op in INTEGER_WEIGHTS) and onnxruntime_u8s8_saturates():
+    if _qdq_shifted(model, as_float):
+        source = qdq_as_uint8(source) or source
+    elif not as_float and any(op.encode() in source for op in INTEGER_WEIGHTS) and onnxruntime_u8s8_saturates():
         source = exact_integer_weights(source) or source
     session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     feeds = {spec.original_name: value for spec, value in zip(model.inputs, inputs)}

@@ -1235,11 +1235,13 @@ def test_layer_without_integer_kernel_keeps_the_float_path_and_is_named(tmp_path
     assert proc.returncode == 0 and "conv2d 1×8×8×8 → 1×16×8×8" in proc.stdout, proc.stdout
 
 
-def test_qdq_reference_runs_the_layers_in_float_where_onnxruntime_int8_kernels_saturate(tmp_path, monkeypatch):
+def test_qdq_reference_reads_int8_as_uint8_where_onnxruntime_int8_kernels_saturate(tmp_path, monkeypatch):
     """On x86 without VNNI onnxruntime's int8 convolutions sum u8 × s8 pairs in saturating int16
     (``vpmaddubsw``): a QDQ 1×1 convolution with weights near ±127 came out up to 14 steps from
-    the exact sums there. The reference then runs the QDQ layers as written (dequantize, float
-    convolution, quantize: within a step of the exact sums) and says so."""
+    the exact sums there. The reference then reads every int8 tensor as uint8 + 128 (the same
+    values dequantized, summed exactly by its u8 × u8 kernels): the exact sums, and says so;
+    where its u8 × u8 sums are not exact either, it runs the QDQ layers as written (dequantize,
+    float convolution, quantize: within a step of the exact sums)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -1262,6 +1264,11 @@ def test_qdq_reference_runs_the_layers_in_float_where_onnxruntime_int8_kernels_s
     exact = (np.clip(np.round(np.einsum("oc,nchw->nohw", w.astype(np.float64), xq) * 0.004), -128 - z, 127 - z)) * s
 
     monkeypatch.setattr(reference, "onnxruntime_int8_saturates", lambda: True)
+    assert reference.onnxruntime_u8u8_exact()  # (measured: exact on every x86 and Arm CPU onnxruntime runs on)
+    assert reference.QDQ_AS_UINT8 in reference.reference_label(model)
+    [y] = reference.run_reference(model, x)
+    np.testing.assert_array_equal(np.round(y / s), np.round(exact / s))  # every value on its exact step
+    monkeypatch.setattr(reference, "onnxruntime_u8u8_exact", lambda: False)
     assert "QDQ layers in float" in reference.reference_label(model)
     [y] = reference.run_reference(model, x)
     assert np.abs(y - exact).max() <= s * 1.0001
