@@ -90,9 +90,11 @@ def package(model: Path, board: str, out: Path, records: Path | None, precision:
     """The board's package with reference inputs, without the emulated check (this benchmark
     measures cost, and the tests check correctness on the boards: each side's outputs are
     compared with the reference here)."""
+    from edgetune.check import write_reference
     from edgetune.importer import import_model
-    from edgetune.package import PackageOptions, write_manifest, write_reference
+    from edgetune.package import PackageOptions
     from edgetune.package import package as build
+    from edgetune.package_files import write_manifest
 
     result = build(PackageOptions(model=model, device=board, output=out, records=records, input_shapes=shapes or {},
                                   use_records=records is not None, verify=False, force=True,

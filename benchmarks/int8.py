@@ -62,8 +62,10 @@ def models(name: str, work: Path) -> tuple[Path, Path]:
 def package_unverified(model: Path, out: Path, records: Path | None) -> dict[str, Any]:
     """The package and its reference outputs, without refusing it when they disagree: the
     disagreement is measured here (in quantization steps) instead."""
+    from edgetune.check import write_reference
     from edgetune.importer import import_model
-    from edgetune.package import PackageOptions, package, write_manifest, write_reference
+    from edgetune.package import PackageOptions, package
+    from edgetune.package_files import write_manifest
 
     result = package(PackageOptions(model=model, device="host", output=out, records=records,
                                     use_records=records is not None, verify=False, force=True))

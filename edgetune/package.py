@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
-import math
 import os
-import re
 import shutil
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,20 +19,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from edgetune_runtime.loader import FORMAT_VERSION, STATE
 
-from edgetune_runtime.loader import FORMAT_VERSION, MANIFEST, REFERENCE, STATE
-
-from . import __version__, elf, emulation, reference
+from . import __version__, elf, reference
 from .build import CompiledArtifact, check_precision, check_toolchain, compile_model, half_hint
 from .bundle import copy_loader
+from .check import verify, write_reference
 from .devices import resolve_device
-from .errors import PackageError, VerificationError
+from .errors import PackageError
 from .importer import bindings_per_model, detect_format, import_model, shapes_per_model
 from .model import ImportedModel, save_state
+from .package_files import PackageResult, check_output, install, remove_stale, write_manifest, write_tarball
 from .profiles import Profile
-from .toolchain import local_gpu
-from .util import process_alive, sha256_file
+from .range_package import package_range
+from .ranges import split
 
 log = logging.getLogger(__name__)
 
@@ -75,31 +71,6 @@ class PackageOptions:
     shape_weights: Mapping[Any, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class PackageResult:
-    """A finished package on disk."""
-
-    path: Path
-    manifest: dict[str, Any]
-    tarball: Path | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    hints: list[str] = field(default_factory=list)  # what the user may want to know (another precision, ...)
-
-    @property
-    def verification(self) -> dict[str, Any]:
-        """The manifest's reference-check record."""
-        return self.manifest["verification"]
-
-
-def _check_output(output: Path, force: bool) -> None:
-    if output.exists() and not output.is_dir():
-        raise PackageError(f"output {output} exists and is not a directory", "choose another -o path")
-    if output.is_dir() and any(output.iterdir()) and not force:
-        raise PackageError(f"output directory {output} is not empty", "pass --force to replace it, or choose another -o path")
-    if output.is_dir() and force and any(output.iterdir()) and not (output / MANIFEST).is_file():
-        raise PackageError(f"refusing to replace {output}: it is not an edgetune package", "choose another -o path")
-
-
 def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Profile) -> dict[str, Any]:
     """The manifest of a package (files and verification are filled in later)."""
     return {
@@ -128,190 +99,6 @@ def build_manifest(model: ImportedModel, artifact: CompiledArtifact, profile: Pr
         "verification": {"status": "pending"},
         "tuning": None,
     }
-
-
-def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    """Hash every file but the manifest, then write manifest.json."""
-    manifest["files"] = {
-        str(p.relative_to(root)): sha256_file(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p != root / MANIFEST and "__pycache__" not in p.parts
-    }
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-
-
-def write_reference(root: Path, model: ImportedModel, seed: int) -> str:
-    """Store deterministic inputs and the reference runtime's outputs in reference.npz (state
-    inputs hold the model's initial state, stored as state.npz by :func:`package` itself)."""
-    inputs = reference.make_inputs(model.inputs, seed, {s.input: s.initial for s in model.state})
-    as_float = reference.qdq_as_float(model)  # decided once: on some hosts it parses the whole graph
-    outputs = reference.run_reference(model, inputs, as_float)
-    arrays = {f"input:{s.name}": a for s, a in zip(model.inputs, inputs)}
-    arrays.update({f"output:{s.name}": a for s, a in zip(model.outputs, outputs)})
-    np.savez(root / REFERENCE, **arrays)
-    return reference.reference_label(model, as_float)
-
-
-def run_check(root: Path, profile: Profile) -> tuple[dict[str, Any] | None, str]:
-    """Run the package's reference check where this host can execute it.
-
-    Returns (result of ``edgetune_runtime`` check, where it ran) or (None, why not).
-    """
-    gpu = local_gpu(profile)
-    if profile.is_native or gpu:
-        import edgetune_runtime
-        from edgetune_runtime import loader
-
-        from .isolation import inside
-
-        if inside() and loader.loaded_here():
-            # a forked stage whose parent already ran TVM code: TVM's thread pool does not survive a
-            # fork (the child's first parallel kernel waits for the parent's workers), so the check
-            # runs in a process of its own
-            return _check_in_subprocess(root), gpu.name if gpu else "host"
-        return edgetune_runtime.load(root).check(), gpu.name if gpu else "host"
-    reason = emulation.unavailable_reason(profile)
-    if reason:
-        return None, reason
-    result = emulation.run_loader(profile, root, ["check"])
-    if "passed" not in result:
-        raise VerificationError(f"the package failed to run under emulation: {result}")
-    return result, f"{profile.toolchain.emulator} (emulated {profile.arch})"
-
-
-def _check_in_subprocess(root: Path) -> dict[str, Any]:
-    """``python -m edgetune_runtime check`` on ``root`` in a fresh process; its JSON."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(root), "--json"],
-                          capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    try:
-        result = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict) or proc.returncode not in (0, 1):
-        why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        raise VerificationError(f"the package failed to run its reference check: {why[:300]}")
-    return result
-
-
-def pending_check(model: ImportedModel, opts: PackageOptions, ref_label: str, inputs: list[np.ndarray],
-                  outputs: list[np.ndarray]) -> dict[str, Any]:
-    """The manifest's ``verification`` before the check runs: the reference, the seed of the
-    inputs and the tolerance — ``opts.rtol`` (default 1e-3) and ``opts.atol``, and per output a
-    bound measured on the model where its arithmetic is not float32's (:mod:`.tolerance`: a
-    float16 package, a dynamically quantized model), with why — for the reference's ``inputs``
-    and ``outputs``."""
-    from .tolerance import measured_tolerance
-
-    graph = reference.onnx_graph(model)
-    rtol = reference.RTOL if opts.rtol is None else opts.rtol
-    tolerance: dict[str, Any] = {"rtol": rtol, "atol": opts.atol, "int_atol": 1}
-    steps = reference.output_steps(model, graph)
-    if steps:
-        tolerance["steps"] = steps
-    pending = {"status": "pending", "reference": ref_label, "seed": opts.seed, "tolerance": tolerance}
-    measured = measured_tolerance(model, inputs, outputs, opts.precision, rtol, opts.atol)
-    if measured is not None:
-        tolerance["bounds"] = measured.bounds
-        pending["spread"] = measured.spread
-        rms = ""
-        if measured.rms_bounds:
-            tolerance["rms_bounds"] = measured.rms_bounds
-            pending["rms_spread"] = measured.rms_spread
-            rms = f", its root-mean-square error within {measured.rms_factor:g}× the spread's"
-        pending["tolerance_why"] = (f"each output within {measured.factor:.3g}× its spread in {measured.how} ("
-                                    + ", ".join(f"{k} {v:.3g}" for k, v in measured.spread.items())
-                                    + f"){rms}, at least rtol {rtol:g}")
-    return pending
-
-
-def _verify(root: Path, profile: Profile, manifest: dict[str, Any], ref_label: str, opts: PackageOptions,
-            model: ImportedModel) -> None:
-    with np.load(root / REFERENCE) as data:
-        inputs = [data[f"input:{s.name}"] for s in model.inputs]
-        outputs = [data[f"output:{s.name}"] for s in model.outputs]
-    manifest["verification"] = pending_check(model, opts, ref_label, inputs, outputs)
-    tol = manifest["verification"]["tolerance"]
-    write_manifest(root, manifest)
-    result, where = run_check(root, profile)
-    if result is None:
-        manifest["verification"].update(status="skipped", reason=where)
-        log.warning("reference check skipped: %s", where)
-        return
-    record_check(manifest["verification"], result, where)
-    if not result["passed"]:
-        steps = tol.get("steps", {})
-        raise VerificationError(*mismatch(result["outputs"], steps, ref_label, tol["rtol"], opts.atol))
-
-
-def mismatch(outputs: dict[str, Any], steps: dict[str, float], ref_label: str, rtol: float,
-             atol: float) -> tuple[str, str | None]:
-    """The message and hint of a failed reference check: each failing output's largest error,
-    in quantization steps where the output is int8 values dequantized (``steps``: output → its
-    step), and for those a hint that says why a deep int8 network drifts by steps and how to
-    allow it (None: the default hint)."""
-    parts, drift = [], 0.0
-    for name, v in outputs.items():
-        if v["passed"]:
-            continue
-        error = v.get("max_abs_error", v.get("error"))
-        text = f"{name}: max abs {error:.4g}" if isinstance(error, float) else f"{name}: {error}"
-        if v.get("rms_bound") and v["rms_error"] > v["rms_bound"]:
-            text += f", root-mean-square {v['rms_error']:.3g} ({v['margin']:.1f}× its bound {v['rms_bound']:.3g})"
-        elif v.get("bound"):
-            text += f" ({v['margin']:.1f}× its bound {v['bound']:.3g})"
-        if name in steps and isinstance(error, (int, float)):
-            count = error / steps[name]
-            text += f" ({count:.0f} quantization steps of {steps[name]:.4g})"
-            drift = max(drift, error)
-        parts.append(text)
-    message = f"package output disagrees with {ref_label} beyond tolerance (rtol={rtol}, atol={atol}): {', '.join(parts)}"
-    if not drift:
-        return message, None
-    digit = 10.0 ** (math.floor(math.log10(drift)) - 2)  # three significant digits, rounded up
-    return message, (f"the reference's float path sums each int8 layer in float32 where edgetune sums it exactly: a "
-                     f"rounding tie decided the other way moves that value by a step, and a deep network carries "
-                     f"such steps on; if this drift is expected, allow it with --atol {math.ceil(drift / digit) * digit:.3g} "
-                     f"(or check with --no-verify and compare on real inputs)")
-
-
-def record_check(verification: dict[str, Any], result: dict[str, Any], where: str) -> None:
-    """A reference check's outcome in the manifest's ``verification``: status, where it ran,
-    the worst errors and each output's comparison."""
-    outputs = result["outputs"]
-    verification.update(
-        status="passed" if result["passed"] else "failed",
-        executed_on=where,
-        max_abs_error=max((o.get("max_abs_error", float("inf")) for o in outputs.values()), default=0.0),
-        max_rel_error=max((o.get("max_rel_error", float("inf")) for o in outputs.values()), default=0.0),
-        outputs=outputs,
-    )
-
-
-def _install(staging: Path, output: Path) -> None:
-    if output.exists():
-        old = output.with_name(f".{output.name}.old-{os.getpid()}")
-        output.rename(old)
-        staging.rename(output)
-        shutil.rmtree(old)
-    else:
-        staging.rename(output)
-
-
-def write_tarball(package: Path) -> Path:
-    """``<package>.tar.gz`` holding the package directory (written atomically)."""
-    tarball = package.with_name(package.name + ".tar.gz")
-    partial = tarball.with_name(f".{tarball.name}.partial-{os.getpid()}")
-    try:
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(package, arcname=package.name, filter=lambda ti: None if "__pycache__" in ti.name else ti)
-        partial.replace(tarball)
-    finally:
-        partial.unlink(missing_ok=True)
-    return tarball
 
 
 @dataclass(frozen=True)
@@ -433,14 +220,12 @@ def package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pac
 
 
 def _package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> PackageResult:
-    from .ranges import package_range, split
-
     if split(opts.input_shapes)[1] is not None and not opts.symbolic:
-        return package_range(opts, progress)
+        return package_range(opts, progress, _package)
     profile = resolve_device(opts.device)
     detect_format(opts.model)
     output = opts.output.resolve()
-    _check_output(output, opts.force)
+    check_output(output, opts.force)
     check_precision(profile, opts.precision)
     check_toolchain(profile)
     timings: dict[str, float] = {}
@@ -479,13 +264,13 @@ def _package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pa
             progress(f"computing reference outputs ({reference.runtime_label(model.format)})")
             label = write_reference(staging, model, opts.seed)
             progress("checking the package against the reference")
-            _verify(staging, profile, manifest, label, opts, model)
+            verify(staging, profile, manifest, label, opts, model)
             timings["verify_s"] = time.perf_counter() - t0
         else:
             manifest["verification"] = {"status": "skipped", "reason": "--no-verify"}
         manifest["build"] = {k: round(v, 3) for k, v in timings.items()}
         write_manifest(staging, manifest)
-        _install(staging, output)
+        install(staging, output)
         installed = True
         tarball = write_tarball(output) if opts.tar else None
     except OSError as err:
@@ -501,18 +286,3 @@ def _package(opts: PackageOptions, progress: Progress = lambda _msg: None) -> Pa
     return PackageResult(output, manifest, tarball, timings)
 
 
-def remove_stale(output: Path) -> None:
-    """Staging and backup directories of earlier builds of ``output`` whose process is gone (a
-    build killed with SIGKILL cannot clean up after itself). A backup of a package a killed
-    build had moved aside but not yet replaced (``output`` missing) is put back, not removed."""
-    for path in sorted(output.parent.glob(f".{output.name}.*")):
-        match = re.match(rf"^\.{re.escape(output.name)}\.(partial|old|tar\.gz\.partial)-(\d+)", path.name)
-        if not match or process_alive(int(match.group(2))):
-            continue
-        if match.group(1) == "old" and path.is_dir() and not output.exists():
-            path.rename(output)
-            log.warning("restored %s from the backup an interrupted build left", output)
-        elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from . import _tvm
 from .errors import EdgetuneError
 from .importer import detect_format, import_model
 from .model import TensorSpec
+from .ranges import default_buckets, split
 from .util import sha256_file
 
 
@@ -127,7 +128,6 @@ def inspect_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = 
     """Report on a model file. Unsupported ops are reported, not raised; FLOPs need a full
     import. With ``device``, also the kernels an untuned package for it has and the default
     schedule each gets (``naive``: plain loops)."""
-    from .ranges import default_buckets, split
 
     fmt = detect_format(path)
     facts = _onnx_facts(path) if fmt == "onnx" else _tflite_facts(path)

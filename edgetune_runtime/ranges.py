@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .compare import compare, tolerance, validate_files
 from .errors import InputError, LoaderError
 
 RANGE_REFERENCE = "range_reference.npz"
@@ -114,8 +115,6 @@ def is_range(manifest: dict[str, Any]) -> bool:
 
 def validate(manifest: dict[str, Any]) -> None:
     """Refuse a range manifest whose files, range, buckets or axes are not what ``edgetune package`` writes."""
-    from .loader import validate_files
-
     def bad(what: str) -> LoaderError:
         return LoaderError(f"the range package's manifest is malformed: {what}", "package the model again")
 
@@ -230,8 +229,6 @@ class RangeModel:
     def check(self, rtol: float | None = None, atol: float | None = None) -> dict[str, Any]:
         """Run the stored inputs at each checked length and compare with the runtime's outputs
         at that length; ``lengths`` holds each one's comparison."""
-        from .loader import compare, tolerance
-
         tol = tolerance(self.manifest, rtol, atol)
         path = self.root / RANGE_REFERENCE
         if not path.is_file():

@@ -75,8 +75,8 @@ def test_instructions_per_inference_on_pi4(name: str, counting: None, tmp_path: 
     pkg = tmp_path / "pkg"
     package(PackageOptions(model=model, device="pi4", output=pkg, verify=False))
     # --no-verify packages carry no reference inputs: the benchmark's helper wants them, so write them
+    from edgetune.check import write_reference
     from edgetune.importer import import_model
-    from edgetune.package import write_reference
 
     write_reference(pkg, import_model(model), 0)
     inputs = armsim.package_inputs(pkg, tmp_path / "inputs.npz")

@@ -132,7 +132,7 @@ def test_a_mismatch_of_dequantized_int8_outputs_is_told_in_steps_with_the_atol_t
     is int8 values dequantized, and for those says why an int8 network drifts from the float
     reference and which --atol allows it (rounded up: that --atol passes); other outputs keep
     the default hint."""
-    from edgetune.package import mismatch
+    from edgetune.check import mismatch
 
     outputs = {"boxes": {"passed": False, "max_abs_error": 0.024981588}, "scores": {"passed": True, "max_abs_error": 0.0}}
     message, hint = mismatch(outputs, {"boxes": 0.0049963146}, "onnxruntime 1.31.1", 0.001, 1e-5)

@@ -53,8 +53,10 @@ def pi4_model(tmp_path_factory):
 def _pi4_package(model: Path, out: Path) -> Path:
     """A pi4 package of ``model``, built without the emulated check, with a host reference
     (needed for deploy/bench comparisons on the board)."""
+    from edgetune.check import write_reference
     from edgetune.importer import import_model
-    from edgetune.package import PackageOptions, package, write_manifest, write_reference
+    from edgetune.package import PackageOptions, package
+    from edgetune.package_files import write_manifest
 
     package(PackageOptions(model=model, device="pi4", output=out, verify=False))
     manifest = json.loads((out / "manifest.json").read_text())
@@ -479,7 +481,7 @@ def test_deploy_keeps_other_packages_and_a_failed_deploy_keeps_the_old_one(board
     import numpy as np
 
     from edgetune.errors import UsageError
-    from edgetune.package import write_manifest
+    from edgetune.package_files import write_manifest
     from edgetune.remote.board import RemoteBoard, deploy_package, setup_board
 
     sb = boards()
@@ -732,7 +734,7 @@ def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4
     place left it only as `.NAME.old-*`, which the next deploy's cleanup deleted."""
     import numpy as np
 
-    from edgetune.package import write_manifest
+    from edgetune.package_files import write_manifest
     from edgetune.remote.board import RemoteBoard, deploy_package, setup_board
 
     sb = boards()

@@ -290,7 +290,7 @@ def test_proxy_jump_hosts_parse_ipv6():
 
 
 def test_backup_left_by_a_killed_build_is_restored_not_deleted(tmp_path):
-    from edgetune.package import remove_stale
+    from edgetune.package_files import remove_stale
 
     out = tmp_path / "pkg"
     backup = tmp_path / ".pkg.old-999999"  # a build killed between its two renames

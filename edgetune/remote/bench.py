@@ -73,7 +73,7 @@ def _inputs_and_reference(package: Path) -> tuple[dict[str, Any], list[np.ndarra
 
 
 def _measure(session: Any, package: Path, device: str, number: int, repeat: int) -> BenchResult:
-    from edgetune_runtime.loader import DEFAULT_TOLERANCE, compare
+    from edgetune_runtime.compare import DEFAULT_TOLERANCE, compare
 
     manifest, inputs, expected = _inputs_and_reference(package)
     try:

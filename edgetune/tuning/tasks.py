@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..importer import bindings_per_model, import_model, shapes_per_model
 from ..model import ImportedModel
 from ..profiles import Profile
+from ..ranges import check_buckets, check_shape_weights, default_buckets, split
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,6 @@ def networks_of(paths: Sequence[Path], input_shapes: Mapping[str, tuple[Any, ...
     weighted equally; with several ranges, points: ``(4, 128)``), else one network per bucket (``NET@LENGTH``), so the buckets'
     kernels are tuned with the objective's weights (``--weight enc@128=2``)."""
     from ..importer import detect_format
-    from ..ranges import check_buckets, check_shape_weights, default_buckets, split
 
     names = network_names(paths)
     out = []

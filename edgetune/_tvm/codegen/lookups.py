@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .common import in_chunks
+
 PIPELINE = "edgetune"
 _REGISTERED: list[bool] = []
 
@@ -217,44 +219,6 @@ def _broadcast_int(expr: Any) -> int | None:
     return None
 
 
-def _lanes(vec: Any, start: int, count: int, width: int) -> Any:
-    """Lanes ``start … start+count`` of ``vec`` as a ``width``-lane vector (the last repeated)."""
-    from tvm import tirx
-
-    if start == 0 and count == width == _dtype(vec).lanes:
-        return vec
-    picks = [start + min(i, count - 1) for i in range(width)]
-    copies = -(-width // _dtype(vec).lanes)  # a shuffle gives at most the lanes it is given
-    return tirx.Shuffle([vec] * copies, [tirx.const(i, "int32") for i in picks])
-
-
-def _concat(parts: list[Any], counts: list[int]) -> Any:
-    """The first ``counts[k]`` lanes of each ``parts[k]``, in order, as one vector."""
-    from tvm import tirx
-
-    if len(parts) == 1 and counts[0] == _dtype(parts[0]).lanes:
-        return parts[0]
-    picks, offset = [], 0
-    for part, count in zip(parts, counts, strict=True):
-        picks += [offset + i for i in range(count)]
-        offset += _dtype(part).lanes
-    return tirx.Shuffle(parts, [tirx.const(i, "int32") for i in picks])
-
-
-def _chunks(index: Any, width: int, body: Any) -> Any:
-    """``body(chunk_index, count)`` for each ``width`` lanes of ``index`` (bound once), joined."""
-    from tvm import tirx
-
-    lanes = _dtype(index).lanes
-    var = tirx.Var("lookup_index", str(index.ty.dtype))
-    parts, counts = [], []
-    for start in range(0, lanes, width):
-        count = min(width, lanes - start)
-        parts.append(body(_lanes(var, start, count, width), count))
-        counts.append(count)
-    return tirx.Let(var, index, _concat(parts, counts))
-
-
 def _permute(cast: Any, kind: str) -> Any | None:
     """``cast`` = an 8-bit narrowing of an int32 lookup in a table of ≤ 256 entries, as byte
     permutes over the table narrowed to bytes (``kind``: ``"vbmi"`` — two ``vpermi2b`` over
@@ -305,7 +269,7 @@ def _permute(cast: Any, kind: str) -> Any | None:
                                              *sixteens[4 * q:4 * q + 4], picks[q])
         return got
 
-    joined = _chunks(index, 16, vbmi if kind == "vbmi" else tbl)
+    joined = in_chunks(index, 16, vbmi if kind == "vbmi" else tbl)
     return joined if str(out).startswith("int8") else tirx.reinterpret(str(out), joined)
 
 
@@ -332,4 +296,4 @@ def _gather(load: Any, width: int) -> Any | None:
         mask = tirx.reinterpret("float32x8", every) if scalar == "float32" else every
         return tirx.call_llvm_pure_intrin(f"{scalar}x8", name, zeros, load.source, wide, mask, tirx.const(4, "int8"))
 
-    return _chunks(index, width, gathered)
+    return in_chunks(index, width, gathered)

@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.cpu import FLOAT_BIAS, FLOAT_BIAS_BITS, FLOAT_BIAS_LIMIT, CpuFacts
+from .common import concat_lanes, in_chunks, vector_lanes
 
 _ROUNDS = ("tirx.round", "tirx.nearbyint")
 _LIMIT = 2.0**22  # |bounds| and |zero point| below this: every integer sum of them is exact
@@ -164,7 +165,6 @@ def _narrowed(v: Any, lanes: int, lo: float, hi: float, z: float, dtype: str, by
     by eight narrows and two adds. None for a zero point past int16."""
     from tvm import tirx
 
-    from .lookups import _concat, _lanes
 
     if abs(z) > 2**15 - 1:
         return None
@@ -173,14 +173,14 @@ def _narrowed(v: Any, lanes: int, lo: float, hi: float, z: float, dtype: str, by
     halves = []
     for start in range(0, lanes, 8):
         quads = [tirx.call_llvm_pure_intrin("int16x4", "llvm.aarch64.neon.sqxtn", _bits_rounded(
-                 _lanes(whole, start + k, 4, 4), z, saturate=True) if by_bits else tirx.call_llvm_pure_intrin(
-                 "int32x4", "llvm.aarch64.neon.fcvtns", _lanes(whole, start + k, 4, 4))) for k in (0, 4)]
-        shorts = _concat(quads, [4, 4])
+                 vector_lanes(whole, start + k, 4, 4), z, saturate=True) if by_bits else tirx.call_llvm_pure_intrin(
+                 "int32x4", "llvm.aarch64.neon.fcvtns", vector_lanes(whole, start + k, 4, 4))) for k in (0, 4)]
+        shorts = concat_lanes(quads, [4, 4])
         if z and not by_bits:
             shorts = tirx.call_llvm_pure_intrin("int16x8", "llvm.aarch64.neon.sqadd", shorts, _like(shorts, int(z)))
         halves.append(tirx.call_llvm_pure_intrin(f"{'u' if unsigned else ''}int8x8",
                                                  f"llvm.aarch64.neon.{'sqxtun' if unsigned else 'sqxtn'}", shorts))
-    out = _concat(halves, [8] * len(halves))
+    out = concat_lanes(halves, [8] * len(halves))
     floor, ceiling = (0, 255) if unsigned else (-128, 127)
     if lo > floor:
         out = tirx.Max(out, _like(out, lo))
@@ -196,9 +196,8 @@ def _by_quads(value: Any, lanes: int) -> Any:
     ``fcvtzs`` per register."""
     from tvm import tirx
 
-    from .lookups import _chunks
 
-    return _chunks(value, 4, lambda quad, _count: tirx.call_llvm_pure_intrin("int32x4", "llvm.aarch64.neon.fcvtns", quad))
+    return in_chunks(value, 4, lambda quad, _count: tirx.call_llvm_pure_intrin("int32x4", "llvm.aarch64.neon.fcvtns", quad))
 
 
 def _unshifted(cast: Any, arm: bool = False) -> Any | None:

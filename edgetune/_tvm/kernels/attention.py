@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cpu import CpuFacts, divisors
-from .dense import dims
+from .extents import dims
 from .rows import softmax_rows
 
 KERNEL = "attention_fused"

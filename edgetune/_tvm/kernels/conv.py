@@ -7,6 +7,7 @@ from typing import Any
 
 from . import dot
 from .cpu import FLOAT_BIAS
+from .extents import crop, dims, row_variant, whole_tiles
 
 
 def pad_nhwc(data: Any, padding: Sequence[int], fill: int | float = 0, dtype: str | None = None,
@@ -87,15 +88,6 @@ def out_size(size: int, k: int, stride: int, dil: int, before: int, after: int) 
     return (size + before + after - (k - 1) * dil - 1) // stride + 1
 
 
-def crop(out: Any, channels: int) -> Any:
-    """The first ``channels`` of the last axis (the packed kernels compute whole vector blocks)."""
-    from tvm import te
-
-    if int(out.shape[-1]) == channels:
-        return out
-    return te.compute((*out.shape[:-1], channels), lambda *idx: out[idx], name="crop")
-
-
 def conv_attrs(kernel: str, signature: str, default_variant: str = "") -> dict[str, Any]:
     """A convolution kernel's block annotations: its kind, its signature (the key its direct and
     Winograd variants share) and, where it is not the target's, the variant an untuned build
@@ -114,11 +106,10 @@ def conv2d_nhwc_packed(data: Any, weights: Any, bias: Any = None, *, strides: Se
     dot product) is read as float32, padded with ``fill``, and the sums returned as ``out_dtype``
     (None: the weights' dtype, float32 or float16).
     A symbolic width (a range of lengths) is computed as whole tiles of ``row_tile`` pixels and
-    cropped (:func:`_tiled_width`; ``rows``: :func:`.dense.row_variant`). ``default_variant``: as
+    cropped (:func:`_tiled_width`; ``rows``: :func:`.extents.row_variant`). ``default_variant``: as
     :func:`.winograd.conv2d_nhwc_winograd`'s."""
     from tvm import te
 
-    from .dense import dims
 
     n, h, w, ic = dims(data.shape)
     oco, kh, kw, _ic, oci = (int(x) for x in weights.shape)
@@ -151,7 +142,6 @@ def conv2d_nhwc_lanes(data: Any, weights: Any, bias: Any = None, *, strides: Seq
     int8 layer, float32 weights of its integers) is read as float32, padded with ``fill``."""
     from tvm import te
 
-    from .dense import dims
 
     n, h, w, ic = dims(data.shape)
     oc, kh, kw, _ic = (int(x) for x in weights.shape)
@@ -177,9 +167,8 @@ def conv2d_nhwc_lanes(data: Any, weights: Any, bias: Any = None, *, strides: Seq
 def _tiled_width(ow: Any, row_tile: int, attrs: dict[str, Any], rows: tuple[str, int] = ("", 0)) -> Any:
     """The width a convolution computes: a constant width as it is; a symbolic one (a range of
     lengths) as whole tiles of ``row_tile`` pixels, the tile recorded in ``attrs`` for the
-    schedule (with ``rows``, for tuning: :func:`.dense.row_variant`). What the pixels past the
+    schedule (with ``rows``, for tuning: :func:`.extents.row_variant`). What the pixels past the
     end read: :func:`_pad_width`, :func:`_pixel`."""
-    from .dense import row_variant, whole_tiles
 
     if isinstance(ow, int):
         return ow
@@ -432,7 +421,6 @@ def depthwise_conv2d_nhwc_int8(data: Any, weights: Any, offset: Any = None, *, k
     returned as float32 by their bit pattern (as :func:`conv2d_nhwc_int8`'s)."""
     from tvm import te, tirx
 
-    from .dense import dims
 
     n, h, w, c = dims(data.shape)
     pairs, _two, padded = (int(x) for x in weights.shape)
@@ -469,7 +457,6 @@ def depthwise_conv2d_nhwc_int8_sdot(data: Any, weights: Any, offset: Any = None,
     :func:`depthwise_conv2d_nhwc_int8`."""
     from tvm import te
 
-    from .dense import dims
 
     n, h, w, c = dims(data.shape)
     groups, kw, quads, _sixteen = (int(x) for x in weights.shape)
@@ -508,7 +495,6 @@ def depthwise_conv2d_nhwc(data: Any, weights: Any, bias: Any = None, *, strides:
     tiles of ``row_tile`` pixels, cropped (as :func:`conv2d_nhwc_packed`)."""
     from tvm import te
 
-    from .dense import dims
 
     n, h, w, c = dims(data.shape)
     kh, kw, padded = (int(x) for x in weights.shape)

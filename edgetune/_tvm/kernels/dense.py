@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .conv import crop
+from .extents import crop, dims, row_variant, whole_tiles
 
 
 def _unravel(flat: Any, dims: list[Any]) -> list[Any]:
@@ -23,11 +23,6 @@ def _unravel(flat: Any, dims: list[Any]) -> list[Any]:
             out.append(flat % dims[n])
             flat = flat // dims[n]
     return list(reversed(out))
-
-
-def dims(shape: Any) -> list[Any]:
-    """A TE shape's dimensions: ints where constant, the symbolic expressions as they are."""
-    return [int(x) if hasattr(x, "value") or isinstance(x, int) else x for x in shape]
 
 
 def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_tile: int = 0,
@@ -73,28 +68,6 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
         return out[sum((a * s for a, s in zip(at, strides) if not (isinstance(s, int) and s == 0)), at[0] * 0), j]
 
     return te.compute((*lead, features), cropped, name="crop")
-
-
-def whole_tiles(extent: Any, tile: int) -> Any:
-    """A symbolic ``extent`` (a range of lengths) rounded up to whole tiles of ``tile``, counted
-    as ``ceildiv(max(extent, 1), tile)``: TVM can then prove a tile exists and sizes the register
-    tile's accumulators as a constant (with a plain ``ceildiv`` they were a run-time size, a
-    workspace allocation per tile)."""
-    from tvm import tirx
-
-    return tile * tirx.ceildiv(tirx.max(extent, 1), tile)
-
-
-def row_variant(row_tile: int, rows: tuple[str, int]) -> dict[str, Any]:
-    """The annotations of a kernel over a symbolic row count: its register-tile height and, for
-    tuning, which kernel it is (``rows[0]``: a signature shared by its variants of other
-    heights) and the height an untuned build gives it (``rows[1]``). The height is part of the
-    kernel (its rows are padded to whole tiles), so tuning measures each as a variant of the
-    signature, as a convolution's direct and Winograd kernels."""
-    out: dict[str, Any] = {"edgetune.row_tile": row_tile}
-    if rows[0]:
-        out.update({"edgetune.rows": rows[0], "edgetune.rows_default": rows[1]})
-    return out
 
 
 def matmul_packed(a: Any, b: Any, nb: int, rows_to: Any, row_tile: int = 0, rows: tuple[str, int] = ("", 0)) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dense import dims
+from .extents import dims
 
 # stage names the schedule (:mod:`..schedules.rows`) finds the stages by
 PARTIALS = ("softmax_partmax", "softmax_partsum", "ln_partsum", "ln_partsq")  # rows to vector-wide partials

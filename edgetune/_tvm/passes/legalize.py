@@ -301,7 +301,7 @@ ROW_HEIGHTS = (2, 4, 6, 8)  # the heights tuning measures beside the default (th
 def row_height(sig: str, default: int, limit: int, choice: ConvChoice, cpu: CpuFacts) -> tuple[int, tuple[str, int]]:
     """The register-tile height of a kernel over a symbolic row count or width (a range of
     lengths: dense, matmul, convolution, depthwise) and its ``rows`` annotation
-    (:func:`..kernels.dense.row_variant`): ``default`` (on AArch64 4 rows:
+    (:func:`..kernels.extents.row_variant`): ``default`` (on AArch64 4 rows:
     :func:`..kernels.cpu.symbolic_default`) unless ``choice`` names one for the kernel's
     signature (``"rows6"``: what tuning measured fastest at the lengths it weighed) or for every
     kernel (``ROWS``: how tuning's extraction makes the variants); a height over ``limit`` (what
