@@ -6,7 +6,6 @@ a failure as one message naming each output's error (:func:`mismatch`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import subprocess
@@ -70,12 +69,8 @@ def _check_in_subprocess(root: Path) -> dict[str, Any]:
     """``python -m edgetune_runtime check`` on ``root`` in a fresh process; its JSON."""
     proc = subprocess.run([sys.executable, "-m", "edgetune_runtime", "check", str(root), "--json"],
                           capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    try:
-        result = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict) or proc.returncode not in (0, 1):
+    result = emulation.check_answer(proc)
+    if result is None:
         why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         raise VerificationError(f"the package failed to run its reference check: {why[:300]}")
     return result

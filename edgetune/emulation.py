@@ -122,13 +122,20 @@ def run_loader(profile: Profile, package: Path, args: list[str], timeout: float 
             f"the emulated reference check did not finish within {timeout:.0f} s",
             "emulation runs 5-20x slower than a board: raise EDGETUNE_EMULATION_TIMEOUT (seconds), or package "
             "with --no-verify and check on the board (`edgetune deploy`)") from None
+    result = check_answer(proc)
+    if result is None:
+        why = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise ToolchainError(f"the emulated runtime failed (exit code {proc.returncode}): {why[:300]}")
+    return result
+
+
+def check_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+    """The JSON a finished ``python -m edgetune_runtime check --json`` printed last, or None
+    where it gave none: ``check`` exits 1 when the outputs differ (its JSON is the answer), any
+    other failure has none."""
     lines = proc.stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1]) if lines else None
     except ValueError:
         result = None
-    # `check` exits 1 when the outputs differ: its JSON is the answer; any other failure has none
-    if not isinstance(result, dict) or proc.returncode not in (0, 1):
-        why = (proc.stderr.strip().splitlines() or lines or [f"exit code {proc.returncode}"])[-1]
-        raise ToolchainError(f"the emulated runtime failed (exit code {proc.returncode}): {why[:300]}")
-    return result
+    return result if isinstance(result, dict) and proc.returncode in (0, 1) else None

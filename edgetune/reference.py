@@ -91,21 +91,8 @@ def onnxruntime_u8s8_saturates() -> bool:
     pass 32767 (its u8 × s8 kernels pair products in int16 — ``vpmaddubsw`` — even on CPUs with
     VNNI: a dynamically quantized T5 encoder's projection came out 1981 off the exact int32 sum).
     With uint8 weights the same sums are exact."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    k = 64
-    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [16, k])
-    y = helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])
-    w = numpy_helper.from_array(np.full((k, 16), 127, np.int8), "w")
-    graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "w"], ["y"])], "probe", [a], [y], [w])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    got = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
-        None, {"a": np.full((16, k), 255, np.uint8)})[0]
-    return bool((got != k * 255 * 127).any())
+    got, exact = _matmul_integer_probe(np.int8(127))
+    return bool((got != exact).any())
 
 
 EXACT_INTEGERS = "its int8 weights of integer products read as uint8 + 128: this CPU's onnxruntime saturates u8×s8 sums"
@@ -187,13 +174,19 @@ def _qdq_shifted(model: ImportedModel, as_float: bool) -> bool:
 def onnxruntime_u8u8_exact() -> bool:
     """Whether this host's onnxruntime sums uint8 × uint8 products exactly (its u8 × u8 kernels
     widen to 16 bits before they multiply): measured like :func:`onnxruntime_u8s8_saturates`."""
+    got, exact = _matmul_integer_probe(np.uint8(255))
+    return bool((got == exact).all())
+
+
+def _matmul_integer_probe(weight: np.generic, k: int = 64) -> tuple[np.ndarray, int]:
+    """onnxruntime's ``MatMulInteger`` of uint8 255s by a constant matrix of ``weight`` over
+    ``k`` terms (its dtype the weights'), and the exact sum every output should be."""
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    k = 64
     a = helper.make_tensor_value_info("a", TensorProto.UINT8, [16, k])
     y = helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])
-    w = numpy_helper.from_array(np.full((k, 16), 255, np.uint8), "w")
+    w = numpy_helper.from_array(np.full((k, 16), weight, weight.dtype), "w")
     graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "w"], ["y"])], "probe", [a], [y], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -201,7 +194,7 @@ def onnxruntime_u8u8_exact() -> bool:
     opts.log_severity_level = 3
     got = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
         None, {"a": np.full((16, k), 255, np.uint8)})[0]
-    return bool((got == k * 255 * 255).all())
+    return got, k * 255 * int(weight)
 
 
 QDQ_AS_UINT8 = "its int8 tensors read as uint8 + 128: this CPU's onnxruntime saturates int8 sums, not uint8 ones"
