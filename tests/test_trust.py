@@ -81,6 +81,25 @@ def test_hostile_record_is_refused_by_line_and_nothing_is_written(tmp_path, inst
     assert _store_bytes(dst) == before
 
 
+# schedule methods that are no trace instruction (reads of the schedule, its copy, its seed)
+NOT_INSTRUCTIONS = {"get", "get_sref", "copy", "fork_seed"}
+
+
+def test_every_schedule_primitive_edgetune_calls_is_a_trace_instruction_its_records_may_hold():
+    """A record is refused on reading when its trace holds an instruction outside the allow-list:
+    a primitive the design spaces call that the list lacks makes every record using it vanish
+    from the store (a padded layout kernel's DecomposePadding did)."""
+    import re
+
+    from edgetune._tvm.constants import TRACE_INSTRUCTIONS
+
+    source = "\n".join(p.read_text() for p in (Path(__file__).parents[1] / "edgetune" / "_tvm").rglob("*.py"))
+    called = set(re.findall(r"\bsch\.([a-z_]+)\(", source)) - NOT_INSTRUCTIONS
+    kinds = {"".join(w.capitalize() for w in name.split("_")).replace("Sblock", "SBlock").replace("Rfactor", "RFactor")
+             for name in called}
+    assert kinds - TRACE_INSTRUCTIONS == set()
+
+
 @pytest.mark.parametrize("mutate,match", [
     (lambda f: f.__setitem__(rh.RECORDS, f[rh.RECORDS] + b'[0,[[],["x"]]]\n'), "record line 6: run time 'x'"),
     (lambda f: f.__setitem__("profile.json", json.dumps({"profile": "host", "lowerings": []}).encode()), "lowerings"),

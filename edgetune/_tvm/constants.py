@@ -36,9 +36,10 @@ LOWERING_KEYS = frozenset({"nchw", "nhwc-packed"})
 TRACE_INSTRUCTIONS = frozenset({
     "GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers", "Split", "Fuse", "Reorder",
     "Parallel", "Vectorize", "Unroll", "Bind", "ComputeAt", "ReverseComputeAt", "ComputeInline",
-    "ReverseComputeInline", "CacheRead", "CacheWrite", "SetScope", "DecomposeReduction", "RFactor", "Tensorize",
-    "Blockize", "LoopPartition", "SamplePerfectTile", "SampleCategorical", "SampleComputeLocation", "Annotate",
-    "Unannotate", "EnterPostproc", "StorageAlign", "AddUnitLoop", "TransformLayout", "TransformBlockLayout",
+    "ReverseComputeInline", "CacheRead", "CacheWrite", "SetScope", "DecomposeReduction", "DecomposePadding",
+    "RFactor", "Tensorize", "Blockize", "LoopPartition", "SamplePerfectTile", "SampleCategorical",
+    "SampleComputeLocation", "Annotate", "Unannotate", "EnterPostproc", "StorageAlign", "AddUnitLoop",
+    "TransformLayout", "TransformBlockLayout",
 })
 TRACE_ANNOTATIONS = frozenset({
     "meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit",
