@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import armsim  # noqa: E402
 import int8 as int8_bench  # noqa: E402
 import vs_runtimes as vs  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 OUT = RESULTS / "arm_estimate.json"
@@ -221,13 +221,8 @@ def load_rows() -> list[dict[str, Any]]:
 
 def save(rows: list[dict[str, Any]]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"host": platform.node(), "commit": _commit(), "runtimes": runtime_versions(),
+    OUT.write_text(json.dumps({"stamp": stamp(), "runtimes": runtime_versions(),
                                "method": armsim.__doc__.split("\n\n")[0], "rows": rows}, indent=1))
-
-
-def _commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return proc.stdout.strip()
 
 
 def _sides(precision: str, model: Path, wanted: str) -> list[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ OUT = RESULTS / "int8.json"
 
 import numpy as np  # noqa: E402
 import vs_runtimes as vs  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 MODELS = ("squeezenet", "mobilenet_v3", "face_detection", "vgg_cnn")
 
@@ -143,20 +143,23 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
               f"{row['baseline']} fp32 {row['fp32_baseline_ms']:8.3f} int8 {row['int8_baseline_ms']:8.3f}  "
               f"int8 ratio {row['int8_vs_baseline_int8']:.2f}  max diff {row['int8_max_diff']}", flush=True)
         RESULTS.mkdir(exist_ok=True)
-        OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                                   "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows}, indent=1))
+        OUT.write_text(json.dumps({"stamp": stamp(), "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows}, indent=1))
     return rows
 
 
-def report(rows: list[dict[str, Any]]) -> None:
-    print("\n| model | tuned (min each) | fp32 pkg ms | int8 pkg ms | int8 speedup | runtime | its fp32 ms | its int8 ms | "
-          "int8 pkg / its int8 | int8 max diff (steps) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | tuned (min each) | fp32 pkg ms | int8 pkg ms | int8 speedup | runtime | its fp32 ms | its int8 ms | "
+             "int8 pkg / its int8 | int8 max diff (steps) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         diff = ", ".join(f"{v:g}" for v in r["int8_max_diff"].values())
-        print(f"| {r['model']} | {r['minutes']:g} | {r['fp32_ms']:.3f} | {r['int8_ms']:.3f} | {r['int8_speedup']:.2f}× | "
-              f"{r['baseline']} | {r['fp32_baseline_ms']:.3f} | {r['int8_baseline_ms']:.3f} | {r['int8_vs_baseline_int8']:.2f} | "
-              f"{diff} |")
+        lines.append(f"| {r['model']} | {r['minutes']:g} | {r['fp32_ms']:.3f} | {r['int8_ms']:.3f} | {r['int8_speedup']:.2f}× | "
+                     f"{r['baseline']} | {r['fp32_baseline_ms']:.3f} | {r['int8_baseline_ms']:.3f} | "
+                     f"{r['int8_vs_baseline_int8']:.2f} | {diff} |")
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print("\n" + table(rows))
 
 
 def main() -> None:

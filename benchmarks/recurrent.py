@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import numpy as np  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 OUT = REPO / "benchmarks" / "results" / "recurrent.json"
 
@@ -80,6 +80,14 @@ def timed_pair(package: Path, model: Path, extra: dict[str, np.ndarray], args: a
     return min(a), min(b)
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | recurrence runs as | compile s | package s | edgetune ms | onnxruntime ms | ratio | max rel error |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['form']} | {r['compile_s']:.2f} | {r['package_s']:.2f} | {r['edgetune_ms']:.3f} | "
+              f"{r['onnxruntime_ms']:.3f} | {r['ratio']:.2f} | {r['max_rel_error']:.1e} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
@@ -108,7 +116,7 @@ def main() -> None:
                   f"onnxruntime {theirs:8.3f} ms  ratio {row['ratio']:.2f}  max rel err {row['max_rel_error']:.2e}",
                   flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"host": platform.node(), "threads": args.threads, "rounds": args.rounds,
+    OUT.write_text(json.dumps({"stamp": stamp(), "threads": args.threads, "rounds": args.rounds,
                                "runs": args.runs, "rows": rows}, indent=2))
     print(f"wrote {OUT.relative_to(REPO)}")
 

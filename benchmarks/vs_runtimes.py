@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import numpy as np  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 from edgetune.errors import EdgetuneError  # noqa: E402
 
@@ -329,31 +329,38 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def save(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                               "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows},
+    OUT.write_text(json.dumps({"stamp": stamp(), "threads": args.threads, "rounds": args.rounds, "runs": args.runs, "rows": rows},
                               indent=1))
 
 
-def report(rows: list[dict[str, Any]]) -> None:
-    print("\n| model | budget (min) | tuned (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+def table(rows: list[dict[str, Any]]) -> str:
+    """The saved rows as a Markdown table, then the geometric mean ratio per budget."""
+    lines = ["| model | budget (min) | tuned (min) | trials | trials/min | edgetune ms | baseline | baseline ms | ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
     failed = [r for r in rows if "error" in r]
     rows = [r for r in rows if "error" not in r]
     for r in failed:
-        print(f"| {r['model']} | {r['budget_min']:g} | does not package: {r['error'][:150]} |")
+        lines.append(f"| {r['model']} | {r['budget_min']:g} | does not package: {r['error'][:150]} | | | | | | |")
     for r in rows:
         tpm = f"{r['trials_per_min']:.0f}" if r.get("trials_per_min") else "-"
         ended = " (ended: nothing left pays)" if r.get("converged") else ""
-        print(f"| {r['model']} | {r['budget_min']:g}{ended} | {r['tuning_s'] / 60:.1f} | {r['trials']} | {tpm} | "
-              f"{r['edgetune_ms']:.3f} | {r['baseline']} | {r['baseline_ms']:.3f} | {r['ratio']:.2f} |")
+        lines.append(f"| {r['model']} | {r['budget_min']:g}{ended} | {r['tuning_s'] / 60:.1f} | {r['trials']} | {tpm} | "
+                     f"{r['edgetune_ms']:.3f} | {r['baseline']} | {r['baseline_ms']:.3f} | {r['ratio']:.2f} |")
+    lines.append("")
     for minutes in sorted({r["budget_min"] for r in rows} | {20.0, 60.0}):
         ratios = [r["ratio"] for r in (_at_budget(rows, name, minutes) for name in sorted({r["model"] for r in rows}))
                   if r is not None]
         if not ratios:
             continue
         gmean = float(np.exp(np.mean(np.log(ratios))))
-        print(f"budget {minutes:g} min: geometric mean ratio {gmean:.2f}, worst {max(ratios):.2f} over {len(ratios)} models")
-    plot(rows)
+        lines.append(f"budget {minutes:g} min: geometric mean ratio {gmean:.2f}, worst {max(ratios):.2f} "
+                     f"over {len(ratios)} models  ")
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print("\n" + table(rows))
+    plot(rows, RESULTS / "vs_runtimes.png")
 
 
 def _at_budget(rows: list[dict[str, Any]], name: str, minutes: float) -> dict[str, Any] | None:
@@ -363,7 +370,7 @@ def _at_budget(rows: list[dict[str, Any]], name: str, minutes: float) -> dict[st
     return min(mine, key=lambda r: r["budget_min"]) if mine else None
 
 
-def plot(rows: list[dict[str, Any]]) -> None:
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
     try:
         import matplotlib
 
@@ -384,8 +391,9 @@ def plot(rows: list[dict[str, Any]]) -> None:
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(RESULTS / "vs_runtimes.png", dpi=110)
-    print(f"plot: {RESULTS / 'vs_runtimes.png'}")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"plot: {path}")
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ._common import boundary, out, print_json, progress
 
-app = typer.Typer(help="Boards: where packages run (SSH + TVM RPC).", no_args_is_help=True)
+app = typer.Typer(help="Boards: where packages run (SSH + TVM RPC).", no_args_is_help=True, rich_markup_mode=None)
 
 
 @app.command("add")
@@ -63,7 +63,7 @@ def remove(name: str) -> None:
     out.print(f"removed board {name}")
 
 
-@app.command("check")
+@app.command("check", short_help="Is the board reachable and ready to time packages?")
 @boundary
 def check(name: str, json_out: bool = typer.Option(False, "--json")) -> None:
     """Reachable? Architecture matches the profile? Python, runtime, disk, CPU?"""
@@ -83,7 +83,7 @@ def check(name: str, json_out: bool = typer.Option(False, "--json")) -> None:
         raise typer.Exit(1)
 
 
-@app.command("setup")
+@app.command("setup", short_help="Install the runtime on a board (no compiler needed).")
 @boundary
 def setup(
     name: str,

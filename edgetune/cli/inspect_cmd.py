@@ -21,8 +21,8 @@ PRECISION_HELP = ("fp32 (default) | fp16: what the kernels compute in. fp16 stor
 @boundary
 def inspect(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
-    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP),
-    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    input_shape: list[str] = typer.Option([], "--input-shape", metavar="NAME=DIMS", help=INPUT_SHAPE_HELP),
+    bind: list[str] = typer.Option([], "--bind", metavar="NAME=VALUE", help=BIND_HELP),
     device: str = typer.Option(None, "--device", "-d", help="Also list the kernels a package for this profile or board "
                                "has, and the default schedule each gets."),
     layout: str = typer.Option("auto", "--layout", help="auto | nhwc | nchw (as `package --layout`)."),

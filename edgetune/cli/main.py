@@ -19,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
@@ -36,12 +37,12 @@ def _root(
     setup_logging(verbose)
 
 
-app.command("targets")(targets_cmd.targets)
-app.command("inspect")(inspect_cmd.inspect)
-app.command("tune")(tune_cmd.tune)
-app.command("package")(package_cmd.package)
-app.command("deploy")(remote_cmd.deploy)
-app.command("bench")(remote_cmd.bench)
+app.command("targets", short_help="List device profiles.")(targets_cmd.targets)
+app.command("inspect", short_help="Inputs, operators, FLOPs; how a package would build.")(inspect_cmd.inspect)
+app.command("tune", short_help="Auto-tune models for a device; records persist.")(tune_cmd.tune)
+app.command("package", short_help="Compile a model into a verified package.")(package_cmd.package)
+app.command("deploy", short_help="Push a package to a board and check it there.")(remote_cmd.deploy)
+app.command("bench", short_help="Latency of a package, and whether to trust it.")(remote_cmd.bench)
 app.add_typer(devices_cmd.app, name="devices")
 app.add_typer(remote_cmd.tracker_app, name="tracker")
 app.add_typer(records_cmd.app, name="records")

@@ -15,13 +15,13 @@ def package(
     model: Path = typer.Argument(..., help="An .onnx or .tflite file."),
     device: str = typer.Option(..., "--device", "-d", help="Device profile (`edgetune targets`) or board (`edgetune devices list`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Package directory to write."),
-    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a "
+    input_shape: list[str] = typer.Option([], "--input-shape", metavar="NAME=DIMS", help=INPUT_SHAPE_HELP + " A dimension may be a "
                                           "range, LO..HI (input_ids=1,1..256): one package for every length in it; several "
                                           "dimensions may have ranges (input_ids=1..8,1..256: batch × length), each its own."),
     buckets: str = typer.Option("", "--buckets", help="Build a range package as fixed lengths, e.g. 32,64,128,256 "
                                 "(a call is padded to the next; records of `edgetune tune --buckets` apply). Default "
                                 "for ONNX: one library with symbolic shapes (records of `edgetune tune` with the range apply)."),
-    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    bind: list[str] = typer.Option([], "--bind", metavar="NAME=VALUE", help=BIND_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     tar: bool = typer.Option(False, "--tar", help="Also write OUTPUT.tar.gz."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check outputs against onnxruntime/LiteRT."),

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ._common import boundary, out, print_json
 
-app = typer.Typer(help="Tuning records (one database per device profile).", no_args_is_help=True)
+app = typer.Typer(help="Tuning records (one database per device profile).", no_args_is_help=True, rich_markup_mode=None)
 
 RECORDS_HELP = "Records directory (default: the profile's in the user cache)."
 
@@ -31,7 +31,7 @@ def _existing_store(device: str, records: Path | None, hint: str):  # noqa: ANN2
     return store
 
 
-@app.command("ls")
+@app.command("ls", short_help="Profiles with records: workloads, trials, size.")
 @boundary
 def ls(json_out: bool = typer.Option(False, "--json")) -> None:
     """Every profile with records in the user cache: workloads, trials, size."""
@@ -75,7 +75,7 @@ def show(device: str = typer.Option(..., "--device", "-d", help="Profile or boar
                  if vetoes else ""))
 
 
-@app.command("export")
+@app.command("export", short_help="Write a profile's records into an archive.")
 @boundary
 def export(archive: Path = typer.Argument(..., help="The .tar.gz to write."),
            device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
@@ -86,7 +86,7 @@ def export(archive: Path = typer.Argument(..., help="The .tar.gz to write."),
     out.print(f"exported {store.summary()['trials']} records for {store.profile} → {archive}")
 
 
-@app.command("import")
+@app.command("import", short_help="Merge an exported archive into a profile's records.")
 @boundary
 def import_(archive: Path = typer.Argument(..., help="An archive from `edgetune records export`."),
             device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
@@ -97,11 +97,11 @@ def import_(archive: Path = typer.Argument(..., help="An archive from `edgetune 
     out.print(f"imported {added} records ({workloads} new workloads) into {store.dir}")
 
 
-@app.command("report")
+@app.command("report", short_help="Estimated latency against trials, per network.")
 @boundary
 def report(device: str = typer.Option(..., "--device", "-d", help="Profile or board."),
            output: Path = typer.Option(Path("report.html"), "--output", "-o", help="report.html or report.png."),
-           network: list[str] = typer.Option([], "--network", "-n", help="Only this network (repeatable)."),
+           network: list[str] = typer.Option([], "--network", "-n", metavar="NET", help="Only this network (repeatable)."),
            records: Path = typer.Option(None, "--records", help=RECORDS_HELP)) -> None:
     """Estimated latency against trials and time per network (untuned and target as lines), and
     per task where the time is beside where the trials went: HTML or PNG."""

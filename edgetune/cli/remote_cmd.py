@@ -11,7 +11,7 @@ from rich.table import Table
 from ..errors import UsageError
 from ._common import boundary, out, print_json, progress
 
-tracker_app = typer.Typer(help="A TVM RPC tracker for a farm of boards.", no_args_is_help=True)
+tracker_app = typer.Typer(help="A TVM RPC tracker for a farm of boards.", no_args_is_help=True, rich_markup_mode=None)
 
 
 def _tracker_addr(text: str) -> tuple[str, int]:
@@ -185,7 +185,7 @@ def tracker_status(tracker: str = typer.Option(None, "--tracker", help="HOST:POR
     out.print(table if status["servers"] else "no servers registered")
 
 
-@tracker_app.command("attach")
+@tracker_app.command("attach", short_help="Register boards' RPC servers with the tracker.")
 @boundary
 def tracker_attach(boards: list[str] = typer.Argument(..., help="Board names to register."),
                    tracker: str = typer.Option(None, "--tracker", help="HOST:PORT (default: the one edgetune started).")) -> None:

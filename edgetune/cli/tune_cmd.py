@@ -28,11 +28,11 @@ def tune(
     records: Path = typer.Option(None, "--records", help="Records directory (default: the profile's in the user cache)."),
     list_tasks: bool = typer.Option(False, "--list-tasks", help="Only print the task table (name, FLOPs, weight)."),
     objective: str = typer.Option("sum", "--objective", help="sum | targets | geomean over the networks' latencies."),
-    latency: list[str] = typer.Option([], "--latency", help="Latency target NAME=25ms, or NAME=0.8x: a share of the "
+    latency: list[str] = typer.Option([], "--latency", metavar="NAME=TARGET", help="Latency target NAME=25ms, or NAME=0.8x: a share of the "
                                       "model's own runtime (onnxruntime / LiteRT) timed on the device first (objective targets)."),
     baseline: bool = typer.Option(False, "--baseline", help="Time every model's own runtime on the device first "
                                   "(shown beside the estimates and in `records report`)."),
-    weight: list[str] = typer.Option([], "--weight", help="Network weight NAME=2 (objective sum)."),
+    weight: list[str] = typer.Option([], "--weight", metavar="NAME=W", help="Network weight NAME=2 (objective sum)."),
     search: str = typer.Option("evolutionary", "--search", help="evolutionary | droplet | hybrid (explore, then Droplet "
                                "descent) | gensor (Markov-chain walks over the schedule graph)."),
     rules: str = typer.Option("auto", "--rules", help="auto | generic: MetaSchedule's own schedule rules even where "
@@ -48,7 +48,7 @@ def tune(
                                   "together they are at most this share of latency (0: tune every task)."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     population: int = typer.Option(512, "--population", help="Evolutionary population (smaller: faster batches, less exploration)."),
-    input_shape: list[str] = typer.Option([], "--input-shape", help=INPUT_SHAPE_HELP + " A dimension may be a range, "
+    input_shape: list[str] = typer.Option([], "--input-shape", metavar="NAME=DIMS", help=INPUT_SHAPE_HELP + " A dimension may be a range, "
                                           "LO..HI: an ONNX model's kernels are tuned as the range package builds them, with "
                                           "symbolic shapes, timed at the --shape-weights lengths; with --buckets (and for TFLite) "
                                           "each bucket is tuned as network NET@LENGTH."),
@@ -58,7 +58,7 @@ def tune(
                                       "LENGTH=WEIGHT,... (e.g. 16=1,64=4,256=1): each kernel's time is the weighted mean of "
                                       "its times at these lengths (default: the range's end and halvings, weighted equally); "
                                       "with several ranges one value per range: 4x128=1,1x64=3."),
-    bind: list[str] = typer.Option([], "--bind", help=BIND_HELP),
+    bind: list[str] = typer.Option([], "--bind", metavar="NAME=VALUE", help=BIND_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     network_check: bool = typer.Option(True, "--network-check/--no-network-check",
                                        help="At the end, time each network packaged with and without its records and "

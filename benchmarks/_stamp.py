@@ -1,0 +1,49 @@
+"""Where and when a benchmark result was measured: the commit (and whether the tree had
+uncommitted changes), the UTC time, and the machine. Every benchmark's JSON carries it under
+``stamp``; ``benchmarks/report.py`` prints it beside each table it generates."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _git(*args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def stamp() -> dict[str, Any]:
+    flags = cpu_flags()
+    isa = next((name for name, flag in (("AVX-512 VNNI", "avx512_vnni"), ("AVX-512", "avx512f"), ("AVX2", "avx2"))
+                if flag in flags), platform.machine())
+    return {"commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": {"cpu": cpu_model(), "isa": isa, "cpus": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
+                        "python": platform.python_version()}}
