@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from mkdocs.structure.files import File, Files
 
+from edgetune.cli.reference import markdown
+
 
 def on_files(files: Files, config) -> Files:
-    from edgetune.cli.reference import markdown
-
     files.append(File.generated(config, "reference/cli.md", content=markdown()))
     return files
