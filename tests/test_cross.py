@@ -182,7 +182,7 @@ def _depthwise_layers(path: Path, layers: list[tuple[int, int, int, int]]) -> Pa
 def test_arm_fp32_depthwise_reads_each_input_vector_once_per_kernel_row(tmp_path, qemu, device):
     """On the Pis an fp32 depthwise tile loads its input row once per kernel row and channel
     register — (P − 1)·stride + KW vectors — and every tap of every pixel reads it from
-    registers (schedules/microkernels.py: _input_rows), where each tap of each pixel loaded its
+    registers (schedules/depthwise.py: _input_rows), where each tap of each pixel loaded its
     own: fewer vector loads than FMLAs in the stride-1 layers' code (1.2-1.4 loads per FMLA
     before). Equal to onnxruntime under qemu for 3×3 and 5×5 layers, stride 1 and 2, a prime
     width (13: one pixel a tile) and channels that are not whole registers (6)."""
@@ -281,7 +281,7 @@ def test_a_zero_pad_after_a_kernel_is_written_by_that_kernel(tmp_path, request, 
 
 def test_arm_depthwise_tiles_take_up_to_8_pixels_and_registers_enough_for_the_fmla_latency():
     from edgetune._tvm.kernels.cpu import CpuFacts
-    from edgetune._tvm.schedules.microkernels import depthwise_row_tile
+    from edgetune._tvm.schedules.depthwise import depthwise_row_tile
 
     a72 = CpuFacts(lanes=4, registers=32, fma_latency=7, aarch64=True, fma_pipes=1)
     a76 = CpuFacts(lanes=4, registers=32, fma_latency=4, aarch64=True, fma_pipes=2)

@@ -1,5 +1,5 @@
 """x86 depthwise kernels read their input where it is (the zero padding as a condition per pixel,
-:func:`edgetune._tvm.schedules.microkernels._inline_pad`), with no padded copy of it: every
+:func:`edgetune._tvm.schedules.depthwise._inline_pad`), with no padded copy of it: every
 padding the importers produce (symmetric, asymmetric, stride 2, 5×5; 48 channels, and 20: no
 whole number of AVX-512 vectors), checked against onnxruntime, fp32 and int8. On this machine's
 CPU: the tests need an x86 host."""

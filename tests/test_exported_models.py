@@ -169,7 +169,7 @@ def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
     2^depth visits. Each expression is now evaluated once."""
     from tvm import relax
 
-    from edgetune._tvm.passes import int8_elementwise
+    from edgetune._tvm.passes import int8_elementwise, int8_values
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((16,), "int8"))
@@ -182,8 +182,8 @@ def test_int8_chain_analysis_is_linear_in_the_graph(monkeypatch):
                                                    out_dtype="int8"))
         bb.emit_func_output(out)
     calls = []
-    original = int8_elementwise._call_values
-    monkeypatch.setattr(int8_elementwise, "_call_values", lambda *a: calls.append(1) or original(*a))
+    original = int8_values._call_values
+    monkeypatch.setattr(int8_values, "_call_values", lambda *a: calls.append(1) or original(*a))
     tables = int8_elementwise.Int8Tables()
     tables(bb.get())
     assert tables.count == 1  # the whole chain became one table lookup

@@ -748,7 +748,7 @@ def test_lookups_on_arm_are_neon_tbl_and_exact_under_qemu(tmp_path, qemu, conv):
     asm = subprocess.run(["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", str(pi.path / "model.so")],
                          capture_output=True, text=True, check=True).stdout
     assert re.search(r"\stbl\s", asm) and re.search(r"\stbx\s", asm)
-    # the epilogue runs 16 lanes at a time for its lookups (microkernels._byte_lanes) and still
+    # the epilogue runs 16 lanes at a time for its lookups (registers._byte_lanes) and still
     # requantizes with fcvtns, four lanes a call (LLVM's lrint of 16 lanes: frintx + fcvtzs)
     assert not re.search(r"\sfrintx\s+v\d+\.4s", asm), "a vector requantize as frintx + fcvtzs"
     # the requantize clips once, on the integers (codegen/rounding.py: smax / smin after each

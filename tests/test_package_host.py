@@ -188,7 +188,7 @@ def test_depthwise_channels_rounded_up_to_whole_registers_match_onnxruntime(tmp_
 
 def test_a_depthwise_row_of_prime_width_takes_a_narrower_block_to_fill_its_tile():
     from edgetune._tvm.kernels.cpu import CpuFacts
-    from edgetune._tvm.schedules.microkernels import depthwise_tile
+    from edgetune._tvm.schedules.depthwise import depthwise_tile
 
     avx512, neon = CpuFacts(lanes=16, registers=32, fma_latency=4), CpuFacts(lanes=4, registers=32, fma_latency=7)
     # 7 pixels of 1152 channels: 4 zmm fit 6 pixels, so 1 per tile; 3 zmm fit all 7

@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import RemoteError, UsageError
+from ..errors import UsageError
 from ..profiles import Profile
 from ..util import process_alive, to_ms, write_atomic
-from . import droplet, gensor
+from .measure import Batch, Measuring, last_line
 from .options import NetworkRow, Notice, Progress, Snapshot, TaskRow, TuneOptions, TuneResult
-from .record_check import impossible_time, run_secs_problem
+from .propose import DropletState, NotSearchableError, Proposing
 from .records import RecordStore
 from .runners import RunnerHandle
 from .scheduler import Network, Objective, Scheduler, TaskState
@@ -40,19 +40,8 @@ from .tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
-Batch = list[tuple[int, Any]]  # (task index, candidate)
 
-
-class DropletState:
-    """Per task: where the descent stands."""
-
-    def __init__(self) -> None:
-        self.visited: set[str] = set()
-        self.center_secs: float | None = None
-        self.converged_at: float | None = None  # best time when the last descent ended
-
-
-class TuneLoop:
+class TuneLoop(Proposing, Measuring):
     """One tuning run (build with :func:`edgetune.tuning.session.tune`)."""
 
     def __init__(self, opts: TuneOptions, profile: Profile, tasks: TaskSet, store: RecordStore,
@@ -292,12 +281,12 @@ class TuneLoop:
             try:
                 with self._timed("propose"):
                     kind, cands = self._propose(i)
-            except _NotSearchableError as why:
+            except NotSearchableError as why:
                 self.scheduler.tasks[i].stop(str(why))
                 continue
             except Exception as err:  # noqa: BLE001 — TVM failing on one task's design space is data
                 log.debug("proposing for %s failed", self.scheduler.tasks[i].name, exc_info=True)
-                self.scheduler.tasks[i].stop(f"its design space failed ({_last_line(str(err))[:120]})")
+                self.scheduler.tasks[i].stop(f"its design space failed ({last_line(str(err))[:120]})")
                 continue
             left = self._trials_left()
             cands = cands if left is None else cands[:left]
@@ -404,289 +393,6 @@ class TuneLoop:
         self._check_boards(results)
         return not self.stop_requested
 
-    # ---- proposing
-
-    def _context(self, i: int) -> Any:
-        if i not in self.contexts:
-            wl = self.taskset.tasks[i].workload
-            cfg = self.ms.SearchConfig(population_size=self.opts.population,
-                                       init_min_unmeasured=min(50, self.opts.population // 4))
-            seed = self.opts.seed * 7919 + i
-            strategy = None  # MetaSchedule's evolutionary search
-            if self.opts.search == "gensor":
-                strategy = self.ms.gensor_search(gensor.Chain, droplet.moves, self.cost_model, seed,
-                                                 lambda: self.deadline)
-            self.contexts[i] = self.ms.TaskContext(wl, self.taskset.target, seed, self.threads, cfg, strategy,
-                                                   generic=self.opts.rules == "generic")
-        return self.contexts[i]
-
-    def _propose(self, i: int) -> tuple[str, list[Any]]:
-        """The next batch for task i: transferred schedules first (``--transfer``), then the
-        whole of a small design space in cost-model order, else Droplet descent or evolutionary
-        search."""
-        ctx = self._context(i)
-        if self.opts.transfer and i not in self.transfer_done:
-            self.transfer_done.add(i)
-            similar = self._transfer(i, ctx)
-            if similar:
-                self.transferred["similar"] += 1
-                return "transfer", similar
-        if i not in self.enumerated:
-            self.enumerated[i] = self._enumerate(i, ctx)
-        if self.enumerated[i] is not None:
-            return "enumerated", self._next_enumerated(i, ctx)
-        if self.taskset.tasks[i].workload.symbolic:
-            raise _NotSearchableError("a kernel of symbolic shape is tuned only where its design space is small "
-                                      "enough to measure whole (edgetune's micro-kernel sketches)")
-        if self._use_droplet(i):
-            batch = self._droplet(i, ctx)
-            if batch:
-                return "droplet", batch
-        return ("gensor" if self.opts.search == "gensor" else "evolutionary"), self._strategy(ctx)
-
-    def _enumerate(self, i: int, ctx: Any) -> list[Any] | None:
-        """The unmeasured points of task i's design space if it is small enough to measure whole."""
-        if self.opts.enumerate_limit <= 0 or ctx.started:
-            return None
-        points = ctx.enumerate_space(self.opts.enumerate_limit)
-        if points is None:
-            return None
-        measured = set(self.ms.measured_keys(self.database, self.taskset.tasks[i].workload.mod))
-        return [c for c in points if ctx.key(c) not in measured]
-
-    def _next_enumerated(self, i: int, ctx: Any) -> list[Any]:
-        """The cost model's favourites among the space's unmeasured points (empty: all measured)."""
-        pending = self.enumerated[i] or []
-        if not pending:
-            return []
-        scores = ctx.predict(self.cost_model, pending)
-        order = sorted(range(len(pending)), key=lambda n: -scores[n])
-        take = set(order[: self.opts.batch])
-        self.enumerated[i] = [c for n, c in enumerate(pending) if n not in take]
-        return [pending[n] for n in order[: self.opts.batch]]
-
-    def _strategy(self, ctx: Any) -> list[Any]:
-        """The next batch of the task's MetaSchedule search strategy (evolutionary or Gensor)."""
-        if not ctx.started:
-            budget = self.opts.trial_budget or 100_000
-            ctx.start(self.database, self.cost_model, max_trials=max(budget, 1) * 4, per_iter=self.opts.batch)
-        return ctx.propose()
-
-    def _use_droplet(self, i: int) -> bool:
-        if self.opts.search in ("evolutionary", "gensor"):
-            return False
-        if self.opts.search == "hybrid" and not self._explored():
-            return False
-        d = self.droplets.setdefault(i, DropletState())
-        best = self.scheduler.tasks[i].best
-        return best is not None and (d.converged_at is None or best < d.converged_at)
-
-    def _explored(self) -> bool:
-        """hybrid: has the exploration share of the budget (trials, else time) been spent?"""
-        budget = self.opts.trial_budget
-        if budget is not None:
-            return self.spent >= self.opts.explore * budget
-        return self.seconds >= self.opts.explore * (self.opts.time_s or 0.0)
-
-    def _droplet(self, i: int, ctx: Any) -> list[Any]:
-        """One descent step: the untried one-notch neighbours of the task's best schedule, ranked
-        by the cost model, at most one batch of them."""
-        d = self.droplets[i]
-        top = self.ms.top_traces(self.database, self.taskset.tasks[i].workload.mod, 1)
-        if not top:
-            return []
-        trace, secs = top[0]
-        d.center_secs = secs
-        center = self.ms.decisions(trace)
-        d.visited.add(droplet.key(center))
-        found = []
-        for idx, decision in droplet.moves(center):
-            try:
-                new = self.ms.with_decision(trace, idx, decision)
-            except Exception:  # noqa: BLE001 — a move TVM rejects is no neighbour
-                continue
-            k = droplet.key(self.ms.decisions(new))
-            if k in d.visited:
-                continue
-            cand = ctx.candidate_from_trace(new)
-            if cand is not None:
-                found.append((k, cand))
-        if not found:
-            d.converged_at = secs
-            return []
-        scores = ctx.predict(self.cost_model, [c for _k, c in found])
-        ranked = sorted(zip(scores, range(len(found))), key=lambda p: -p[0])[: self.opts.batch]
-        batch = []
-        for _score, n in ranked:
-            d.visited.add(found[n][0])
-            batch.append(found[n][1])
-        return batch
-
-    def _transfer(self, i: int, ctx: Any) -> list[Any]:
-        """Schedules of same-structure workloads from other networks, fitted to this task's loop
-        extents; re-measured here before any search trial."""
-        import functools
-
-        donors = self.ms.similar_workloads(self.database, self.taskset.tasks[i].workload.mod, limit=4)
-        provider = functools.partial(self.ms.fit_decisions, fit_tile=droplet.fit_tile)
-        out = []
-        for mod in donors:
-            for trace, _secs in self.ms.top_traces(self.database, mod, 3):
-                cand = ctx.candidate_from_trace(trace, provider=provider)
-                if cand is not None:
-                    out.append(cand)
-        return out[: self.opts.batch]
-
-    # ---- measuring
-
-    # a candidate is timed once only when that run is this much slower than its task's best
-    HOPELESS = 3.0
-    # a candidate may take this many times its task's untuned kernel, for each call the evaluator
-    # makes (warm-up, probe, its runs), before it is killed
-    SLOWEST = 20.0
-
-    @property
-    def budget_end(self) -> float | None:
-        """When this run's share of the time budget ends, on ``time.monotonic``'s clock (None: no
-        time budget): counted from the command's start (importing, extracting tasks, reaching the
-        board are the user's time too), less what earlier runs of the job spent. The network
-        check after the search ends by it."""
-        if self.opts.time_s is None:
-            return None
-        return self.began + self.opts.time_s - self.seconds_before
-
-    @property
-    def deadline(self) -> float | None:
-        """When the search stops: :attr:`budget_end` less the network check's share."""
-        end = self.budget_end
-        return None if end is None else end - self.reserve_s
-
-    def _past_deadline(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    def candidate_timeout(self, i: int) -> float:
-        """How long one candidate of task i may take: loading it, then its evaluator's calls at
-        ``SLOWEST`` times the task's untuned kernel (``--timeout`` caps it; before the untuned
-        kernel is measured, ``--timeout`` itself)."""
-        base = self.scheduler.tasks[i].baseline
-        if base is None:
-            return self.opts.timeout
-        calls = 2 + 3 * 2  # warm-up and probe, then up to number × repeat runs (x2: min_repeat_ms)
-        lengths = max(1, len(self.taskset.tasks[i].workload.sizes))  # a symbolic kernel: that many times over
-        return min(self.opts.timeout, self.runner.load_s + self.SLOWEST * base * calls * lengths)
-
-    def _cutoff(self, i: int) -> float | None:
-        best = self.scheduler.tasks[i].best
-        return None if best is None else self.HOPELESS * best
-
-    def _measure(self, batch: Batch) -> list[Any]:
-        """Results of a batch, in order; None for a candidate the deadline dropped."""
-        if self._past_deadline():
-            return [None] * len(batch)
-        fit = self._fit_before_deadline(len(batch))  # the rest would be built past the deadline: dropped
-        return (self._build_and_run(batch[:fit]) if fit else []) + [None] * (len(batch) - fit)
-
-    def _build_and_run(self, batch: Batch) -> list[Any]:
-        ms = self.ms
-        t0 = time.monotonic()
-        with self._timed("build"):
-            built = self.builder.build([ms.builder_input(c, self.taskset.target) for _i, c in batch])
-        ok = [n for n, b in enumerate(built) if b.error_msg is None]
-        results: list[Any] = [ms.runner_result(None, "build: " + _last_line(b.error_msg)) for b in built]
-        try:
-            for b in built:
-                for phase, secs in ms.artifact_timing(b.artifact_path).items():
-                    self.timers[f"worker_{phase}"] += secs
-            if ok and self._past_deadline():
-                for n in ok:
-                    results[n] = None
-            elif ok:
-                with self._timed("run"):
-                    inputs = [ms.runner_input(built[n].artifact_path, self.runner.device_type, batch[n][1]) for n in ok]
-                    timeout = max(self.candidate_timeout(batch[n][0]) for n in ok)
-                    sizes = [self.taskset.tasks[batch[n][0]].workload.sizes for n in ok]
-                    futures = self.runner.impl.submit(inputs, timeout, [self._cutoff(batch[n][0]) for n in ok], sizes)
-                    for n, res in zip(ok, ms.collect(futures, self.deadline)):
-                        results[n] = res
-        finally:
-            for b in built:
-                ms.remove_artifact(b.artifact_path)
-        self._measured_s += time.monotonic() - t0
-        self._measured_n += len(batch)
-        return results
-
-    def _fit_before_deadline(self, n: int) -> int:
-        """How many of ``n`` candidates can be built and timed before the deadline, at the
-        wall time per candidate of the batches so far (all ``n`` before the first batch, or
-        without a time budget): a batch's build is not cut once started."""
-        if self.deadline is None or not self._measured_n:
-            return n
-        per = self._measured_s / self._measured_n
-        return max(0, min(n, int((self.deadline - time.monotonic()) / max(per, 1e-6))))
-
-    def _commit(self, i: int, kind: str, batch: list[Any], results: list[Any]) -> None:
-        ms = self.ms
-        ctx = self._context(i)
-        task = self.taskset.tasks[i]
-        results = [self._plausible(task.flops, r, self._peak(task)) for r in results]
-        ms.commit(self.database, task.workload.mod, batch, results, self.taskset.target)
-        if kind in ("evolutionary", "gensor"):
-            ctx.notify(batch, results)
-        with self._timed("cost_model"):
-            ms.update_cost_model(self.cost_model, ctx, batch, results)
-        times = [ms.mean_secs(r) for r in results]
-        valid = [t for t in times if t is not None]
-        self.failures += len(times) - len(valid)
-        for r, t in zip(results, times):
-            if t is None:
-                msg = _last_line(r.error_msg)
-                log.debug("candidate failed: %s", r.error_msg)
-                if msg not in self.errors and len(self.errors) < 5:
-                    self.errors.append(msg)
-        default = next((t for c, t in zip(batch, times) if ctx.is_default(c)), None)
-        if default is not None and task.shash not in self.store.defaults():
-            # the first measurement stays, as the scheduler keeps it: the default schedule drawn
-            # again by the search (a small reduction's space) was measured again, and the store
-            # and the job's report then told two different defaults
-            self.store.record_defaults({task.shash: default})
-        self.scheduler.record(i, len(batch), min(valid) if valid else None, baseline=default)
-        if kind == "droplet":
-            d = self.droplets[i]
-            if not valid or d.center_secs is None or not droplet.improved(min(valid), d.center_secs):
-                d.converged_at = self.scheduler.tasks[i].best
-        self.spent_now += len(batch)
-
-    def _peak(self, task: Any) -> float | None:
-        """The GFLOP/s a perfect kernel of ``task`` reaches on the device: its fp32 peak, times
-        the task's ``peak_factor`` (an int8 dot-product kernel: VNNI does 4× the multiply-adds)."""
-        return self.peak_gflops * task.workload.peak_factor if self.peak_gflops else None
-
-    def _plausible(self, flops: float, result: Any, peak: float | None) -> Any:
-        """``result``, or a failure where its times cannot have been measured (not positive
-        finite numbers, or faster than ``peak``: a board or tracker feeding forged timings
-        would otherwise make its schedule "best")."""
-        secs = [float(getattr(t, "value", t)) for t in result.run_secs] if result.run_secs is not None else None
-        if secs is None:
-            return result
-        why = run_secs_problem(secs) or next((w for w in (impossible_time(flops, t, peak) for t in secs) if w), None)
-        if why is None:
-            return result
-        log.warning("a measurement was refused as impossible: %s", why)
-        return self.ms.runner_result(None, f"impossible timing: {why}")
-
-    def _check_boards(self, results: list[Any]) -> None:
-        """Whether the boards are still there: after candidates failed on the board side, and
-        after every batch on a farm (the tracker forgets a dead board before anything fails)."""
-        if self.runner.label == "local" or not (_run_failures(results) or self.runner.workers > 1):
-            return
-        alive = self.runner.alive()
-        if alive == 0:
-            raise RemoteError(f"{self.runner.label}: no board answers any more; the {self.spent_now} trials measured "
-                              "so far are saved", "bring the board back and run the same command to resume")
-        if alive < self.runner.workers:
-            self.notice(f"warning: {self.runner.workers - alive} board(s) dropped out; continuing on {alive}")
-            self.runner.workers = alive
-
     # ---- reporting
 
     def snapshot(self, message: str = "") -> Snapshot:
@@ -712,10 +418,6 @@ class TuneLoop:
         return min(estimates) if estimates else None
 
 
-class _NotSearchableError(Exception):
-    """A task no search of this job can tune (why: the message); it stops with that reason."""
-
-
 def _remove_stale_runs() -> None:
     """Candidate directories of tuning runs that were killed (SIGKILL leaves them behind)."""
     import re
@@ -726,11 +428,3 @@ def _remove_stale_runs() -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _last_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "unknown error"
-
-
-def _run_failures(results: list[Any]) -> bool:
-    """True when candidates failed at the runner (the board), not at the builder."""
-    return any(r.error_msg and not str(r.error_msg).startswith("build:") for r in results)

@@ -191,7 +191,7 @@ def _narrowed(v: Any, lanes: int, lo: float, hi: float, z: float, dtype: str, by
 
 def _by_quads(value: Any, lanes: int) -> Any:
     """``fcvtns`` of a float32 vector wider than a q register (an epilogue vectorized 16 lanes
-    at a time on AArch64: microkernels._byte_lanes), four lanes a call, joined (the lookups'
+    at a time on AArch64: registers._byte_lanes), four lanes a call, joined (the lookups'
     split-and-join, :func:`.lookups._chunks`): LLVM's own ``lrint`` of it is ``frintx`` +
     ``fcvtzs`` per register."""
     from tvm import tirx

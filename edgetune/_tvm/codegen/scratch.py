@@ -64,7 +64,7 @@ def _register_bound(func: Any) -> bool:
     step, without ``sdot``). Promoted beside it, the accumulators spill: Pi 4 estimate,
     VGG-style int8 +29–34 %. NEON table lookups (their table is 16 vector registers) were
     excluded too while their epilogues ran 4 lanes at a time (YOLO int8's lookup layers +20–35 %
-    each, promoted); with 16-lane epilogues (schedules.microkernels._byte_lanes) promoting them
+    each, promoted); with 16-lane epilogues (schedules.registers._byte_lanes) promoting them
     measures faster: A72 / A76 M cycles, an OCR classifier 52.2 / 19.6 → 47.5 / 16.6,
     MobileNetV3 64.1 / 25.1 → 62.7 / 23.7, a YOLOv8n-style detector 211.6 / 64.6 → 211.2 / 61.9.
     The step over 16

@@ -13,9 +13,9 @@ def meta_schedule() -> Any:
     tvm()
     import tvm.s_tir.meta_schedule as _ms
 
-    from ..kernels import dot
+    from ..kernels import dot_intrinsics
 
-    dot.register()
+    dot_intrinsics.register()
     return _ms
 
 

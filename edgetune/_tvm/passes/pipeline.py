@@ -41,6 +41,7 @@ from .cleanups import (
 from .common import relax
 from .fusion import BroadcastsApart, CroppedKernelsFusable, TableLookupsElementwise
 from .gpu import IntegerPowersAsProducts, TwoStepReductions
+from .int8_dense import IntegerDense
 from .int8_elementwise import (
     Int8Concats,
     Int8LayoutMoves,
@@ -53,12 +54,7 @@ from .int8_elementwise import (
     XnnpackInt8Adds,
     XnnpackInt8Resizes,
 )
-from .int8_kernels import (
-    Int8Convolutions,
-    Int8ConvolutionsInFloat,
-    IntegerDense,
-    NarrowingRoundTripsDropped,
-)
+from .int8_kernels import Int8Convolutions, Int8ConvolutionsInFloat, NarrowingRoundTripsDropped
 from .int8_layers import ExactInt8Layers
 from .int8_scheme import integer_runs_as, quantization_scheme, quantized_layers
 from .layout import FoldAffineIntoConv, PadsApart, ToNHWC

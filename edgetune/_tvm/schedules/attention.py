@@ -16,7 +16,8 @@ from ..kernels.attention import CROP, LOGITS, OUTPUT, PACK, SCORES, tiles
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import PARTIALS, SHIFT
 from .common import NoMatchError, block_index, child_blocks, is_reduction, loop_extent
-from .microkernels import Decider, accumulate_in_registers
+from .microkernels import accumulate_in_registers
+from .registers import Decider
 from .rows import vectorize_row
 
 

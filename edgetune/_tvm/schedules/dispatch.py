@@ -10,18 +10,16 @@ from ..core import last_line
 from ..kernels.cpu import CpuFacts
 from .attention import schedule_attention
 from .common import NoMatchError, child_blocks, is_reduction, kernel_of
+from .depthwise import schedule_depthwise, schedule_depthwise_int8, schedule_depthwise_sdot
 from .microkernels import (
-    Decider,
     schedule_conv2d_int8,
     schedule_conv2d_lanes,
     schedule_conv2d_packed,
     schedule_dense,
-    schedule_depthwise,
-    schedule_depthwise_int8,
-    schedule_depthwise_sdot,
     schedule_matmul,
     schedule_winograd,
 )
+from .registers import Decider
 from .rows import schedule_rows
 from .rules import schedule_blockwise, schedule_injective, schedule_reduction
 

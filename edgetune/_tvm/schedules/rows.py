@@ -9,7 +9,7 @@ from typing import Any
 from ..kernels.cpu import CpuFacts
 from ..kernels.rows import EXP, OUTPUTS, PARTIALS, SHIFT
 from .common import block_index, child_blocks, is_reduction, static_extent
-from .microkernels import Decider
+from .registers import Decider
 
 
 def schedule_rows(sch: Any, main: Any, cpu: CpuFacts, cores: int, decide: Decider, order: int) -> None:
