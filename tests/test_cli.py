@@ -113,3 +113,22 @@ def test_inspect_lists_kernels_and_their_default_schedules(squeezenet):
     # ARM: Winograd too (fewer cycles by the Pi estimate), the other convolutions direct
     arm = json.loads(run_edgetune("inspect", str(squeezenet), "--device", "pi4", "--json").stdout)["kernels"]
     assert {"conv2d", "winograd"} <= {k["kind"] for k in arm}
+
+
+def test_every_help_reads_in_80_columns():
+    """Each command's help wraps at the terminal's width (hard line breaks in docstrings joined,
+    no panels), and a group's list of commands shows each one's whole short help."""
+    from typer.testing import CliRunner
+
+    from edgetune.cli.main import app
+    from edgetune.cli.reference import commands
+
+    runner = CliRunner()
+    for path, cmd in commands():
+        res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert res.exit_code == 0, (path, res.output)
+        lines = res.output.splitlines()
+        assert [ln for ln in lines if len(ln) > 80] == [], path
+        if getattr(cmd, "commands", None):
+            listing = lines[lines.index("Commands:") + 1:]
+            assert not [ln for ln in listing if ln.rstrip().endswith("...")], (path, listing)

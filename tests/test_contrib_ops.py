@@ -279,3 +279,42 @@ def test_unknown_contrib_op_stays_for_the_unsupported_list():
     model = _model(nodes, [_f("x", [3, 4])], [_f("y", [3, 3])], {})
     assert onnx_contrib.standard_ops(model) == {}
     assert model.graph.node[0].op_type == "CDist"
+
+
+def _lstm_behind_a_shape_chain(tmp_path) -> onnx.ModelProto:
+    """A DynamicQuantizeLSTM whose input is reshaped by a shape computed from the graph
+    (Shape → Gather → Concat → Reshape, as exporters write a batch-major to time-major move):
+    every graph input is fixed, but ONNX's shape inference alone leaves the LSTM's input open."""
+    import rnn_models
+    import zoo_transformers
+
+    model = onnx.load(str(rnn_models.single_layer(tmp_path / "lstm.onnx", "LSTM", batch=1, steps=6)))
+    g = model.graph
+    g.input[0].name = "xb"
+    g.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # [batch, steps, features]
+    g.input[0].type.tensor_type.shape.dim[1].dim_value = 6
+    for name, axis in (("i0", 0), ("i1", 1), ("i2", 2)):
+        g.initializer.append(numpy_helper.from_array(np.array([axis], np.int64), name))
+    chain = [helper.make_node("Shape", ["xb"], ["s"]), helper.make_node("Gather", ["s", "i1"], ["d1"]),
+             helper.make_node("Gather", ["s", "i0"], ["d0"]), helper.make_node("Gather", ["s", "i2"], ["d2"]),
+             helper.make_node("Concat", ["d1", "d0", "d2"], ["shp"], axis=0),
+             helper.make_node("Transpose", ["xb"], ["xt"], perm=[1, 0, 2]), helper.make_node("Reshape", ["xt", "shp"], ["x"])]
+    nodes = list(g.node)
+    del g.node[:]
+    g.node.extend(chain + nodes)
+    onnx.save(model, str(tmp_path / "chained.onnx"))
+    return onnx.load(str(zoo_transformers.dynamic_int8(tmp_path / "chained.onnx", tmp_path / "chained_q.onnx")))
+
+
+@pytest.mark.parametrize("how", ["propagated", "measured"])
+def test_dynamic_quantize_lstm_behind_a_shape_chain(tmp_path, monkeypatch, how):
+    """Its input's shape comes from ONNX's shape inference with the shape computations
+    propagated, or — where inference cannot follow the graph at all — from onnxruntime running
+    it (the TTS model refused with "its input shape is not fixed")."""
+    from edgetune.importer import onnx_rewriter
+
+    model = _lstm_behind_a_shape_chain(tmp_path)
+    if how == "measured":
+        monkeypatch.setattr(onnx_rewriter, "_infer", lambda *a: {})
+    counts = _agree(model, {"xb": _x(1, 6, 6)}, rewrite=onnx_lstm_int8.standard_ops, atol=0)
+    assert counts == {f"{MS}::DynamicQuantizeLSTM": 1}

@@ -27,6 +27,7 @@ class Rewriter:
         self.prefix = "et"
         self._pending: list[Any] = []
         self._shapes: dict[str, list[int | None]] | None = None
+        self._measured: dict[str, list[int] | None] = {}
 
     def fresh(self) -> str:
         self.count += 1
@@ -54,10 +55,18 @@ class Rewriter:
 
     def shape(self, name: str) -> list[int | None] | None:
         """Static shape of ``name`` as ONNX shape inference sees the graph rewritten so far
-        (every node before the current one is standard by now)."""
+        (every node before the current one is standard by now), shape computations propagated;
+        where that leaves a dimension open although every graph input is fixed (an operator
+        whose shape function ONNX lacks or cannot follow), the shape onnxruntime gives it when
+        it runs the original graph."""
         if self._shapes is None:
             self._shapes = _infer(self.model, self.out + self._pending)
-        return self._shapes.get(name)
+        found = self._shapes.get(name)
+        if found is None or None in found:
+            if name not in self._measured:
+                self._measured[name] = _measured_shape(self.model, name)
+            found = self._measured[name] or found
+        return found
 
     def value(self, name: str) -> np.ndarray | None:
         """The value of ``name`` when it is a constant (an initializer or a Constant node)."""
@@ -125,7 +134,7 @@ def _infer(model: Any, nodes: list[Any]) -> dict[str, list[int | None]]:
     probe.CopyFrom(model)
     del probe.graph.node[:]
     probe.graph.node.extend(nodes)
-    inferred = onnx.shape_inference.infer_shapes(probe)
+    inferred = onnx.shape_inference.infer_shapes(probe, data_prop=True)
     shapes: dict[str, list[int | None]] = {}
     for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         if vi.type.tensor_type.HasField("shape"):
@@ -133,6 +142,37 @@ def _infer(model: Any, nodes: list[Any]) -> dict[str, list[int | None]]:
     for init in inferred.graph.initializer:
         shapes[init.name] = list(init.dims)
     return shapes
+
+
+def _measured_shape(model: Any, name: str) -> list[int] | None:
+    """The shape of ``name`` when onnxruntime runs ``model`` (as it stands: its nodes are the
+    original ones until the rewrite ends) on zeros of its inputs' fixed shapes; None where an
+    input's shape is not fixed or onnxruntime cannot run it."""
+    import onnx
+    import onnxruntime as ort
+
+    initializers = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+        if None in dims or not vi.type.tensor_type.elem_type:
+            return None
+        feeds[vi.name] = np.zeros(dims, onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    if name not in {o.name for o in probe.graph.output}:
+        probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        value = session.run([name], feeds)[0]
+    except Exception:  # noqa: BLE001 — onnxruntime's errors are many kinds; the caller refuses the node
+        return None
+    return [int(d) for d in np.shape(value)]
 
 
 def inp(node: Any, i: int) -> str:
