@@ -37,10 +37,28 @@ def load_tflite(path: Path) -> tuple[bytes, Any]:
             model.OperatorCodes(i).BuiltinCode()
     except Exception as err:  # flatbuffers raises IndexError/struct.error/TypeError on damage
         raise ModelFormatError(
-            f"'{path.name}' is a damaged TFLite file ({type(err).__name__})",
+            f"'{path.name}' is a damaged TFLite file ({type(err).__name__} reading its tables)",
             "the file may be truncated; export it again",
         ) from err
+    _verify_flatbuffer(path, data)
     return data, model
+
+
+def _verify_flatbuffer(path: Path, data: bytes) -> None:
+    """The flatbuffer verifier LiteRT runs before it reads a model (every offset and vector
+    inside the buffer): a damaged file whose fields the reads above happened to survive is
+    refused here rather than inside a later stage. Other refusals (custom operators LiteRT has
+    no kernel for) are not this check's business."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    try:
+        Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    except ValueError as err:
+        if "flatbuffer" in str(err).lower():
+            raise ModelFormatError(f"'{path.name}' is a damaged TFLite file (its flatbuffer does not verify)",
+                                   "the file may be truncated or altered; export it again") from err
+    except RuntimeError:
+        pass
 
 
 @dataclass(frozen=True)
