@@ -64,8 +64,9 @@ def _vs_table(data: dict[str, Any]) -> str:
 def _vs_plot(data: dict[str, Any], path: Path) -> None:
     import vs_runtimes
 
-    if any(r.get("budget_min") for r in data["rows"]):  # a curve needs tuned points
-        vs_runtimes.plot([r for r in data["rows"] if "error" not in r], path)
+    tuned = {r["model"] for r in data["rows"] if r.get("budget_min") and "error" not in r}
+    if tuned:  # a tuning curve: the models measured after tuning too
+        vs_runtimes.plot([r for r in data["rows"] if r["model"] in tuned and "error" not in r], path)
 
 
 def _int8_table(data: dict[str, Any]) -> str:
@@ -92,7 +93,8 @@ SECTIONS = (
             "before its cycles count. Ratios below 1 are edgetune ahead.",
             _arm_table, _arm_plot),
     Section("vs_runtimes", "This host: edgetune against onnxruntime and LiteRT",
-            ".venv/bin/python benchmarks/vs_runtimes.py --budgets 0",
+            ".venv/bin/python benchmarks/vs_runtimes.py --budgets 0\n"
+            ".venv/bin/python benchmarks/vs_runtimes.py --models squeezenet --budgets 0,2   # and a tuning curve",
             "Each model's package and the model's own runtime (onnxruntime for ONNX, LiteRT with XNNPACK for "
             "TFLite) on the same inputs and threads, each run in a fresh process, alternating, best median of "
             "the rounds. Ratio: edgetune's time over the runtime's (below 1: edgetune faster).",
@@ -108,6 +110,23 @@ SECTIONS = (
             "or unrolled, a streaming voice-activity detector) against onnxruntime.",
             _recurrent_table),
 )
+
+
+def describe_rows(data: dict[str, Any]) -> str:
+    """When and where the rows were measured: the file's stamp, or each run's where rows of
+    several runs were kept together (each row carries its own)."""
+    runs: dict[str, list[str]] = {}
+    stamps: dict[str, dict[str, Any]] = {}
+    for row in data.get("rows", []):
+        if "stamp" in row:
+            key = json.dumps(row["stamp"], sort_keys=True)
+            stamps[key] = row["stamp"]
+            runs.setdefault(key, [])
+            if row["model"] not in runs[key]:
+                runs[key].append(row["model"])
+    if len(runs) <= 1:
+        return describe(data.get("stamp"))
+    return " ".join(f"{', '.join(models)}: {describe(stamps[key])}" for key, models in runs.items())
 
 
 def describe(stamp: dict[str, Any] | None) -> str:
@@ -139,7 +158,7 @@ def page(results: dict[str, dict[str, Any]]) -> str:
         if data is None:
             lines += [f"No saved result yet: run `{s.command}`.", ""]
             continue
-        lines += [describe(data.get("stamp")), "", "```bash", s.command, "```", "", s.table(data), ""]
+        lines += [describe_rows(data), "", "```bash", s.command, "```", "", s.table(data), ""]
         if s.plot and (DOCS / f"{s.name}.png").is_file():
             lines += [f"![{s.title}]({s.name}.png)", ""]
     return "\n".join(lines)
@@ -173,7 +192,7 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
         lines += ["This host, untuned, against the model's own runtime (below 1: edgetune faster).", "",
                   "| model | runtime | edgetune / runtime |", "|---|---|---|"]
         lines += [f"| {r['model']} | {r['baseline']} | {r['ratio']:.2f} |" for r in rows]
-        lines += ["", describe(host.get("stamp")), ""]
+        lines += ["", describe_rows(host), ""]
     if not (arm or host):
         lines += ["No saved benchmark results yet.", ""]
     lines += ["All tables, with how each is measured: [Performance](docs/performance/index.md).", "", END]

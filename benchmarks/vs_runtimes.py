@@ -275,6 +275,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
     rows = [r for r in earlier if not (r["model"] in names and r["budget_min"] in budgets)]
+    measured = stamp()  # each row says where and when it was measured (rows of earlier runs are kept)
     work = Path(args.work)  # kept: a later run with larger budgets continues the same tuning jobs
     work.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -308,7 +309,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                    "baselines_ms": {k: round(v, 4) for k, v in times.items()},
                    "ratio": round(ours / theirs, 3), "schedules": manifest.get("schedules"),
                    "stop_reason": summary.get("stop_reason"), "tasks": summary.get("tasks"),
-                   "network_checks": summary.get("network_checks")}  # tune's check: with every record, with those kept
+                   "network_checks": summary.get("network_checks"),  # tune's check: with every record, with those kept
+                   "stamp": measured}
             row["converged"] = bool(minutes) and summary["stop_reason"].startswith("no task left")
             rows.append(row)
             rows.sort(key=lambda r: (r["model"], r["budget_min"]))
