@@ -33,7 +33,7 @@ def test_pi4_package_runs_under_qemu_and_matches(tmp_path, squeezenet, qemu):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "device", "size"), [("mobilenet_v3", "pi5", 96), ("yolo", "pi4", 128)])
+@pytest.mark.parametrize(("name", "device", "size"), [("mobilenet_v3", "pi5", 96), pytest.param("yolo", "pi4", 128, marks=pytest.mark.long)])
 def test_real_shaped_cnns_under_qemu_match_with_neon_default_schedules(tmp_path, qemu, name, device, size):
     # depthwise + hard-swish + SE (pi5) and SiLU + upsample/concat + 3×3 stacks (pi4), with the
     # register tiles sized for NEON; the YOLO-style stack's 3×3 stride-1 layers as Winograd

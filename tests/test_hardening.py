@@ -160,6 +160,7 @@ def test_disk_full_while_packaging_keeps_the_old_package(tmp_path, squeezenet):
             subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_package_and_export_while_a_tune_writes_the_records(tmp_path):
     """`package` and `records export` used to repair() the records without the lock and could cut

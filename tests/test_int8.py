@@ -34,6 +34,7 @@ def test_unsupported_op_names_come_from_the_list_not_the_explanation():
     assert parse_unsupported(text) == ["BAR_X", "FOO", "PAD"]  # "QDQ" was reported as an operator
 
 
+@pytest.mark.long
 def test_qdq_onnx_from_onnxruntime_quantizer_matches_onnxruntime(squeezenet, tmp_path):
     qdq = quant_models.qdq_onnx(squeezenet, tmp_path / "squeezenet-qdq.onnx")
     result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
@@ -180,6 +181,7 @@ def _rules(model, device: str, env: dict[str, str] | None = None) -> set[tuple[s
     return {(r["kind"], r["rules"]) for r in json.loads(proc.stdout)}
 
 
+@pytest.mark.long
 def test_list_tasks_names_the_dot_product_instruction_each_board_tunes_with(int8_cnn):
     """pi5 (Cortex-A76) and pi4 (A72) get the integer kernel with sdot and NEON; this host gets
     VNNI where it has AVX-512 VNNI, else the convolutions are fp32 kernels over exact sums."""

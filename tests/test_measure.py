@@ -88,6 +88,7 @@ def test_host_bench_profile_adds_up_and_names_the_next_kernel(host_package):
     assert text.returncode == 0 and "tune next:" in text.stdout and "ms end to end" in text.stdout
 
 
+@pytest.mark.long
 def test_a_busy_machine_is_reported_and_refused_with_strict(host_package):
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
     try:
@@ -125,6 +126,7 @@ def test_one_thread_per_physical_core_by_default(host_package):
     assert json.loads(res.stdout)["threads"] == _cores_by_id()
 
 
+@pytest.mark.long
 def test_baseline_side_by_side_onnx_and_tflite(host_package, squeezenet, face_tflite, tmp_path):
     from edgetune.package import PackageOptions, package
 

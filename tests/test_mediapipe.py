@@ -120,6 +120,7 @@ def test_sparse_mediapipe_detectors_package_and_match_litert(tmp_path, name):
     assert any("densified" in n for n in pkg.manifest["model"]["notes"])
 
 
+@pytest.mark.long
 def test_sparse_face_detector_runs_its_pruned_layers_sparse_on_the_pi_under_qemu(tmp_path, qemu):
     """On AArch64 the pruned 1×1 layers (70 % zeros) run on the sparse kernel, checked against
     LiteRT's own sparse run of the file."""

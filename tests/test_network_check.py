@@ -61,6 +61,7 @@ def _append(records: Path, row: list, secs: float) -> None:
         fh.write(json.dumps(forged, separators=(",", ":")) + "\n")
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_record_slower_inside_the_network_is_vetoed_and_packages_keep_the_default(tuned, tmp_path):
     model, original = tuned

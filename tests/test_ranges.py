@@ -276,6 +276,7 @@ def test_tuning_a_range_with_buckets_tunes_each_bucket_and_its_package_applies_t
     assert result.manifest["verification"]["status"] == "passed"
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_tuning_a_range_tunes_its_symbolic_kernels_at_the_weighted_lengths_and_its_package_applies_them(tmp_path):
     """A speech encoder without a mask (a bucket package would be wrong): its range is tuned as
@@ -521,6 +522,7 @@ def test_shape_weights_of_several_ranges_are_points(encoder):
         networks_of([encoder], _batched(4, 64), buckets=(32, 64))
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_tuning_batch_and_length_ranges_times_each_kernel_at_the_weighted_points(encoder, tmp_path):
     from conftest import run_edgetune

@@ -198,6 +198,7 @@ def test_crnn_for_pi4_and_streaming_vad_for_pi5_under_qemu(tmp_path, qemu):
     assert vad["status"] == "passed" and "qemu-aarch64" in vad["executed_on"] and vad["max_rel_error"] <= TOL, vad
 
 
+@pytest.mark.long
 def test_tuning_skips_loop_kernels_and_tuned_packages_keep_branches(tmp_path):
     # the CRNN's loop kernels are not tasks; the unbound VAD (a data-dependent If) tunes, and the
     # package built from its records still runs both branches right

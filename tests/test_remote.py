@@ -121,6 +121,7 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     _no_orphans(sb)
 
 
+@pytest.mark.long
 def test_baselines_run_on_the_board_from_the_offline_bundle(boards, pi4_package, pi4_model, int8_tflite, tmp_path):
     """bench --baseline on a board: onnxruntime and LiteRT + XNNPACK come from the bundle pushed by
     `devices setup --baselines` (the stand-in's namespace has no route anywhere but the host)."""
@@ -331,6 +332,7 @@ def _wait_for_records(records: Path, lines: int, timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.long
 def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     """Candidates cross-compiled here, timed on the (emulated) Pi through the SSH tunnel."""
     import models
@@ -391,6 +393,7 @@ def test_tune_on_a_board_over_rpc_then_package(boards, tmp_path):
     assert sum(s.trials for s in RecordStore(records, "pi4").stats().values()) == 25 + 4 + 4
 
 
+@pytest.mark.long
 def test_tune_on_a_tracker_farm_survives_a_dead_board(boards, tmp_path):
     """Two boards under one key measure in parallel; one dies mid-run, tuning finishes on the other."""
     import contextlib
@@ -475,6 +478,7 @@ def _copy_package(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.long
 def test_deploy_keeps_other_packages_and_a_failed_deploy_keeps_the_old_one(boards, pi4_package, tmp_path):
     """`deploy .` once removed every package on the board; a package that fails its check on the
     board must leave the previously deployed one in place and working."""
@@ -513,6 +517,7 @@ def test_deploy_keeps_other_packages_and_a_failed_deploy_keeps_the_old_one(board
         deploy_package(_copy_package(pi4_package, tmp_path / "bad name!"), board)
 
 
+@pytest.mark.long
 def test_a_new_session_leaves_live_servers_alone_and_orphans_stop_themselves(boards):
     """Starting an RPC server once killed every server on the board (a `bench` killed a running
     `tune`); now only servers whose SSH connection is gone are stopped — by a watchdog, too."""
@@ -634,6 +639,7 @@ def test_interrupted_or_wrong_deploys_keep_the_package_on_the_board(boards, pi4_
     _no_orphans(sb)
 
 
+@pytest.mark.long
 def test_bench_beside_a_running_tune_on_one_board(boards, pi4_package, tmp_path):
     """A `bench` used to kill the RPC server of a `tune` running on the same board."""
     import models
@@ -758,6 +764,7 @@ def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4
     _no_orphans(sb)
 
 
+@pytest.mark.long
 def test_a_range_package_deploys_and_each_bucket_is_timed_on_the_board(boards, tmp_path):
     """A range package (two buckets of a small text encoder, then the same range symbolic) on a
     board: deployed and checked there at lengths no bucket has, each bucket (each of several

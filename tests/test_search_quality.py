@@ -34,6 +34,7 @@ def test_records_up_to_keeps_the_first_measurements_and_the_rest_of_the_folder(t
     assert len((out / RECORDS_FILE).read_text().splitlines()) == 2
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_short_run_is_timed_again_at_each_budget(tmp_path):
     model = sq.task_model("softmax", tmp_path)

@@ -240,6 +240,7 @@ def test_rms_norm_written_out_runs_on_the_row_kernel(tmp_path, request, device, 
     assert kinds == {"rms-norm": 1}, kinds
 
 
+@pytest.mark.long
 def test_slow_dividing_cores_compute_sigmoid_and_erf_without_a_division(tmp_path, request):
     """On the Pi 4's Cortex-A72 (a vector fdiv ~34 cycles) the fast sigmoid's and fast erf's
     divisions are Newton reciprocals (passes/legalize.py: ``_reciprocal``): no ``fdiv`` in a

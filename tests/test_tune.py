@@ -99,6 +99,7 @@ def test_list_tasks_cli_shows_records(tuned_a, nets):
     assert all(r["trials"] > 0 for r in rows)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_resume_after_kill_9(nets, tmp_path):
     records = tmp_path / "rec"
@@ -217,6 +218,7 @@ def test_jetson_candidates_are_aarch64_libraries_with_sm87_cubins(nets, tmp_path
         ms.remove_artifact(b.artifact_path)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     records = _copy(tuned_a[0], tmp_path)
@@ -233,6 +235,7 @@ def test_cli_human_output_and_clear_errors(tuned_a, nets, tmp_path):
     assert "Traceback" not in board.stderr + target.stderr + missing.stderr
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_time_budget_alone_reports_progress_to_the_end(nets, tmp_path):
     # the plain-text progress line (stderr not a terminal) compared trials with a trial budget
@@ -320,6 +323,7 @@ def test_records_report_renders_curves_lines_and_the_task_breakdown(tuned_a, tmp
     assert missing.returncode == 2 and "networks with progress: a" in missing.stderr
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_relative_target_is_a_share_of_the_baseline_timed_on_the_device(tuned_a, nets, tmp_path):
     """--latency a=0.8x: onnxruntime timed on the device first, the target 80 % of its p50; the
