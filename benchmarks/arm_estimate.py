@@ -237,6 +237,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     if missing:
         raise SystemExit(f"missing: {', '.join(missing)} — run scripts/install-system-deps.sh (as root)")
     records = dict(item.split("=", 1) for item in args.records.split(",") if item)
+    measured = stamp()  # each row says where and when it was measured (rows of earlier runs are kept)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = load_rows()
@@ -256,7 +257,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     package(model, board_name, pkg, rec, precision, shapes)
                 except Exception as err:  # noqa: BLE001 — a row that does not package is a result; the rest run
                     rows = [r for r in rows if not all(r.get(k) == v for k, v in key.items())]
-                    rows.append({**key, "side": "edgetune", "error": f"{type(err).__name__}: {err}"[:400]})
+                    rows.append({**key, "side": "edgetune", "error": f"{type(err).__name__}: {err}"[:400], "stamp": measured})
                     save(rows)
                     print(f"{name} {precision} {board_name}: packaging failed: {err}")
                     continue
@@ -278,7 +279,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     except armsim.ArmsimError as err:
                         row = {**key, "side": kind, "error": str(err)}
                     rows = [r for r in rows if not (all(r.get(k) == v for k, v in key.items()) and r["side"] == kind)]
-                    rows.append(row)
+                    rows.append({**row, "stamp": measured})
                     save(rows)
                     if "error" in row:
                         print(f"{name:14s} {precision} {board_name} {kind:11s} failed: {row['error'][:200]}")

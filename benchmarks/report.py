@@ -136,8 +136,9 @@ def describe(stamp: dict[str, Any] | None) -> str:
     m = stamp.get("machine", {})
     commit = stamp.get("commit") or "an unknown commit"
     dirty = " with uncommitted changes" if stamp.get("dirty") else ""
+    note = f" Note: {stamp['note']}." if stamp.get("note") else ""
     return (f"Measured {stamp.get('date', '')} at commit `{commit}`{dirty}, on {m.get('cpu', '?')} "
-            f"({m.get('isa', '?')}, {m.get('cpus', '?')} CPUs, {m.get('system', '?')}, Python {m.get('python', '?')}).")
+            f"({m.get('isa', '?')}, {m.get('cpus', '?')} CPUs, {m.get('system', '?')}, Python {m.get('python', '?')}).{note}")
 
 
 def load(name: str) -> dict[str, Any] | None:
@@ -185,7 +186,7 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
         for model in sorted({m for m, p, _b in g if p in ("fp32", "fp16")}):
             lines.append(f"| {model} | {ratio(model, 'fp32', 'pi4')} | {ratio(model, 'fp32', 'pi5')} | "
                          f"{ratio(model, 'fp16', 'pi5')} |")
-        lines += ["", describe(arm.get("stamp")), ""]
+        lines += ["", describe_rows(arm), ""]
     host = results.get("vs_runtimes")
     if host:
         rows = [r for r in host["rows"] if "error" not in r and r.get("budget_min") == 0]
