@@ -312,6 +312,7 @@ def _partial_lanes(sch: Any, main: Any, lanes: Any, epi: Any | None, ragged: boo
         epi = sch.cache_write(lanes, 0, "local")
     init = sch.decompose_reduction(main, ry)
     narrow = bool(int(sch.get(main).annotations.get("edgetune.dot_narrow", 0)))
+    register_intrinsics()
     sch.tensorize(ol, dots.intrinsic(family, "int8", depth, narrow))
     *_, channels, partial = sch.get_loops(init)
     sch.unroll(channels)
