@@ -99,8 +99,9 @@ def winograd_tile(sig: str, kernel: tuple[int, int], oh: int, ow: int, ic: int, 
     Winograd is F(2,3) on a map smaller than 8, else F(4,3) — or with ``largest`` 6 F(6,3) where it
     multiplies less over the map (:func:`_multiplies`: 64 products per 36 outputs against F(4,3)'s
     36 per 16, the tiles' overhang counted). F(6,3)'s transforms have larger coefficients (up to
-    32): float32 layers take it (by the Pi 5 estimate a VGG-style block 130.2 → 121.9 M cycles,
-    error 8e-7 of the output's magnitude), float16 ones keep F(4,3) (the same block in float16:
+    32): float32 layers on AArch64 take it (by the Pi 5 estimate a VGG-style block 130.2 → 121.9 M
+    cycles, error 8e-7 of the output's magnitude; on an AVX-512 host the block ran 7 % slower with
+    it, so x86 keeps F(4,3)), float16 ones keep F(4,3) (the same block in float16:
     66.2 → 61.2 M cycles, but twice the error), and so do exact int8 layers (their sums must round
     back to the integers)."""
     wanted = choice.get(sig, "auto") if isinstance(choice, Mapping) else choice
