@@ -39,11 +39,21 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+# what the benchmarks and benchmarks/report.py write themselves: changed, they leave the code as committed
+GENERATED = ("benchmarks/results/", "docs/performance/", "README.md")
+
+
+def _dirty() -> bool:
+    """Whether tracked files other than the generated results differ from the commit."""
+    changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    return any(not path.startswith(GENERATED) for path in changed)
+
+
 def stamp() -> dict[str, Any]:
     flags = cpu_flags()
     isa = next((name for name, flag in (("AVX-512 VNNI", "avx512_vnni"), ("AVX-512", "avx512f"), ("AVX2", "avx2"))
                 if flag in flags), platform.machine())
-    return {"commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    return {"commit": _git("rev-parse", "--short", "HEAD"), "dirty": _dirty(),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": {"cpu": cpu_model(), "isa": isa, "cpus": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
                         "python": platform.python_version()}}
