@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import models  # noqa: E402
 import zoo  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 from edgetune.errors import EdgetuneError  # noqa: E402
 from edgetune.package import PackageOptions, package  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> None:
         print(f"{r['model']:26} {r['profile']:18} {r['wall_s']:7.2f} {r['import_s']:7.2f} {r['compile_s']:8.2f} {r['verify_s']:7.2f} {r['library_mb']:7.2f} {r['package_mb']:7.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"host": platform.machine(), "cpus": __import__("os").cpu_count(), "python": platform.python_version()}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    args.out.write_text(json.dumps({"stamp": stamp(), "meta": meta, "rows": rows}, indent=2))
     print(f"\nwrote {args.out}")
 
 

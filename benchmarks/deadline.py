@@ -29,6 +29,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from _stamp import stamp  # noqa: E402
+
 OUT = REPO / "benchmarks" / "results" / "deadline.json"
 
 
@@ -108,7 +110,7 @@ def main() -> None:
         if board is not None:
             board.stop()
     OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"model": args.model, "budget": args.budget, "rows": rows}, indent=1))
+    OUT.write_text(json.dumps({"stamp": stamp(), "model": args.model, "budget": args.budget, "rows": rows}, indent=1))
     print("\n| where | budget s | wall s | overrun | trials | ended |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['device']} | {r['budget_s']:.0f} | {r['wall_s']:.1f} | {r['overrun_pct']:+.1f} % | {r['trials']} | "

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from _curves import REPO, curve, median, models, plot
+from _stamp import stamp  # noqa: E402
 
 
 def first_met(points: list, targets: list[float]) -> int | None:
@@ -77,7 +78,7 @@ def main() -> None:
             for j, name in enumerate("ab"):
                 series[f"{key.rsplit('-', 1)[0]}: {name} / target"] = [(t, lat[j] / targets[j]) for t, lat in pts if lat[j]]
     png = plot(out / "objectives.png", "latency / target vs trials (below 1: met)", series, "latency / target", {"target": 1.0})
-    (out / "objectives.json").write_text(json.dumps({"args": vars(args), "targets_ms": targets, "rows": rows,
+    (out / "objectives.json").write_text(json.dumps({"stamp": stamp(), "args": vars(args), "targets_ms": targets, "rows": rows,
                                                      "median_trials_to_meet": summary, "curves": curves,
                                                      "plot": png.name if png else None}, indent=1))
 

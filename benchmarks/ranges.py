@@ -57,6 +57,7 @@ OUT = RESULTS / "ranges.json"
 NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 import numpy as np  # noqa: E402
+from _stamp import stamp  # noqa: E402
 
 
 def _minilm(work: Path) -> tuple[Path, dict[str, tuple[Any, ...]], Any]:
@@ -186,7 +187,7 @@ def estimate(model_name: str, board_name: str, lengths: list[Any], rows: int = 0
                   + (f", rows{rows} {rows_c / 1e6:.2f} M ({rows_c / fixed_c:.2f})" if tiles else ""), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"ranges-{model_name}-{board_name}.json"
-    path.write_text(json.dumps({"model": model_name, "board": board_name, "range": [lo, hi],
+    path.write_text(json.dumps({"stamp": stamp(), "model": model_name, "board": board_name, "range": [lo, hi],
                                "method": armsim.__doc__.split("\n\n")[0], "rows": out}, indent=2))
     print(f"\n{'length':>6} {'fixed Mcyc':>11} {'symbolic':>9} {'ratio':>6}")
     for r in out:
@@ -293,7 +294,7 @@ def main() -> None:
                   flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = OUT if args.model == "minilm" else OUT.with_name(f"ranges-{args.model}.json")
-    out.write_text(json.dumps({"host": platform.processor() or platform.machine(), "model": args.model,
+    out.write_text(json.dumps({"stamp": stamp(), "host": platform.processor() or platform.machine(), "model": args.model,
                                "range": [lo, hi], "buckets": buckets if exact_padding else None,
                                "symbolic_build_s": round(symbolic_build_s, 1),
                                "buckets_build_s": round(buckets_build_s, 1) if buckets_build_s else None,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from _stamp import stamp  # noqa: E402
 
 
 @contextmanager
@@ -110,7 +111,7 @@ def main() -> None:
     for row in rows:
         print(f"{row['step']:34} {row['seconds']:8.3f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"board": kind, "library_mb": round(size_mb, 2), "rows": rows}, indent=2))
+    args.out.write_text(json.dumps({"stamp": stamp(), "board": kind, "library_mb": round(size_mb, 2), "rows": rows}, indent=2))
     print(f"\nwrote {args.out}")
 
 

@@ -146,6 +146,28 @@ def load(name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def generic_table(data: dict[str, Any], columns: int = 10) -> str:
+    """A benchmark's saved rows as a Markdown table of their plain fields (for results this
+    script has no section of its own for)."""
+    rows = [r for r in data.get("rows", []) if isinstance(r, dict)]
+    if not rows:
+        return "(no rows)"
+    keys = [k for k in rows[0] if k != "stamp" and all(isinstance(r.get(k), (str, int, float, bool, type(None))) for r in rows)]
+    keys = keys[:columns]
+
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else "" if v is None else str(v).replace("|", "\\|")
+
+    return "\n".join(["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+                     + ["| " + " | ".join(cell(r.get(k)) for k in keys) + " |" for r in rows])
+
+
+def others() -> dict[str, dict[str, Any]]:
+    """Saved results of the benchmarks without a section here (ranges, compile_time, …)."""
+    known = {s.name for s in SECTIONS}
+    return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json")) if p.stem not in known}
+
+
 def page(results: dict[str, dict[str, Any]]) -> str:
     lines = ["# Performance", "",
              "Every figure on this page is generated from the benchmarks' saved results "
@@ -162,6 +184,9 @@ def page(results: dict[str, dict[str, Any]]) -> str:
         lines += [describe_rows(data), "", "```bash", s.command, "```", "", s.table(data), ""]
         if s.plot and (DOCS / f"{s.name}.png").is_file():
             lines += [f"![{s.title}]({s.name}.png)", ""]
+    for name, data in others().items():
+        lines += [f"## {name}", "", describe_rows(data), "", f"Written by `benchmarks/{name.split('-')[0]}.py`.", "",
+                  generic_table(data), ""]
     return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 from _curves import REPO, median, models, plot
+from _stamp import stamp  # noqa: E402
 
 SHAPES = {
     "conv2d": "ResNet-50 v1.5 stage-3 entry conv 3x3/2 128->128 @56x56",
@@ -415,7 +416,7 @@ def report(runs: dict, nets: dict, args: argparse.Namespace, out: Path, again: d
                "relative time")
     path = out / "search_quality.json"
     saved = json.loads(path.read_text()) if path.exists() else {}
-    saved.update({"args": vars(args), "runs": runs, "networks": nets, "table": table, "network_table": net_rows,
+    saved.update({"stamp": stamp(), "args": vars(args), "runs": runs, "networks": nets, "table": table, "network_table": net_rows,
                   "verdict": verdict, "plot": png.name if png else None})
     if again:
         saved.update({"retimed": again, "retimed_table": again_rows, "retimed_verdict": again_verdict})

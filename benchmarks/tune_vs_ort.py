@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stamp import stamp  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -99,6 +101,7 @@ def remeasure(args: argparse.Namespace) -> list[dict]:
         row.update(tvm_ms=round(tvm_ms, 3), ort_ms=round(ort_ms, 3), tvm_over_ort=round(tvm_ms / ort_ms, 2), remeasured=True)
         print(f"{row['model']:12s} budget {row['budget']:5d}  tvm {tvm_ms:9.3f} ms  ort {ort_ms:8.3f} ms  "
               f"ratio {tvm_ms / ort_ms:6.2f}", flush=True)
+    data["stamp"] = stamp()
     out.write_text(json.dumps(data, indent=2))
     return data["rows"]
 
@@ -136,7 +139,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             rows.append(row)
             print(f"{name:12s} budget {budget:5d}  trials {spent:5d}  tuning {tuning_s:8.1f} s  "
                   f"tvm {tvm_ms:9.3f} ms  ort {ort_ms:8.3f} ms  ratio {tvm_ms / ort_ms:6.2f}", flush=True)
-            out.write_text(json.dumps({"host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            out.write_text(json.dumps({"stamp": stamp(), "host": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                                        "threads": args.threads, "search": args.search, "batch": args.batch,
                                        "rows": rows}, indent=2))
     return rows
