@@ -387,7 +387,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for (model, precision, board), sides in sorted(grouped(rows).items()):
         ours = sides.get("edgetune", {})
         peer = best_peer(sides, precision)
-        theirs = peer[1] if peer else next((sides[r] for r in RUNTIMES if r in sides), {})
+        # fp32 / fp16 against the faster peer only (a model no peer answered has no bar); int8 against the runtime
+        theirs = peer[1] if peer else next((sides[r] for r in RUNTIMES if r in sides), {}) if precision == "int8" else {}
         if "cycles" in ours and "cycles" in theirs:
             groups.setdefault((model, precision), {})[board] = ours["cycles"] / theirs["cycles"]
     if not groups:
