@@ -147,6 +147,7 @@ def test_state_graph_of_a_real_task(tmp_path):
         inst.post_tuning()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_gensor_tune_on_host_resumes_after_ctrl_c(tmp_path):
     model = models.dense_onnx(tmp_path / "dense.onnx")

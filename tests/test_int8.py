@@ -91,6 +91,7 @@ def test_qdq_onnx_scores_within_a_step_of_onnxruntime_on_integer_kernels(squeeze
     assert "int8 × int8 → int32 convolutions: 27 of 27 exact layers (full, depthwise, dense)" in shown, shown
 
 
+@pytest.mark.long
 def test_qoperator_onnx_runs_as_its_qdq_spelling_on_integer_kernels(squeezenet, tmp_path):
     """onnxruntime's QOperator format (QLinearConv, QGemm, com.microsoft QLinearConcat /
     QLinearGlobalAveragePool — none of which TVM 0.27 converts) is spelled as QDQ at import and
@@ -682,6 +683,7 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+@pytest.mark.long
 def test_lookups_in_vector_epilogues_are_byte_permutes_or_gathers(tmp_path):
     """A lookup in a vectorized epilogue (TVM scalarizes a load at a vector index: a load and an
     insert per lane) is built as ``vpermi2b`` byte permutes where the CPU has AVX-512 VBMI and

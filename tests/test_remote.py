@@ -735,6 +735,7 @@ def test_board_rpc_server_refuses_a_client_without_its_session_key(boards):
     _no_orphans(sb)
 
 
+@pytest.mark.long
 def test_deploy_cut_between_its_two_moves_keeps_the_deployed_package(boards, pi4_package, tmp_path):
     """A deploy killed after moving the live package aside but before putting the new one in
     place left it only as `.NAME.old-*`, which the next deploy's cleanup deleted."""

@@ -347,6 +347,7 @@ def test_loader_refuses_a_manifest_that_does_not_check_the_library(host_package,
         edgetune_runtime.load(copy_dir)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_loader_manifest_fuzz_is_a_clean_load_or_one_clear_line(host_package, tmp_path):
     import shutil
