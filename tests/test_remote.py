@@ -114,9 +114,12 @@ def test_add_check_setup_deploy_bench(boards, pi4_package):
     m = json.loads(bench.stdout)
     assert m["latency"]["p50_ms"] > 0 and m["latency"]["runs"] == 10 and m["check"]["passed"]
     p = m["profile"]  # timed on the board (aarch64 under qemu here), kernel by kernel
-    # the kernels are the bulk of the run, and timed inside it (the hook's cost out) they add up to no more
-    # than it but for the hook's effect on the caches (README: within 10 %)
-    assert 0.5 * p["end_to_end_ms"] < p["kernels_ms"] < 1.10 * p["end_to_end_ms"], p
+    # timed inside the run (the hook's cost out) the kernels add up to no more than it but for the hook's
+    # effect on the caches (within 10 %); the VM's own row is the rest. (Their share is not asserted: this
+    # net's kernels take ~0.1 ms under qemu, and the VM's dispatch was 62 % of a run in one full test run here.)
+    assert 0 < p["kernels_ms"] < 1.10 * p["end_to_end_ms"], p
+    runtime = next(k for k in p["kernels"] if k["name"].startswith("(runtime"))
+    assert runtime["ms"] + p["kernels_ms"] == pytest.approx(p["sum_ms"]), p
     assert p["next"] and m["system"]["cpus"] > 0
     _no_orphans(sb)
 
