@@ -40,7 +40,7 @@ def dynamic_quantize_lstm(rw: Rewriter, node: Any) -> None:
     odd = sorted(set(acts) - _ACTIVATIONS)
     if odd or len(acts) != 3 * ndir:
         raise ModelError(f"{node_label(node)}: activations {acts} are not supported")
-    x_shape = rw.shape(node.input[0])
+    x_shape = rw.fixed_shape(node.input[0])
     if x_shape is None or None in x_shape or len(x_shape) != 3:
         raise ModelError(f"{node_label(node)}: its input shape is not fixed", "fix the input shapes with --input-shape")
     steps, batch, _features = x_shape

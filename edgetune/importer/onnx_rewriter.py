@@ -55,13 +55,17 @@ class Rewriter:
 
     def shape(self, name: str) -> list[int | None] | None:
         """Static shape of ``name`` as ONNX shape inference sees the graph rewritten so far
-        (every node before the current one is standard by now), shape computations propagated;
-        where that leaves a dimension open although every graph input is fixed (an operator
-        whose shape function ONNX lacks or cannot follow), the shape onnxruntime gives it when
-        it runs the original graph."""
+        (every node before the current one is standard by now), shape computations propagated."""
         if self._shapes is None:
             self._shapes = _infer(self.model, self.out + self._pending)
-        found = self._shapes.get(name)
+        return self._shapes.get(name)
+
+    def fixed_shape(self, name: str) -> list[int | None] | None:
+        """:meth:`shape`, for a rewrite that needs every dimension: where inference leaves one
+        open although every graph input is fixed (an operator whose shape function ONNX lacks
+        or cannot follow), the shape onnxruntime gives ``name`` when it runs the original graph
+        (once per name)."""
+        found = self.shape(name)
         if found is None or None in found:
             if name not in self._measured:
                 self._measured[name] = _measured_shape(self.model, name)

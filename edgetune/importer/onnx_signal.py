@@ -70,7 +70,7 @@ def _fit(rw: Rewriter, x: str, rank: int, have: int, want: int) -> str:
 
 def dft(rw: Rewriter, node: Any) -> None:
     at = attrs(node)
-    shape = rw.shape(node.input[0])
+    shape = rw.fixed_shape(node.input[0])
     if shape is None or None in shape:
         raise ModelError(f"{node_label(node)}: its input shape is not fixed", "fix the input shapes with --input-shape")
     rank = len(shape)
@@ -97,7 +97,7 @@ def dft(rw: Rewriter, node: Any) -> None:
 
 
 def stft(rw: Rewriter, node: Any) -> None:
-    shape = rw.shape(node.input[0])
+    shape = rw.fixed_shape(node.input[0])
     if shape is None or len(shape) != 3 or None in shape:
         raise ModelError(f"{node_label(node)}: its signal must be [batch, length, 1|2] with fixed sizes",
                          "fix the input shapes with --input-shape")
