@@ -308,6 +308,12 @@ def best_peer(sides: dict[str, dict[str, Any]], precision: str) -> tuple[str, di
     return min(ran, key=lambda kv: kv[1]["cycles"]) if ran else None
 
 
+def peer_ratio(sides: dict[str, dict[str, Any]], precision: str) -> float | None:
+    """edgetune's cycles over the faster peer's (:func:`best_peer`), None where either is missing."""
+    peer, ours = best_peer(sides, precision), sides.get("edgetune", {})
+    return ours["cycles"] / peer[1]["cycles"] if peer and "cycles" in ours else None
+
+
 def _cell(row: dict[str, Any] | None) -> str:
     if not row:
         return "—"
@@ -328,9 +334,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         runtime = next((s32[r] for r in RUNTIMES if r in s32), None)
 
         def ratio(sides: dict[str, dict[str, Any]], precision: str) -> str:
-            peer = best_peer(sides, precision)
-            ours = sides.get("edgetune", {})
-            return f"**{ours['cycles'] / peer[1]['cycles']:.2f}**" if peer and "cycles" in ours else "—"
+            value = peer_ratio(sides, precision)
+            return "—" if value is None else f"**{value:.2f}**"
 
         def err(row: dict[str, Any] | None) -> str:
             return f"{row['answer']['rel_error']:.1e}" if row and "answer" in row and "rel_error" in row["answer"] else "—"

@@ -204,9 +204,8 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
         g = arm_estimate.grouped(arm["rows"])
 
         def ratio(model: str, precision: str, board: str) -> str:
-            sides = g.get((model, precision, board), {})
-            peer, ours = arm_estimate.best_peer(sides, precision), sides.get("edgetune", {})
-            return f"{ours['cycles'] / peer[1]['cycles']:.2f}" if peer and "cycles" in ours else "—"
+            value = arm_estimate.peer_ratio(g.get((model, precision, board), {}), precision)
+            return "—" if value is None else f"{value:.2f}"
 
         for model in sorted({m for m, p, _b in g if p in ("fp32", "fp16")}):
             lines.append(f"| {model} | {ratio(model, 'fp32', 'pi4')} | {ratio(model, 'fp32', 'pi5')} | "
