@@ -145,16 +145,49 @@ def _switch(index: Any, values: list[Any]) -> Any:
 
 def _row_sums(matrix: Any, term: Callable[[int], Any], dtype: str) -> list[Any]:
     """Per row of a constant matrix, Σ_k matrix[row][k] · term(k) over its non-zero entries, in
-    ``dtype``, the terms' (a Python float would make a float16 term float32)."""
+    ``dtype``, the terms' (a Python float would make a float16 term float32) — factored as
+    ncnn's transforms are: where two columns j, j' hold ±the same values in every row (Aᵀ's
+    points ±p), each row takes c · (t_j + t_j') or c · (t_j − t_j'), computed once; where two
+    rows are a ± b over one split of their columns (Bᵀ's), both are formed from a and b. The
+    unrolled transform's LLVM then shares those sums between the rows."""
     from tvm import tirx
 
     def times(c: float, value: Any) -> Any:
         return value if c == 1 else -value if c == -1 else value * tirx.const(c, dtype)
 
-    rows = []
-    for row in matrix:
-        parts = [times(float(c), term(k)) for k, c in enumerate(row) if c != 0]
-        rows.append(sum(parts[1:], parts[0]))
+    def total(parts: list[Any]) -> Any:
+        return sum(parts[1:], parts[0])
+
+    m = [[float(c) for c in row] for row in matrix]
+    cols = range(len(m[0]))
+    pairs, used = [], set()
+    for j in cols:
+        for k in cols:
+            if k > j and not {j, k} & used and any(r[j] for r in m) and all(abs(r[j]) == abs(r[k]) for r in m) \
+                    and {r[j] == r[k] for r in m if r[j]} == {True, False}:
+                pairs.append((j, k))
+                used |= {j, k}
+    if pairs:
+        sums = {(j, k): (term(j) + term(k), term(j) - term(k)) for j, k in pairs}
+        rows = []
+        for r in m:
+            parts = [times(r[j], sums[j, k][0 if r[j] == r[k] else 1]) for j, k in pairs if r[j]]
+            parts += [times(c, term(k)) for k, c in enumerate(r) if c and k not in used]
+            rows.append(total(parts))
+        return rows
+    rows: list[Any] = [None] * len(m)
+    for i, r in enumerate(m):
+        for i2 in range(i + 1, len(m)):
+            s = m[i2]
+            same = [k for k in cols if r[k] and s[k] == r[k]]
+            flipped = [k for k in cols if r[k] and s[k] == -r[k]]
+            if rows[i] is None and rows[i2] is None and same and flipped and \
+                    len(same) + len(flipped) == sum(1 for k in cols if r[k]) == sum(1 for k in cols if s[k]):
+                a = total([times(r[k], term(k)) for k in same])
+                b = total([times(r[k], term(k)) for k in flipped])
+                rows[i], rows[i2] = a + b, a - b
+        if rows[i] is None:
+            rows[i] = total([times(c, term(k)) for k, c in enumerate(r) if c])
     return rows
 
 
