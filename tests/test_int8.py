@@ -27,6 +27,25 @@ from edgetune.importer import import_model
 from edgetune.package import PackageOptions, package
 
 
+def integer_kernels_on(device: str) -> bool:
+    """Whether ``device``'s int8 layers take integer kernels (its CPU has a dot-product
+    instruction: the Pis' sdot / NEON, AVX-512 VNNI). An x86 host without VNNI (CI's AVX2
+    machines) computes them as exact sums in its fp32 kernels instead."""
+    from edgetune._tvm.kernels.dot import dot_family
+    from edgetune.profiles import get_profile
+
+    return device != "host" or dot_family(_tvm.make_target(get_profile("host").target_spec())) is not None
+
+
+def assert_int8_kinds(device: str, kinds: dict, expected: bool) -> None:
+    """``expected`` (the kinds' check) where ``device`` has integer kernels; else that no layer
+    took one."""
+    if integer_kernels_on(device):
+        assert expected, kinds
+    else:
+        assert not any(k.endswith("-int8") for k in kinds), kinds
+
+
 def test_unsupported_op_names_come_from_the_list_not_the_explanation():
     text = ("The following operators are not supported in frontend TFLite: 'FOO', 'BAR_X'\n"
             "The following quantized TFLite operators are not supported in frontend TFLite yet: 'PAD'. "
@@ -275,7 +294,7 @@ def test_dead_channels_bias_at_int32_minimum_stay_on_integer_kernels(tmp_path, r
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
     kinds = result.manifest["schedules"]["kinds"]
     kind = "depthwise-int8" if depthwise else "conv2d-int8"
-    assert kinds.get(kind) == 1 and "conv2d" not in kinds and "depthwise" not in kinds, kinds
+    assert_int8_kinds(device, kinds, kinds.get(kind) == 1 and "conv2d" not in kinds and "depthwise" not in kinds)
     if device == "host":
         import edgetune_runtime
 
@@ -300,7 +319,8 @@ def test_qdq_detector_with_long_int8_chains_packages_within_steps(tmp_path):
     result = package(PackageOptions(model=qdq, device="host", output=tmp_path / "pkg"))
     assert result.verification["status"] == "passed", result.verification
     kinds = result.manifest["schedules"]["kinds"]
-    assert "reduction" not in kinds and kinds.get("conv2d") == 2, kinds
+    assert "reduction" not in kinds, kinds
+    assert_int8_kinds("host", kinds, kinds.get("conv2d") == 2)
 
 
 def _qdq_convs(out: Path, layers: list[tuple[int, int, int, float, float]], size: int, rng: np.random.Generator,
@@ -1280,6 +1300,40 @@ def test_qdq_reference_reads_int8_as_uint8_where_onnxruntime_int8_kernels_satura
     assert reference.reference_label(model) == reference.runtime_label("onnx")
 
 
+def test_integer_products_are_exact_in_the_reference_beside_qdq_layers_in_float(tmp_path, monkeypatch):
+    """A dynamically quantized decoder holds ``MatMulInteger`` and, where its output projection
+    shares the embedding's quantized table, a MatMul behind ``DequantizeLinear``: a QDQ model too.
+    Where onnxruntime's int8 kernels saturate its QDQ layers run in float, and its u8 × s8
+    ``MatMulInteger`` sums saturate as well (pairs of products past 32767): the reference reads
+    those int8 weights as uint8 + 128 all the same (a T5 decoder was 15× its tolerance off on an
+    AVX2 host without it), and its label says both."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune import reference
+
+    k = 64
+    w = np.full((k, 8), 127, np.int8)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full((8, 4), 3, np.int8), "t"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "ts"), numpy_helper.from_array(np.array(0, np.int8), "tz")]
+    nodes = [helper.make_node("MatMulInteger", ["a", "w"], ["i"]), helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("DequantizeLinear", ["t", "ts", "tz"], ["td"]), helper.make_node("MatMul", ["f", "td"], ["y"])]
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("a", TensorProto.UINT8, [4, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(tmp_path / "m.onnx"))
+    model = import_model(tmp_path / "m.onnx")
+    a = np.full((4, k), 255, np.uint8)
+    exact = (a.astype(np.float64) @ w.astype(np.float64)) @ np.full((8, 4), 0.03)
+    monkeypatch.setattr(reference, "onnxruntime_int8_saturates", lambda: True)
+    monkeypatch.setattr(reference, "onnxruntime_u8s8_saturates", lambda: True)
+    monkeypatch.setattr(reference, "onnxruntime_u8u8_exact", lambda: False)  # (the QDQ MatMul stays in float)
+    assert reference.qdq_as_float(model)
+    label = reference.reference_label(model)
+    assert reference.EXACT_INTEGERS in label and "QDQ layers in float" in label, label
+    [y] = reference.run_reference(model, [a])
+    np.testing.assert_allclose(y, exact, rtol=1e-6)
+
+
 @pytest.mark.parametrize(("dtype", "rows"), [("uint8", 64), ("uint8", 17), ("int8", 12)],
                          ids=["uint8", "uint8-rows-padded", "int8-flipped"])
 def test_int8_dense_kernel_sums_rows_exactly_with_vnni(dtype, rows):
@@ -1449,7 +1503,8 @@ def test_a_live_channel_with_a_saturated_bias_wraps_as_litert_sums(tmp_path, req
     model = tflite_models.saturated_bias_conv(tmp_path / "m.tflite")
     result = package(PackageOptions(model=model, device=device, output=tmp_path / device))
     assert result.verification["status"] == "passed" and result.verification["max_abs_error"] == 0, result.verification
-    assert result.manifest["schedules"]["kinds"] == {"conv2d-int8": 1}, result.manifest["schedules"]["kinds"]
+    kinds = result.manifest["schedules"]["kinds"]
+    assert_int8_kinds(device, kinds, kinds == {"conv2d-int8": 1})
 
 
 @pytest.mark.parametrize("device", ["host", "pi4", "pi5"])
@@ -1468,4 +1523,5 @@ def test_int8_layers_to_few_channels_sum_in_float_across_input_lanes(tmp_path, r
     v = result.verification
     assert v["status"] == "passed" and v["max_abs_error"] == 0, v
     kinds = result.manifest["schedules"]["kinds"]
-    assert kinds.get("conv2d-lanes") == 1 and kinds.get("conv2d-int8") == 1, kinds
+    assert kinds.get("conv2d-lanes") == 1, kinds
+    assert_int8_kinds(device, kinds, kinds.get("conv2d-int8") == 1)

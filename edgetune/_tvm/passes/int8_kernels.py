@@ -142,7 +142,11 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         oh, ow = (int(v) for v in conv.ty.shape.values[1:3])
         tile = winograd_tile(sig, (kh, kw), oh, ow, ic, oc, geometry, wanted.choice, default, wanted.min_channels)
         if tile:
-            return _winograd(mutator, x, weights, geometry, tile, sig, bias, note), True, None
+            # a constant whose sums can leave int32 (ai-edge-quantizer's −2³¹ bias on a live
+            # channel) is added after the cast, in int32, where they wrap as the runtimes' do
+            wraps = bias is not None and reach + int(np.abs(bias.astype(np.int64)).max(initial=0)) >= 2**31
+            call = _winograd(mutator, x, weights, geometry, tile, sig, None if wraps else bias, note)
+            return call, True, bias if wraps else None
     # A first layer (≤ 4 input channels, a kernel row of at most 16 bytes on plain NEON, 2-4 wide
     # on sdot) reads its taps along x as one group of steps of the family's row kernel
     # (dot.tap_row: the kernel's taps). On the Pi 5 each tap's quad was a broadcast load and a
