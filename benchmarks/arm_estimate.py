@@ -221,7 +221,12 @@ def load_rows() -> list[dict[str, Any]]:
 
 def save(rows: list[dict[str, Any]]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"stamp": stamp(), "runtimes": runtime_versions(),
+    # the versions of the runtimes whose stored rows are kept (a run of some sides does not
+    # install the others), updated by those installed now; a kept row without a stamp of its
+    # own was measured in the run the file's stamp names
+    before = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    rows = [r if "stamp" in r or "stamp" not in before else {**r, "stamp": before["stamp"]} for r in rows]
+    OUT.write_text(json.dumps({"stamp": stamp(), "runtimes": {**before.get("runtimes", {}), **runtime_versions()},
                                "method": armsim.__doc__.split("\n\n")[0], "rows": rows}, indent=1))
 
 
