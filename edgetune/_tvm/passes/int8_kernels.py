@@ -119,7 +119,8 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
     sig = conv_signature(ints(x.ty.shape.values), weights.shape, **{k: geometry[k] for k in ("strides", "padding", "dilation")})
     # float32 holds the sum plus the constant exactly while |x| ≤ 128 keeps them below 2²⁴
     reach = kh * kw * ic_g * 128 * int(np.abs(weights.astype(np.int64)).max(initial=0))
-    bounded = reach + (int(np.abs(bias.astype(np.int64)).max(initial=0)) if bias is not None else 0) < 2**24
+    largest = reach + (int(np.abs(bias.astype(np.int64)).max(initial=0)) if bias is not None else 0)  # a sum's bound
+    bounded = largest < 2**24
     exact = bias is None or bounded
     fbias = [relax.const(bias.astype(np.float32))] if bias is not None and exact else []
     rest = None if exact else bias
@@ -144,7 +145,7 @@ def _int8_kernel(mutator: Any, conv: Any, bias: Any) -> tuple[Any, bool, Any] | 
         if tile:
             # a constant whose sums can leave int32 (ai-edge-quantizer's −2³¹ bias on a live
             # channel) is added after the cast, in int32, where they wrap as the runtimes' do
-            wraps = bias is not None and reach + int(np.abs(bias.astype(np.int64)).max(initial=0)) >= 2**31
+            wraps = largest >= 2**31
             call = _winograd(mutator, x, weights, geometry, tile, sig, None if wraps else bias, note)
             return call, True, bias if wraps else None
     # A first layer (≤ 4 input channels, a kernel row of at most 16 bytes on plain NEON, 2-4 wide
