@@ -104,6 +104,24 @@ def test_dense_over_a_prime_token_count_and_a_broadcast_batch_matmul(tmp_path):
     assert kinds.get("dense") == 1 and kinds.get("matmul") == 1, kinds
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_over_rows_on_several_axes(tmp_path, request, device):
+    # [windows, tokens, C] as window attention writes it (TinyViT: 16 windows of 49 tokens), a
+    # batch of two prime-length sequences, and one of 13: register tiles that do not divide the
+    # inner axis once wrote back rows they never computed
+    rng = np.random.default_rng(0)
+    shapes = {"x": ([16, 49, 32], 48), "a": ([2, 197, 24], 40), "c": ([3, 13, 16], 24)}
+    nodes, inits = [], []
+    for name, (shape, out) in shapes.items():
+        nodes += [helper.make_node("MatMul", [name, f"w_{name}"], [f"h_{name}"]),
+                  helper.make_node("Add", [f"h_{name}", f"b_{name}"], [f"y_{name}"])]
+        inits += [_const(f"w_{name}", rng.standard_normal((shape[-1], out)) / 4), _const(f"b_{name}", rng.standard_normal(out))]
+    model = _model(tmp_path / "dense_rows.onnx", nodes, [(n, s) for n, (s, _o) in shapes.items()],
+                   [(f"y_{n}", [*s[:-1], o]) for n, (s, o) in shapes.items()], inits)
+    kinds = _packaged(model, tmp_path, device, request)
+    assert kinds.get("dense") == 3, kinds
+
+
 def test_a_classifier_softmax_of_one_row_gets_a_schedule(tmp_path):
     nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
     model = _model(tmp_path / "one_row.onnx", nodes, [("x", [1, 1000])], [("y", [1, 1000])])
