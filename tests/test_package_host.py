@@ -288,3 +288,41 @@ def test_onnx_clip_stays_in_nhwc_between_convolutions(tmp_path, opset, bounds):
     names = sorted(result.manifest["kernels"])
     assert sum("transpose" in n for n in names) == 2, names  # the model's input and output only
     assert len(names) == 4, names  # the transposes and two convolutions, the clip in the first's epilogue
+
+
+@pytest.mark.parametrize("device", ["host", "pi5"])
+def test_winograd_transforms_over_channels_that_make_no_vector_stay_loops(tmp_path, device):
+    # YOLO11n-pose's keypoint branch: 3x3 layers over 51 channels (17 keypoints x 3), no whole
+    # vector of them. The transforms' unit channel loop was dropped and their unrolls took the
+    # tile and channel loops instead: 25 tiles x 51 channels unrolled, over 15 minutes in TVM's
+    # simplifier for that model (47 s now). The tiles stay a parallel loop.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgetune import _tvm
+    from edgetune._tvm import metaschedule as ms
+    from edgetune.devices import resolve_device
+    from edgetune.importer import import_model
+
+    rng = np.random.default_rng(0)
+    w = [numpy_helper.from_array((rng.standard_normal((51, 51, 3, 3)) / 20).astype(np.float32), f"w{i}") for i in range(2)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w1"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "kpt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 51, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 51, 20, 20])], w)
+    model = tmp_path / "kpt.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(model))
+    target = _tvm.make_target(resolve_device(device).target_spec())
+    layers = [wl for wl in ms.extract_workloads(import_model(model).mod, target, _tvm.lowering_for(target, "auto").key)
+              if "winograd" in wl.name]
+    assert layers
+    for layer in layers:
+        found = _tvm.default_schedule(layer.mod, target, layer.name)
+        assert found.kind == "winograd", found.why
+        script = found.sch.mod.script()
+        tiles = re.findall(r"for p in T\.(\w+)\(T\.int64\((\d+)\)\)", script)
+        assert tiles and all(kind == "parallel" for kind, _n in tiles), tiles
+        assert len(script) < 40_000, len(script)
+    if device == "host":
+        v = _package(model, tmp_path / "pkg").verification
+        assert v["status"] == "passed" and v["max_rel_error"] < 1e-4, v
