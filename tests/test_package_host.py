@@ -295,7 +295,7 @@ def test_winograd_transforms_over_channels_that_make_no_vector_stay_loops(tmp_pa
     # YOLO11n-pose's keypoint branch: 3x3 layers over 51 channels (17 keypoints x 3), no whole
     # vector of them. The transforms' unit channel loop was dropped and their unrolls took the
     # tile and channel loops instead: 25 tiles x 51 channels unrolled, over 15 minutes in TVM's
-    # simplifier for that model (47 s now). The tiles stay a parallel loop.
+    # simplifier for that model (under a minute now). The tiles stay a parallel loop.
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 

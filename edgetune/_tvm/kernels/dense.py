@@ -32,9 +32,10 @@ def dense_packed(data: Any, weights: Any, features: int, rows_to: int = 0, row_t
     With ``rows_to`` (> the rows of ``data``) the rows are flattened and computed as ``rows_to``
     rows, the ones past the end reading the last row again (no pad pass, no bounds test in the
     register tile: 197 tokens as 198 measured 4× faster than 197 rows one at a time); the
-    crop drops them. Rows over several axes are flattened too (computed as they are). Rows of a symbolic count (a package for a range of lengths) are computed
-    the same way, rounded up to a multiple of ``row_tile`` (recorded on the kernel for its
-    schedule, with ``rows``: the kernel's signature and default height, :func:`row_variant`)."""
+    crop drops them. Rows over several axes are flattened too (computed as they are). Rows of
+    a symbolic count (a package for a range of lengths) are computed the same way, rounded up
+    to a multiple of ``row_tile`` (recorded on the kernel for its schedule, with ``rows``: the
+    kernel's signature and default height, :func:`row_variant`)."""
     from tvm import te, tirx
 
     nbo, k, nb = (int(x) for x in weights.shape)
