@@ -124,6 +124,13 @@ def wait_until_spinning(pid: int, cpu_s: float = 0.3, timeout: float = 60.0) -> 
     raise AssertionError(f"process {pid} did not start spinning within {timeout:.0f} s")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one test process per core this process may use, at most one per 6 GiB of
+    memory (a TVM build of a real model with onnxruntime beside it takes up to ~4 GiB)."""
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(1, min(len(os.sched_getaffinity(0)), pages // (6 << 30)))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``qemu`` marks every test that runs aarch64 code here (it asks for the ``qemu`` fixture)."""
     for item in items:

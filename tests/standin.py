@@ -13,7 +13,10 @@ the namespace, the user. Needs root, iproute2, openssh-server and qemu-user-stat
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -65,8 +68,7 @@ class StandinBoard:
         self.netns = f"etb{tag}"
         self.veth_host, self.veth_board = f"eth{tag}", f"etb{tag}"
         self.user = f"etb{tag}"
-        subnet = 100 + (int(tag, 16) % 100)
-        self.host_ip, self.host = f"10.213.{subnet}.{4 * self.index + 1}", f"10.213.{subnet}.{4 * self.index + 2}"
+        self.host_ip = self.host = ""  # a free subnet, picked when started
         self.port = 22
         self.home = self.workdir / "home"
         self.key = self.workdir / "id_ed25519"
@@ -104,17 +106,23 @@ class StandinBoard:
     def start(self) -> "StandinBoard":
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir.chmod(0o755)
-        _sh("ip", "netns", "add", self.netns)
-        _sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_board)
-        _sh("ip", "link", "set", self.veth_board, "netns", self.netns)
-        _sh("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.veth_host)
-        _sh("ip", "link", "set", self.veth_host, "up")
-        for cmd in (["ip", "addr", "add", f"{self.host}/30", "dev", self.veth_board],
-                    ["ip", "link", "set", self.veth_board, "up"], ["ip", "link", "set", "lo", "up"]):
-            _sh("ip", "netns", "exec", self.netns, *cmd)
-        self.home.mkdir()
-        # password "*": no password login, but not "locked" (sshd without PAM refuses locked accounts)
-        _sh("useradd", "-M", "-d", str(self.home), "-s", "/bin/sh", "-p", "*", self.user)
+        # Test processes running side by side (pytest -n) pick subnets and edit /etc/passwd one at a time.
+        with _host_lock():
+            taken = set(re.findall(r"inet 10\.213\.(\d+)\.", _sh("ip", "-4", "-o", "addr")))
+            subnet = next(n for n in itertools.chain([100 + int(self.netns[3:], 16) % 100], range(100, 200))
+                          if str(n) not in taken)
+            self.host_ip, self.host = f"10.213.{subnet}.{4 * self.index + 1}", f"10.213.{subnet}.{4 * self.index + 2}"
+            _sh("ip", "netns", "add", self.netns)
+            _sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_board)
+            _sh("ip", "link", "set", self.veth_board, "netns", self.netns)
+            _sh("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.veth_host)
+            _sh("ip", "link", "set", self.veth_host, "up")
+            for cmd in (["ip", "addr", "add", f"{self.host}/30", "dev", self.veth_board],
+                        ["ip", "link", "set", self.veth_board, "up"], ["ip", "link", "set", "lo", "up"]):
+                _sh("ip", "netns", "exec", self.netns, *cmd)
+            self.home.mkdir()
+            # password "*": no password login, but not "locked" (sshd without PAM refuses locked accounts)
+            _sh("useradd", "-M", "-d", str(self.home), "-s", "/bin/sh", "-p", "*", self.user)
         _sh("chown", self.user, str(self.home))
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key))
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
@@ -191,9 +199,10 @@ class StandinBoard:
             if not self.processes():
                 break
             time.sleep(0.1)
-        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.veth_host], capture_output=True)
-        subprocess.run(["userdel", self.user], capture_output=True)
+        with _host_lock():
+            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+            subprocess.run(["ip", "link", "del", self.veth_host], capture_output=True)
+            subprocess.run(["userdel", self.user], capture_output=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -204,6 +213,30 @@ def python_processes(user: str) -> list[str]:
 
 
 def host_forwarders() -> list[str]:
-    """edgetune SSH forwarder processes on this host."""
+    """edgetune SSH forwarder processes on this host started by this test process (under
+    pytest -n, another worker's forwarders carry another PYTEST_XDIST_WORKER)."""
     out = subprocess.run(["pgrep", "-a", "-f", "edgetune.remote.forward"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    return [line for line in out.splitlines() if "pgrep" not in line and _same_worker(int(line.split()[0]))]
+
+
+def _same_worker(pid: int) -> bool:
+    mine = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone meanwhile
+        return False
+    theirs = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"PYTEST_XDIST_WORKER=")), "")
+    return theirs == mine
+
+
+@contextlib.contextmanager
+def _host_lock():
+    """One stand-in board at a time changes the host's links, subnets and users."""
+    base = Path("/var/tmp/edgetune-standin")
+    base.mkdir(mode=0o755, exist_ok=True)
+    with (base / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

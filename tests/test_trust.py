@@ -399,7 +399,7 @@ def test_loader_manifest_fuzz_is_a_clean_load_or_one_clear_line(host_package, tm
 # ---------------------------------------------------------------- leaks and one-line failures
 
 
-def test_bad_tuning_options_leave_no_worker_pool_or_candidate_directory(squeezenet, tmp_path):
+def test_bad_tuning_options_leave_no_worker_pool_or_candidate_directory(squeezenet, tmp_path, monkeypatch):
     """The tuning loop started its worker pool and candidate directory before checking its
     options: a library caller's bad weight left both behind."""
     import glob
@@ -409,6 +409,8 @@ def test_bad_tuning_options_leave_no_worker_pool_or_candidate_directory(squeezen
     from edgetune.tuning.options import TuneOptions
     from edgetune.tuning.session import tune
 
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # not another test process's tuning run
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "edgetune-tune-*")))
     with pytest.raises(UsageError, match="--weight names no model: nonet"):
         tune(TuneOptions(models=(squeezenet,), device="host", records=tmp_path / "rec", trials=8,
