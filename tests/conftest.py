@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -129,6 +130,30 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     memory (a TVM build of a real model with onnxruntime beside it takes up to ~4 GiB)."""
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return max(1, min(len(os.sched_getaffinity(0)), pages // (6 << 30)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under pytest -n, a test marked ``exclusive`` (its assertions read timings or the host's
+    load: a profile that adds up, a stop rule on measured kernels, a board check's "machine is
+    busy") runs with no other test process running a test; every other test runs beside others.
+    A readers-writer lock shared by this run's test processes, with a turnstile so that a waiting
+    exclusive test is not starved (setup and teardown, module fixtures included, are inside)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return (yield)
+    base = item.config._tmp_path_factory.getbasetemp().parent / f"tests-{run}"  # the run's own, which pytest cleans
+    with open(f"{base}.turn", "a") as turn, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        exclusive = item.get_closest_marker("exclusive") is not None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

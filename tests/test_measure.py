@@ -70,6 +70,7 @@ def test_side_by_side_times_exactly_the_runs_asked_in_alternating_blocks():
     assert timed == ("a" * 10 + "b" * 10) * 5
 
 
+@pytest.mark.exclusive
 def test_host_bench_profile_adds_up_and_names_the_next_kernel(host_package):
     res = run_edgetune("bench", str(host_package), "--device", "host", "--profile", "--runs", "30", "--json")
     assert res.returncode == 0, res.stderr

@@ -82,6 +82,7 @@ def _no_orphans(sb: standin.StandinBoard) -> None:
     assert standin.host_forwarders() == [], "orphan SSH forwarders on the host"
 
 
+@pytest.mark.exclusive
 def test_add_check_setup_deploy_bench(boards, pi4_package):
     sb = boards()
     add = run_edgetune("devices", "add", "mypi", "--profile", "pi4", "--host", sb.host, "--user", sb.user, "--key", str(sb.key))

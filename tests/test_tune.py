@@ -276,6 +276,7 @@ def test_ctrl_c_saves_measured_batches_and_leaves_no_workers(nets, tmp_path):
     assert not list(scratch.glob("edgetune-tune-*")), "candidate build directories left behind"
 
 
+@pytest.mark.exclusive
 def test_tuning_stops_when_nothing_left_pays(nets, tmp_path):
     """Default --skip-tail: the smallest tasks keep their default schedule, and once the rest is
     measured out the job ends before its budget instead of spending it where it cannot pay."""
