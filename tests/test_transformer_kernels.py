@@ -122,6 +122,33 @@ def test_dense_over_rows_on_several_axes(tmp_path, request, device):
     assert kinds.get("dense") == 3, kinds
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_onnx_gelu_is_a_polynomial_in_the_kernels_epilogue(tmp_path, request, device):
+    """Opset 20's ``Gelu`` (torch's dynamo exporter writes it; timm's TinyViT, Swin, ConvNeXt) after
+    a convolution, a dense layer and a depthwise one, exact and tanh-approximated: computed with
+    the vectorizable erf / tanh polynomials, not libm's ``erff`` / ``tanhf`` called per element
+    (TinyViT: 66.5 → 37.3 ms on this host, 2 threads)."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Gelu", ["c"], ["g"]),
+             helper.make_node("Conv", ["g", "dw"], ["d"], pads=[1, 1, 1, 1], group=16),
+             helper.make_node("Gelu", ["d"], ["y"], approximate="tanh"),
+             helper.make_node("MatMul", ["t", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Gelu", ["a"], ["z"])]
+    inits = [_const("cw", rng.standard_normal((16, 8, 3, 3)) / 4), _const("dw", rng.standard_normal((16, 1, 3, 3)) / 2),
+             _const("w", rng.standard_normal((32, 48)) / 4), _const("b", rng.standard_normal(48))]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", F, [1, 8, 12, 12]),
+                                              helper.make_tensor_value_info("t", F, [1, 20, 32])],
+                              [helper.make_tensor_value_info("y", F, [1, 16, 12, 12]),
+                               helper.make_tensor_value_info("z", F, [1, 20, 48])], inits)
+    model = tmp_path / "gelu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9), str(model))
+    result = checked_package(model, tmp_path, device, request)
+    library = (result.path / "model.so").read_bytes()
+    calls = [name for name in ("erff", "tanhf") if f"\0{name}\0".encode() in library]
+    assert not calls, f"GELU calls libm's {calls} per element"
+
+
 def test_a_classifier_softmax_of_one_row_gets_a_schedule(tmp_path):
     nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
     model = _model(tmp_path / "one_row.onnx", nodes, [("x", [1, 1000])], [("y", [1, 1000])])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -157,16 +158,44 @@ def _in_float32(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return half
 
 
+def _gelu(erf: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """ONNX's ``Gelu`` (opset 20: what torch's dynamo exporter writes) as ``x · (½ + ½ erf(x/√2))``
+    with the polynomial ``erf``: TVM's own legalization calls libm's ``erff``, a scalar call per
+    element (a timm TinyViT's GELU epilogues made its convolutions 2–10× slower than the same
+    kernels without them)."""
+    from tvm import te, tirx
+
+    def gelu(x: Any) -> Any:
+        half = tirx.const(0.5, "float32")
+        e = erf(te.compute(x.shape, lambda *i: x(*i) * tirx.const(0.5**0.5, "float32"), name="gelu_scaled"))
+        return te.compute(x.shape, lambda *i: x(*i) * (half + e(*i) * half), name="gelu")
+
+    return gelu
+
+
+def _gelu_tanh(x: Any) -> Any:
+    """``Gelu(approximate="tanh")`` with TOPI's polynomial ``fast_tanh`` (as :func:`_gelu`)."""
+    from tvm import te, tirx
+
+    c, k = tirx.const(math.sqrt(2.0 / math.pi), "float32"), tirx.const(0.044715, "float32")
+    inner = te.compute(x.shape, lambda *i: c * x(*i) * (tirx.const(1.0, "float32") + k * x(*i) * x(*i)), name="gelu_inner")
+    t = _topi().fast_tanh(inner)
+    return te.compute(x.shape, lambda *i: tirx.const(0.5, "float32") * x(*i) * (tirx.const(1.0, "float32") + t(*i)),
+                      name="gelu_tanh")
+
+
 def _fast_math(cpu: CpuFacts) -> dict[str, Callable[[Any], Any]]:
     """The fast-math legalizations for a CPU: where it divides slowly (the Pi 4's Cortex-A72)
     the sigmoid's and erf's divisions by Newton's reciprocal. By the Pi estimate
     (benchmarks/arm_estimate.py), A72 M cycles: a YOLOv8n-style detector 246.9 → 230.2 (its
     SiLU epilogues' fdiv-bound blocks were 32.4), MiniLM-style encoder int8 115.2 → 112.8; on
     the A76 (Pi 5) the same made MiniLM int8 35.5 → 36.1, so it keeps the division."""
-    if not cpu.slow_divide:
-        return _FAST_MATH
-    return {**_FAST_MATH, "relax.sigmoid": lambda x: _fast_sigmoid(x, divide=False),
-            "relax.erf": _fast_erf_reciprocal}
+    table = dict(_FAST_MATH)
+    if cpu.slow_divide:
+        table.update({"relax.sigmoid": lambda x: _fast_sigmoid(x, divide=False), "relax.erf": _fast_erf_reciprocal})
+    table["relax.nn.gelu"] = _gelu(table["relax.erf"])
+    table["relax.nn.gelu_tanh"] = _gelu_tanh
+    return table
 
 
 def _legalize_rms_norm(bb: Any, call: Any, cpu: CpuFacts) -> Any:
