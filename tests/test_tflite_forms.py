@@ -83,6 +83,16 @@ def test_hard_swish_divides_by_multiplying(tmp_path, request, device):
     assert len(kernels) == 2 and not any("divide" in k for k in kernels), kernels
 
 
+def test_gelu_keeps_its_approximate_form(tmp_path):
+    """TFLite's ``GELU`` with ``approximate`` is the tanh form; TVM's converter wrote every GELU
+    as the exact erf one (up to 4.7e-4 apart per activation). Both checked against LiteRT."""
+    import tflite_models
+    from models import checked_package
+
+    result = checked_package(tflite_models.gelus(tmp_path / "gelu.tflite"), tmp_path)
+    assert result.verification["max_abs_error"] < 2e-5, result.verification
+
+
 def test_a_foreign_custom_op_is_named_not_blamed_on_input_shapes(tmp_path):
     """MediaPipe's face-landmark-with-attention model holds custom ops of MediaPipe's resolver:
     LiteRT (run to learn shapes) fails on them first; the error names them."""

@@ -290,6 +290,22 @@ def hard_swish(out: Path, seed: int = 0) -> Path:
     return bld.save(out)
 
 
+def gelus(out: Path, seed: int = 0) -> Path:
+    """FULLY_CONNECTED → GELU (exact) → FULLY_CONNECTED → GELU (``approximate``: the tanh form,
+    what ai-edge-torch writes for torch's ``GELU(approximate="tanh")``), values over ±4."""
+    ops, rng = _ops(), np.random.default_rng(seed)
+    bld = Builder()
+    sub = bld.subgraph()
+    x = bld.tensor(sub, "serving_default_x:0", [1, 12, 16])
+    src = x
+    for n, approximate in ((1, False), (2, True)):
+        h = _fc(bld, sub, src, rng.standard_normal((16, 16)).astype(np.float32), f"fc{n}", [1, 12, 16])
+        src = bld.tensor(sub, "StatefulPartitionedCall:0" if n == 2 else f"gelu{n}", [1, 12, 16])
+        bld.op(sub, ops.GELU, [h], [src], *bld.options("GeluOptions", approximate=approximate))
+    sub.inputs, sub.outputs = [x], [src]
+    return bld.save(out)
+
+
 def _same_conv(bld: Builder, sub: Any, rng: np.random.Generator, name: str, src: int, k: int, shape: list[int],
                bias: float) -> int:
     """A k×k CONV_2D (SAME padding) from ``src`` to a tensor of ``shape`` (its channels both

@@ -71,6 +71,23 @@ def converter_class() -> Any:
                 operands.append(x)
             return relax.op.matmul(*operands)
 
+        def convert_gelu(self, op: Any) -> Any:
+            """GELU in the form its options name: ``approximate`` is the tanh form (ai-edge-torch
+            writes it for torch's ``GELU(approximate="tanh")``). TVM's converter wrote every
+            GELU as the exact erf one, up to 4.7e-4 off per activation."""
+            from tflite.GeluOptions import GeluOptions
+
+            if self.is_quantized(op):
+                return super().convert_gelu(op)
+            options = GeluOptions()
+            raw = op.BuiltinOptions()
+            if raw is not None:
+                options.Init(raw.Bytes, raw.Pos)
+            (tensor,) = self.get_input_tensors(op)
+            x = self.get_tensor_expr(tensor)
+            approximate = raw is not None and options.Approximate()
+            return relax.op.nn.gelu_tanh(x) if approximate else relax.op.nn.gelu(x)
+
         def convert_prelu(self, op: Any) -> Any:
             """PRELU with its slope broadcast as it is. TVM's converter flattened the input to one
             axis and the slope to a constant the size of the input, so the op fused with nothing
