@@ -13,8 +13,6 @@ the namespace, the user. Needs root, iproute2, openssh-server and qemu-user-stat
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import itertools
 import os
 import re
 import shutil
@@ -109,8 +107,7 @@ class StandinBoard:
         # Test processes running side by side (pytest -n) pick subnets and edit /etc/passwd one at a time.
         with _host_lock():
             taken = set(re.findall(r"inet 10\.213\.(\d+)\.", _sh("ip", "-4", "-o", "addr")))
-            subnet = next(n for n in itertools.chain([100 + int(self.netns[3:], 16) % 100], range(100, 200))
-                          if str(n) not in taken)
+            subnet = next(n for n in range(100, 200) if str(n) not in taken)
             self.host_ip, self.host = f"10.213.{subnet}.{4 * self.index + 1}", f"10.213.{subnet}.{4 * self.index + 2}"
             _sh("ip", "netns", "add", self.netns)
             _sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_board)
@@ -229,14 +226,8 @@ def _same_worker(pid: int) -> bool:
     return theirs == mine
 
 
-@contextlib.contextmanager
 def _host_lock():
     """One stand-in board at a time changes the host's links, subnets and users."""
-    base = Path("/var/tmp/edgetune-standin")
-    base.mkdir(mode=0o755, exist_ok=True)
-    with (base / ".lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    from edgetune.util import file_lock
+
+    return file_lock(Path("/var/tmp/edgetune-standin/.lock"), what="the stand-in boards' host setup")

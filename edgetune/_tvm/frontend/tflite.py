@@ -57,11 +57,8 @@ def converter_class() -> Any:
 
             if self.is_quantized(op):
                 raise NotImplementedError("quantized BATCH_MATMUL is not supported")
-            options = BatchMatMulOptions()
-            raw = op.BuiltinOptions()
-            if raw is not None:
-                options.Init(raw.Bytes, raw.Pos)
-            flags = (options.AdjX(), options.AdjY()) if raw is not None else (False, False)
+            options = _options(op, BatchMatMulOptions)
+            flags = (options.AdjX(), options.AdjY()) if options is not None else (False, False)
             operands = []
             for tensor, adjoint in zip(self.get_input_tensors(op), flags):
                 x = self.bb.normalize(self.get_tensor_expr(tensor))
@@ -79,13 +76,10 @@ def converter_class() -> Any:
 
             if self.is_quantized(op):
                 return super().convert_gelu(op)
-            options = GeluOptions()
-            raw = op.BuiltinOptions()
-            if raw is not None:
-                options.Init(raw.Bytes, raw.Pos)
+            options = _options(op, GeluOptions)
             (tensor,) = self.get_input_tensors(op)
             x = self.get_tensor_expr(tensor)
-            approximate = raw is not None and options.Approximate()
+            approximate = options is not None and options.Approximate()
             return relax.op.nn.gelu_tanh(x) if approximate else relax.op.nn.gelu(x)
 
         def convert_prelu(self, op: Any) -> Any:
@@ -166,6 +160,17 @@ def rfft2d(bb: Any, x: Any, shape: list[int], fft: list[int]) -> Any:
         re, im = (bb.normalize(relax.op.subtract(relax.op.matmul(c, re), relax.op.matmul(s, im))),
                   bb.normalize(relax.op.add(relax.op.matmul(c, im), relax.op.matmul(s, re))))
     return relax.op.stack([re, im], axis=-1)
+
+
+def _options(op: Any, kind: type) -> Any | None:
+    """``op``'s builtin options read as ``kind`` (a ``tflite`` options class); None where the
+    operator carries none (each field then at its schema default)."""
+    raw = op.BuiltinOptions()
+    if raw is None:
+        return None
+    options = kind()
+    options.Init(raw.Bytes, raw.Pos)
+    return options
 
 
 def tflite_supported_ops() -> frozenset[str]:
