@@ -55,8 +55,6 @@ MODELS = ("squeezenet", "mobilenet_v3", "yolo", "ocr_cls", "face_detection", "vg
 # real files from packages (scripts/fetch_test_models.py) and exporters' output (tests/exporters.py), at these shapes
 REAL = {"ppocr4_rec": ("ppocr4_rec.onnx", {"x": (1, 3, 48, 320)}), "ppocr6_rec": ("ppocr6_rec.onnx", {"x": (1, 3, 48, 320)}),
         "ppocr_cls": ("ppocr_cls.onnx", {"x": (1, 3, 48, 192)})}
-EXPORTED = {"yolo11n": lambda e: e.yolo("yolo11n.yaml", 320), "yolo26n": lambda e: e.yolo("yolo26n.yaml", 320),
-            "timm-mobilenetv3": lambda e: e.timm_model("mobilenetv3_large_100", 224)}
 # the sides of a row, by precision: edgetune, the framework's own runtime, and the runtimes Pi users pick
 # (ncnn and MNN, converted from the same ONNX file); fp16: their half-precision modes
 SIDES = {"fp32": ("edgetune", "baseline", "ncnn", "mnn"), "fp16": ("edgetune", "ncnn16", "mnn16"),
@@ -73,10 +71,8 @@ def model_pair(name: str, work: Path, precision: str) -> tuple[Path, dict[str, t
     if name in REAL:
         file, shapes = REAL[name]
         return REPO / "tests" / ".models" / file, shapes
-    if name in EXPORTED:
-        import exporters
-
-        return EXPORTED[name](exporters), {}
+    if name in vs.EXPORTED:
+        return vs.exported_file(name), {}
     if name.split("@")[0] in vs.FAMILIES:
         return vs.transformer_file(name + ("-int8" if precision == "int8" else ""), work)[0], {}
     if precision in ("fp32", "fp16") and name != "vgg_cnn":

@@ -4,6 +4,7 @@
         [--budgets 0,5,20,60] [--threads 2] [--rounds 3] [--runs 30] [--layout auto]
     .venv/bin/python benchmarks/vs_runtimes.py --models transformers --budgets 0   # the transformer rows
     .venv/bin/python benchmarks/vs_runtimes.py --models mediapipe --budgets 0      # MediaPipe's models
+    .venv/bin/python benchmarks/vs_runtimes.py --models exported --budgets 0       # exporters' output (torch, timm, ultralytics)
     .venv/bin/python benchmarks/vs_runtimes.py --report      # table + PNG from the saved JSON
 
 For each model, the budgets (minutes of ``edgetune tune --time``) are spent as one resumable
@@ -75,6 +76,13 @@ MEDIAPIPE_MODULES = {
     "selfie_segmentation": "selfie_segmentation", "selfie_segmentation_landscape": "selfie_segmentation",
 }
 MEDIAPIPE = tuple(f"mp-{stem}" for stem in MEDIAPIPE_MODULES)
+# exporters' output (tests/exporters.py: random weights, as Ultralytics and torch write them); ``exported``
+EXPORTED = {"yolo11n": lambda e: e.yolo("yolo11n.yaml", 320), "yolo26n": lambda e: e.yolo("yolo26n.yaml", 320),
+            "timm-mobilenetv3": lambda e: e.timm_model("mobilenetv3_large_100", 224),
+            # transformers through torch's dynamo exporter (opset 20: Gelu, LayerNormalization as ops)
+            "timm-tinyvit": lambda e: e.timm_model("tiny_vit_5m_224", 224, dynamo=True),
+            "timm-vits16": lambda e: e.timm_model("vit_small_patch16_224", 224, dynamo=True),
+            "timm-swint": lambda e: e.timm_model("swin_tiny_patch4_window7_224", 224, dynamo=True)}
 TOKENS = (16, 64, 128, 256)
 TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", "-int8") for f in FAMILIES for t in TOKENS)
 
@@ -102,6 +110,13 @@ def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
         print(f"(onnxruntime's optimizer failed on {name}: {err}; level all only)")
         optimized = None
     return model, optimized
+
+
+def exported_file(name: str) -> Path:
+    """An exporter's model (:data:`EXPORTED`), exported once into tests/.models/exported."""
+    import exporters
+
+    return EXPORTED[name](exporters)
 
 
 def mediapipe_file(name: str, work: Path) -> Path:
@@ -133,9 +148,11 @@ def model_file(name: str, work: Path) -> Path:
         return REPO / "examples" / "face_detection_short_range.tflite"
     if name.removeprefix("mp-") in MEDIAPIPE_MODULES:
         return mediapipe_file(name, work)
+    if name in EXPORTED:
+        return exported_file(name)
     if name.removesuffix("-int8").split("@")[0] in FAMILIES:
         return transformer_file(name, work)[0]
-    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE)} "
+    raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE + tuple(EXPORTED))} "
                      f"or family@tokens[-int8] of {', '.join(FAMILIES)}")
 
 
@@ -271,7 +288,8 @@ def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[s
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     names = (list(DEFAULT_MODELS) if args.models == "default" else list(LIGHT + ZOO + ("face_detection",))
              if args.models == "all" else list(TRANSFORMERS) if args.models == "transformers"
-             else list(MEDIAPIPE) if args.models == "mediapipe" else args.models.split(","))
+             else list(MEDIAPIPE) if args.models == "mediapipe" else list(EXPORTED) if args.models == "exported"
+             else args.models.split(","))
     budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []
     rows = [r for r in earlier if not (r["model"] in names and r["budget_min"] in budgets)]
