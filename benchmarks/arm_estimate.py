@@ -73,8 +73,9 @@ def model_pair(name: str, work: Path, precision: str) -> tuple[Path, dict[str, t
         return REPO / "tests" / ".models" / file, shapes
     if name in vs.EXPORTED:
         return vs.exported_file(name), {}
-    if name.split("@")[0] in vs.FAMILIES:
-        return vs.transformer_file(name + ("-int8" if precision == "int8" else ""), work)[0], {}
+    spec, quantized = vs.transformer_spec(name)
+    if spec.split("@")[0] in vs.FAMILIES:  # int8: dynamically quantized unless the name says -qdq
+        return vs.transformer_file(name + ("-int8" if precision == "int8" and not quantized else ""), work)[0], {}
     if precision in ("fp32", "fp16") and name != "vgg_cnn":
         return vs.model_file(name, work), {}
     float_model, int8_model = int8_bench.models(name, work)

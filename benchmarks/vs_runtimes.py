@@ -16,8 +16,9 @@ each budget the model is packaged for ``host`` with the records so far (budget 0
 the default schedules) and timed through the on-device loader; the baseline is onnxruntime for
 ONNX models (on the same cleaned model edgetune imports: initializers not listed as inputs) and
 LiteRT with XNNPACK for TFLite, with the same thread count and inputs. Transformer rows
-(``minilm@128``, ``bert-base@16``, ``vit-s16@64``, ``whisper-tiny@256``, ``…-int8``: built by
-``tests/zoo_transformers.py`` at that many tokens; int8: onnxruntime's dynamic quantization)
+(``minilm@128``, ``bert-base@16``, ``vit-s16@64``, ``whisper-tiny@256``, ``…-int8`` / ``…-qdq``:
+built by ``tests/zoo_transformers.py`` at that many tokens; ``-int8``: onnxruntime's dynamic
+quantization, ``-qdq``: its static QDQ quantization, calibrated on seeded inputs)
 take onnxruntime at its best: the faster of the model at graph optimization level all and the
 model passed through ``onnxruntime.transformers``' optimizer (fused Attention, SkipLayerNorm,
 BiasGelu). The MediaPipe rows (``mp-hand_landmark_full`` …: every solution model MediaPipe
@@ -84,15 +85,25 @@ EXPORTED = {"yolo11n": lambda e: e.yolo("yolo11n.yaml", 320), "yolo26n": lambda 
             "timm-vits16": lambda e: e.timm_model("vit_small_patch16_224", 224, dynamo=True),
             "timm-swint": lambda e: e.timm_model("swin_tiny_patch4_window7_224", 224, dynamo=True)}
 TOKENS = (16, 64, 128, 256)
-TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", "-int8") for f in FAMILIES for t in TOKENS)
+QUANTIZED = ("-int8", "-qdq")  # a transformer row's suffix: dynamically / statically quantized
+TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", *QUANTIZED) for f in FAMILIES for t in TOKENS)
+
+
+def transformer_spec(name: str) -> tuple[str, str]:
+    """``family@tokens`` and its quantization suffix ('' for float) of a transformer row's name."""
+    for q in QUANTIZED:
+        if name.endswith(q):
+            return name.removesuffix(q), q
+    return name, ""
 
 
 def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
-    """A transformer row's model (``family@tokens``, ``-int8``: dynamically quantized) and its
-    onnxruntime-optimizer twin (None where the optimizer fails on it)."""
+    """A transformer row's model (``family@tokens``, ``-int8``: dynamically quantized, ``-qdq``:
+    statically) and its onnxruntime-optimizer twin (None where the optimizer fails on it)."""
+    import quant_models
     import zoo_transformers as zt
 
-    spec, int8 = name.removesuffix("-int8"), name.endswith("-int8")
+    spec, quantized = transformer_spec(name)
     family, tokens = spec.split("@")
     kw, model_type, heads, hidden = FAMILIES[family]
     out = work / f"{spec}.onnx"
@@ -102,8 +113,10 @@ def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
         model = zt.whisper_encoder(out, frames=2 * int(tokens), **kw)
     else:
         model = zt.bert(out, seq=int(tokens), **kw)
-    if int8:
+    if quantized == "-int8":
         model = zt.dynamic_int8(model, work / f"{spec}-int8.onnx")
+    elif quantized == "-qdq":
+        model = quant_models.qdq_onnx(model, work / f"{spec}-qdq.onnx")
     try:
         optimized = zt.ort_optimized(model, work / f"{model.stem}-ortopt.onnx", model_type, heads, hidden)
     except Exception as err:  # noqa: BLE001 — the optimizer's failures are many types; the plain model stays
@@ -150,10 +163,10 @@ def model_file(name: str, work: Path) -> Path:
         return mediapipe_file(name, work)
     if name in EXPORTED:
         return exported_file(name)
-    if name.removesuffix("-int8").split("@")[0] in FAMILIES:
+    if transformer_spec(name)[0].split("@")[0] in FAMILIES:
         return transformer_file(name, work)[0]
     raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE + tuple(EXPORTED))} "
-                     f"or family@tokens[-int8] of {', '.join(FAMILIES)}")
+                     f"or family@tokens[-int8|-qdq] of {', '.join(FAMILIES)}")
 
 
 # ---------------------------------------------------------------- baselines
@@ -300,7 +313,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         model = model_file(name, work)
         baseline_kind = "onnxruntime" if model.suffix == ".onnx" else "litert-xnnpack"
         baselines = {baseline_kind: model}
-        if name.removesuffix("-int8").split("@")[0] in FAMILIES:
+        if transformer_spec(name)[0].split("@")[0] in FAMILIES:
             optimized = transformer_file(name, work)[1]
             if optimized is not None:
                 baselines["onnxruntime+optimizer"] = optimized

@@ -145,6 +145,46 @@ def test_dynamic_int8_check_is_measured_and_catches_a_changed_rounding_rule(tmp_
     assert "(tolerance each output within" in res.stdout and "ulp before its rounding" in res.stdout, res.stdout
 
 
+def _floored_round(x):
+    """relax.op.round with one rounding rule changed: down, not half to even (each requantized
+    int8 activation up to a step low, as an arithmetic bug would have it)."""
+    from tvm import relax
+
+    return relax.op.floor(x)
+
+
+def test_static_qdq_check_is_measured_and_catches_a_changed_rounding_rule(squeezenet, tmp_path, monkeypatch):
+    """A Whisper-tiny-wide encoder quantized statically (QDQ, as onnxruntime's quantize_static
+    writes it: a 1-D convolution front end, int8 projections with LayerNorm, Gelu and attention
+    between quantize / dequantize pairs) runs its convolutions on integer kernels. onnxruntime's
+    own int8 kernels and its QDQ layers in float differ by several steps at the output, so the
+    check's bound is measured — each QuantizeLinear's input moved by a few ulp, which also
+    unfuses that layer — and the package is inside it. A QDQ SqueezeNet, where the package
+    computes what onnxruntime's int8 kernels do, with the integer layers' requantize rounding
+    down instead of to nearest: outside its bound (the root mean square), and fails."""
+    import quant_models
+
+    from edgetune._tvm.passes import int8_layers
+    from edgetune.tolerance import INT8_FACTOR
+
+    base = zt.whisper_encoder(tmp_path / "w.onnx", layers=4, hidden=384, heads=6, mels=80, frames=128)
+    quantized = quant_models.qdq_onnx(base, tmp_path / "w-qdq.onnx")
+    manifest = packaged(quantized, tmp_path)
+    v = manifest["verification"]
+    # the 1-D convolutions of the front end are int8 layers too: integer kernels, no float convolution
+    assert "conv2d" not in manifest["schedules"]["kinds"], manifest["schedules"]["kinds"]
+    (name,) = v["tolerance"]["bounds"]
+    assert v["tolerance"]["bounds"][name] >= INT8_FACTOR * v["spread"][name] > v["tolerance"]["steps"][name], v
+    assert "(QuantizeLinear)" in v["tolerance_why"] and v["outputs"][name]["margin"] <= 1, v
+
+    cnn = quant_models.qdq_onnx(squeezenet, tmp_path / "squeezenet-qdq.onnx")
+    packaged(cnn, tmp_path)
+    monkeypatch.setattr(int8_layers.relax.op, "round", _floored_round)
+    with pytest.raises(VerificationError) as err:
+        package(PackageOptions(model=cnn, device="host", output=tmp_path / "floored"))
+    assert "root-mean-square" in err.value.message and "its bound" in err.value.message, err.value.message
+
+
 def test_a_t5_encoder_quantized_dynamically_matches_the_exact_integer_sums(tmp_path):
     """A T5-small-shaped encoder (relative position bias, RMS norm, ReLU FFN; 24 activations
     quantized at run time) exported by torch from transformers, quantized by onnxruntime's

@@ -124,6 +124,8 @@ class _Exact(relax.PyExprMutator):
         shape[out_channel] = channels
         if op_name(value) == "relax.matmul":
             acc = self._integer_dense(x.args[0], x_calls, int(zx.reshape(())), w, sum_b, value)
+        elif op_name(value) == "relax.nn.conv1d":
+            acc = self._integer_conv1d(x.args[0], int(zx.reshape(())), w, sum_b, value) if not x_calls else None
         else:
             acc = self._integer_conv(x.args[0], int(zx.reshape(())), w, sum_b, value) if not x_calls else None
         if acc is not None:
@@ -156,6 +158,20 @@ class _Exact(relax.PyExprMutator):
             return None
         return self._integer_sum(x, zx, w, bias, layout, str(a.kernel_layout), a.strides, [int(p) for p in a.padding],
                                  a.dilation, int(a.groups))
+
+    def _integer_conv1d(self, x: Any, zx: int, w: np.ndarray, bias: np.ndarray | None, conv: Any) -> Any | None:
+        """``Σ(x − zx)·w + bias`` of an int8 1-D convolution (NCW: Whisper's front end) as an
+        integer 2-D convolution of height 1 (:meth:`_integer_sum`), so it gets the same kernels.
+        None for other layouts and grouped ones."""
+        a = conv.attrs
+        if (str(a.data_layout), str(a.kernel_layout), str(a.out_layout or a.data_layout)) != ("NCW", "OIW", "NCW") \
+                or int(a.groups) != 1 or len(x.ty.shape.values) != 3:
+            return None
+        left, right = (int(p) for p in a.padding)
+        image = self.builder_.emit(relax.op.expand_dims(x, 2))
+        acc = self._integer_sum(image, zx, w[:, :, None, :].copy(), bias, "NCHW", "OIHW", [1, int(a.strides[0])],
+                                [0, left, 0, right], [1, int(a.dilation[0])], 1)
+        return None if acc is None else self.builder_.emit(relax.op.squeeze(acc, [2]))
 
     def _integer_dense(self, x: Any, x_calls: list[Any], zx: int, w: np.ndarray, bias: np.ndarray | None,
                        matmul: Any) -> Any | None:
@@ -236,10 +252,11 @@ def _matmul_axes(call: Any, ndim: int) -> tuple[int, list[int]]:
     return ndim - 1, list(range(ndim - 1))  # weights (K, N): N out, K summed
 
 
-COMPUTE = {"relax.nn.conv2d": _conv_axes, "relax.matmul": _matmul_axes}
+COMPUTE = {"relax.nn.conv1d": _conv_axes, "relax.nn.conv2d": _conv_axes, "relax.matmul": _matmul_axes}
 
 
 COMPUTE_OUT = {
+    "relax.nn.conv1d": lambda call, rank: str(call.attrs.out_layout or call.attrs.data_layout).index("C"),
     "relax.nn.conv2d": lambda call, rank: str(call.attrs.out_layout or call.attrs.data_layout).index("C"),
     "relax.matmul": lambda call, rank: rank - 1,
 }

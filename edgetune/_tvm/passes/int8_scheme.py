@@ -17,7 +17,7 @@ _TRANSFORMS = ("relax.reshape", "relax.permute_dims")
 EXACT_LIMIT = 2**24  # float32 holds every integer up to here
 
 
-QUANTIZED_COMPUTE = ("relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
+QUANTIZED_COMPUTE = ("relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv2d_transpose", "relax.matmul", "relax.nn.dense")
 
 
 
