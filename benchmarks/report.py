@@ -207,9 +207,26 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
             value = arm_estimate.peer_ratio(g.get((model, precision, board), {}), precision)
             return "—" if value is None else f"{value:.2f}"
 
-        for model in sorted({m for m, p, _b in g if p in ("fp32", "fp16")}):
+        peered = [m for m in sorted({m for m, p, _b in g if p in ("fp32", "fp16")})
+                  if any(arm_estimate.peer_ratio(g.get((m, p, b), {}), p) is not None
+                         for p, b in (("fp32", "pi4"), ("fp32", "pi5"), ("fp16", "pi5")))]
+        for model in peered:
             lines.append(f"| {model} | {ratio(model, 'fp32', 'pi4')} | {ratio(model, 'fp32', 'pi5')} | "
                          f"{ratio(model, 'fp16', 'pi5')} |")
+
+        def against_runtime(model: str, precision: str, board: str) -> str:
+            sides = g.get((model, precision, board), {})
+            ours = sides.get("edgetune", {})
+            theirs = next((sides[r] for r in arm_estimate.RUNTIMES if "cycles" in sides.get(r, {})), None)
+            return f"{ours['cycles'] / theirs['cycles']:.2f}" if theirs and "cycles" in ours else "—"
+
+        lines += ["", "The same estimate against the model's own runtime (onnxruntime / LiteRT + XNNPACK), fp32 and "
+                  "int8 (QDQ or dynamically quantized as the model's name says):", "",
+                  "| model | Pi 4 fp32 | Pi 5 fp32 | Pi 4 int8 | Pi 5 int8 |", "|---|---|---|---|---|"]
+        for model in sorted({m for m, p, _b in g if p in ("fp32", "int8")}):
+            cells = [against_runtime(model, p, b) for p, b in (("fp32", "pi4"), ("fp32", "pi5"), ("int8", "pi4"), ("int8", "pi5"))]
+            if any(c != "—" for c in cells):
+                lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines += ["", describe_rows(arm), ""]
     host = results.get("vs_runtimes")
     if host:

@@ -84,6 +84,8 @@ EXPORTED = {"yolo11n": lambda e: e.yolo("yolo11n.yaml", 320), "yolo26n": lambda 
             "timm-tinyvit": lambda e: e.timm_model("tiny_vit_5m_224", 224, dynamo=True),
             "timm-vits16": lambda e: e.timm_model("vit_small_patch16_224", 224, dynamo=True),
             "timm-swint": lambda e: e.timm_model("swin_tiny_patch4_window7_224", 224, dynamo=True)}
+# exported transformers quantized as users quantize them (statically: -qdq, dynamically: -int8)
+EXPORTED_QUANTIZED = ("timm-vits16-qdq", "timm-vits16-int8")
 TOKENS = (16, 64, 128, 256)
 QUANTIZED = ("-int8", "-qdq")  # a transformer row's suffix: dynamically / statically quantized
 TRANSFORMERS = tuple(f"{f}@{t}{q}" for q in ("", *QUANTIZED) for f in FAMILIES for t in TOKENS)
@@ -125,11 +127,33 @@ def transformer_file(name: str, work: Path) -> tuple[Path, Path | None]:
     return model, optimized
 
 
-def exported_file(name: str) -> Path:
-    """An exporter's model (:data:`EXPORTED`), exported once into tests/.models/exported."""
+def exported_file(name: str, work: Path | None = None) -> Path:
+    """An exporter's model (:data:`EXPORTED`), exported once into tests/.models/exported; with a
+    suffix of :data:`QUANTIZED` (and ``work``), that model quantized into ``work`` as users
+    quantize it (its weights inline, the exporter's shape annotations dropped: onnxruntime's
+    quantizer re-infers them and refuses stale ones)."""
     import exporters
+    import onnx
+    import quant_models
+    import zoo_transformers as zt
 
-    return EXPORTED[name](exporters)
+    base, quantized = transformer_spec(name)
+    source = EXPORTED[base](exporters)
+    if not quantized:
+        return source
+    if work is None:
+        raise ValueError(f"{name}: quantizing needs a work directory")
+    out = work / f"{name}.onnx"
+    if not out.is_file():
+        proto = onnx.load(str(source))
+        del proto.graph.value_info[:]
+        inline = work / f"{base}-inline.onnx"
+        onnx.save(proto, str(inline))
+        if quantized == "-int8":
+            zt.dynamic_int8(inline, out)
+        else:
+            quant_models.qdq_onnx(inline, out)
+    return out
 
 
 def mediapipe_file(name: str, work: Path) -> Path:
@@ -161,12 +185,12 @@ def model_file(name: str, work: Path) -> Path:
         return REPO / "examples" / "face_detection_short_range.tflite"
     if name.removeprefix("mp-") in MEDIAPIPE_MODULES:
         return mediapipe_file(name, work)
-    if name in EXPORTED:
-        return exported_file(name)
+    if transformer_spec(name)[0] in EXPORTED:
+        return exported_file(name, work)
     if transformer_spec(name)[0].split("@")[0] in FAMILIES:
         return transformer_file(name, work)[0]
     raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE + tuple(EXPORTED))} "
-                     f"or family@tokens[-int8|-qdq] of {', '.join(FAMILIES)}")
+                     f"(an exported one -int8 / -qdq: quantized) or family@tokens[-int8|-qdq] of {', '.join(FAMILIES)}")
 
 
 # ---------------------------------------------------------------- baselines
@@ -301,7 +325,7 @@ def package(model: Path, out: Path, records: Path | None, layout: str) -> dict[s
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     names = (list(DEFAULT_MODELS) if args.models == "default" else list(LIGHT + ZOO + ("face_detection",))
              if args.models == "all" else list(TRANSFORMERS) if args.models == "transformers"
-             else list(MEDIAPIPE) if args.models == "mediapipe" else list(EXPORTED) if args.models == "exported"
+             else list(MEDIAPIPE) if args.models == "mediapipe" else [*EXPORTED, *EXPORTED_QUANTIZED] if args.models == "exported"
              else args.models.split(","))
     budgets = [float(b) for b in args.budgets.split(",")]
     earlier = json.loads(OUT.read_text())["rows"] if OUT.is_file() else []

@@ -1,7 +1,7 @@
 """Models made the way today's exporters make them, with random weights (no model hub here):
 Ultralytics' YOLO export (detect, pose, segment heads; YOLO11 and YOLO26 architectures, from
 their YAML files), timm classifiers through torch's legacy and dynamo exporters, transformers'
-T5 encoder.
+T5 encoder, and Hugging Face decoders with a key/value cache through optimum's ONNX export.
 
 Each export runs in a subprocess (the exporters import torch and write progress to stdout) and is
 kept in ``tests/.models/exported/`` (ignored by git), keyed by its arguments, so a test or a
@@ -58,6 +58,25 @@ torch.onnx.export(model, (ids, mask), out, dynamo=False, opset_version=17, input
 """
 
 
+_DECODER = """
+import sys, tempfile, torch
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+from optimum.exporters.onnx import main_export
+out, arch = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+if arch == "gpt2":
+    config = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=128)
+else:  # Llama: rotary embeddings, grouped-query attention (2 key/value heads of 4), RMS norm, SiLU gate
+    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=128,
+                         intermediate_size=256, vocab_size=1000, max_position_embeddings=128)
+with tempfile.TemporaryDirectory() as tmp:
+    AutoModelForCausalLM.from_config(config).eval().save_pretrained(tmp + "/hf")
+    main_export(tmp + "/hf", tmp + "/onnx", task="text-generation-with-past")
+    import shutil
+    shutil.move(tmp + "/onnx/model.onnx", out)
+"""
+
+
 def available(*modules: str) -> bool:
     """Whether every exporter module (``ultralytics``, ``timm``, ``torch``) is importable."""
     return all(importlib.util.find_spec(m) is not None for m in modules)
@@ -102,3 +121,11 @@ def timm_model(name: str = "mobilenetv3_large_100", size: int = 224, dynamo: boo
 def t5_encoder(layers: int = 6, seq: int = 32) -> Path:
     """transformers' T5 encoder at t5-small's widths (random weights), exported by torch."""
     return _export(_T5, [str(layers), str(seq)], f"t5-encoder-{layers}x{seq}")
+
+
+def decoder_with_past(arch: str = "gpt2") -> Path:
+    """A two-layer causal decoder (``gpt2`` or ``llama``; random weights) as optimum exports it
+    for ``text-generation-with-past``: ``input_ids``, ``attention_mask``, ``position_ids`` and
+    ``past_key_values.N.key / .value`` in, ``logits`` and ``present.N.*`` out, every length a
+    dynamic axis."""
+    return _export(_DECODER, [arch], f"{arch}-decoder-with-past")

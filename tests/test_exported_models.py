@@ -185,6 +185,33 @@ def test_static_qdq_check_is_measured_and_catches_a_changed_rounding_rule(squeez
     assert "root-mean-square" in err.value.message and "its bound" in err.value.message, err.value.message
 
 
+def test_a_decoder_step_with_a_key_value_cache_packages_and_matches(tmp_path):
+    """A GPT-2-style decoder step as optimum exports it with a cache (past keys / values in,
+    the concatenated ones out beside the logits) at fixed lengths: 15 cached tokens, one new."""
+    model = zt.gpt_decoder_with_past(tmp_path / "gpt.onnx", past=15, seq=1)
+    manifest = packaged(model, tmp_path)
+    assert len(manifest["outputs"]) == 5, manifest["outputs"]
+    assert [o["shape"] for o in manifest["outputs"][1:]] == [[1, 4, 16, 16]] * 4, manifest["outputs"]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_optimum_decoders_with_a_key_value_cache_package_at_fixed_lengths(arch, tmp_path):
+    """GPT-2 and Llama (rotary embeddings, grouped-query attention) decoders with random weights,
+    exported by optimum for text-generation-with-past (every length a dynamic axis), packaged
+    with the lengths fixed: one new token after 15 cached ones."""
+    import exporters
+
+    try:
+        model = exporters.decoder_with_past(arch)
+    except RuntimeError as err:  # torch / transformers / optimum missing: no export here
+        pytest.skip(f"optimum's export is not available: {str(err)[-200:]}")
+    kv_heads = 4 if arch == "gpt2" else 2
+    shapes = {"input_ids": (1, 1), "attention_mask": (1, 16), "position_ids": (1, 1)}
+    shapes.update({f"past_key_values.{i}.{t}": (1, kv_heads, 15, 32) for i in range(2) for t in ("key", "value")})
+    manifest = packaged(model, tmp_path, input_shapes=shapes)
+    assert manifest["outputs"][0]["original_name"] == "logits", manifest["outputs"]
+
+
 def test_a_t5_encoder_quantized_dynamically_matches_the_exact_integer_sums(tmp_path):
     """A T5-small-shaped encoder (relative position bias, RMS norm, ReLU FFN; 24 activations
     quantized at run time) exported by torch from transformers, quantized by onnxruntime's
@@ -454,3 +481,41 @@ def test_if_decided_by_a_bound_setting_and_by_shapes_builds_only_the_branch_take
     model = _if_on_a_setting(tmp_path / "m.onnx")
     manifest = packaged(model, tmp_path, bindings={"mode": "1"})
     assert any("If node(s) decided" in n for n in manifest["model"]["notes"]), manifest["model"]["notes"]
+
+
+def test_a_detector_head_with_peak_picking_and_topk_packages_and_matches(tmp_path):
+    """An M-LSD-style line detector's post-processing in the graph: a 1×1 conv's centre map
+    through a sigmoid, peaks kept where a 3×3 max pool equals the map, TopK over the flattened
+    map and the displacements gathered at its indices. TVM writes TopK as loops without a root
+    block, which the fusion passes read as one (the build stopped: 'Cannot find a block with the
+    name: root')."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((5, 8, 1, 1)).astype(np.float32), "w")
+    consts = [w, numpy_helper.from_array(np.array([1, 1, 4096], np.int64), "flat"),
+              numpy_helper.from_array(np.array([1, 4, 4096], np.int64), "flat4"),
+              numpy_helper.from_array(np.array([50], np.int64), "k"),
+              numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([1], np.int64), "one"),
+              numpy_helper.from_array(np.array([5], np.int64), "five"), numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["tp"]),
+             helper.make_node("Slice", ["tp", "zero", "one", "axis1"], ["c"]),
+             helper.make_node("Slice", ["tp", "one", "five", "axis1"], ["disp"]),
+             helper.make_node("Sigmoid", ["c"], ["centre"]),
+             helper.make_node("MaxPool", ["centre"], ["peak"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Equal", ["centre", "peak"], ["is_peak"]),
+             helper.make_node("Cast", ["is_peak"], ["keep"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["centre", "keep"], ["peaks"]),
+             helper.make_node("Reshape", ["peaks", "flat"], ["flat_peaks"]),
+             helper.make_node("TopK", ["flat_peaks", "k"], ["scores", "idx"], axis=-1),
+             helper.make_node("Reshape", ["disp", "flat4"], ["flat_disp"]),
+             helper.make_node("Expand", ["idx", helper.make_tensor("e", TensorProto.INT64, [3], [1, 4, 50]).name], ["idx4"]),
+             helper.make_node("GatherElements", ["flat_disp", "idx4"], ["lines"], axis=2)]
+    consts.append(numpy_helper.from_array(np.array([1, 4, 50], np.int64), "e"))
+    graph = helper.make_graph(nodes, "mlsd_head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 64, 64])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 50]),
+                               helper.make_tensor_value_info("lines", TensorProto.FLOAT, [1, 4, 50])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "mlsd_head.onnx"
+    onnx.save(model, str(path))
+    manifest = packaged(path, tmp_path)
+    assert [o["shape"] for o in manifest["outputs"]] == [[1, 1, 50], [1, 4, 50]], manifest["outputs"]

@@ -312,8 +312,45 @@ def t5_decoder(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64, head
     return g.save_model(out, [logits])
 
 
+def gpt_decoder_with_past(out: Path, seed: int = 0, layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 1,
+                          past: int = 15, vocab: int = 120) -> Path:
+    """A GPT-2-style decoder step with a key/value cache, as optimum exports one for
+    ``text-generation-with-past``: inputs input_ids [1, seq], attention_mask [1, past + seq],
+    position_ids [1, seq] and past_key_values.N.key / .value [1, heads, past, dh]; each layer
+    concatenates its new keys and values after the cached ones (outputs present.N.*), the
+    causal mask over the new tokens and the attention mask as one additive term."""
+    from onnx import TensorProto
+
+    g = TGraph("gpt_decoder", seed)
+    dh, total = hidden // heads, past + seq
+    ids = g.input("input_ids", TensorProto.INT64, (1, seq))
+    mask = g.input("attention_mask", TensorProto.INT64, (1, total))
+    positions = g.input("position_ids", TensorProto.INT64, (1, seq))
+    cache = [(g.input(f"past_key_values.{i}.key", TensorProto.FLOAT, (1, heads, past, dh)),
+              g.input(f"past_key_values.{i}.value", TensorProto.FLOAT, (1, heads, past, dh))) for i in range(layers)]
+    embed = g.weight((vocab, hidden), 0.1)
+    x = g.op("Add", [g.op("Gather", [embed, ids]), g.op("Gather", [g.weight((64, hidden), 0.1), positions])])
+    causal = np.triu(np.full((seq, total), np.finfo(np.float32).min, np.float32), past + 1)[None, None]
+    bias = g.op("Add", [g.const(causal, "causal"), g.extended_mask(mask, float(np.finfo(np.float32).min))])
+    presents = []
+    for past_k, past_v in cache:
+        h = g.layer_norm(x, hidden, 1e-5)
+        q, k, v = (g.split_heads(g.linear(h, hidden, hidden), seq, heads, dh) for _ in range(3))
+        k_all, v_all = g.op("Concat", [past_k, k], axis=2), g.op("Concat", [past_v, v], axis=2)
+        presents += [k_all, v_all]
+        scores = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k_all], perm=[0, 1, 3, 2])]),
+                              g.const(np.array(np.sqrt(dh), np.float32))])
+        probs = g.op("Softmax", [g.op("Add", [scores, bias])], axis=-1)
+        ctx = g.merge_heads(g.op("MatMul", [probs, v_all]), seq, hidden)
+        x = g.op("Add", [x, g.linear(ctx, hidden, hidden)])
+        x = g.op("Add", [x, g.linear(g.gelu(g.linear(g.layer_norm(x, hidden, 1e-5), hidden, 4 * hidden)), 4 * hidden,
+                                     hidden)])
+    logits = g.op("MatMul", [g.layer_norm(x, hidden, 1e-5), g.op("Transpose", [embed], perm=[1, 0])])
+    return g.save_model(out, [logits, *presents])
+
+
 TRANSFORMERS = {"bert": bert, "vit": vit, "whisper_encoder": whisper_encoder, "t5_encoder": t5_encoder,
-                "t5_decoder": t5_decoder}
+                "t5_decoder": t5_decoder, "gpt_decoder_with_past": gpt_decoder_with_past}
 
 
 # ---------------------------------------------------------------- onnxruntime's tools
