@@ -519,3 +519,32 @@ def test_a_detector_head_with_peak_picking_and_topk_packages_and_matches(tmp_pat
     onnx.save(model, str(path))
     manifest = packaged(path, tmp_path)
     assert [o["shape"] for o in manifest["outputs"]] == [[1, 1, 50], [1, 4, 50]], manifest["outputs"]
+
+
+def test_a_stack_of_many_decoding_steps_compiles_as_a_tree_of_concatenations(tmp_path):
+    """A table recognizer's decoder (PP-OCR's SLANet) stacks each of its 501 steps' outputs into
+    one tensor: one Concat of that many pieces. It becomes concatenations of at most
+    WIDE_CONCAT pieces (one kernel over 501 pieces spent minutes in scheduling and LLVM), and
+    the package matches onnxruntime."""
+    from tvm import relax
+
+    from edgetune._tvm.passes.cleanups import WIDE_CONCAT, WideConcatsAsTrees
+
+    steps = 40
+    nodes = [helper.make_node("Mul", ["x", f"s{k}"], [f"y{k}"]) for k in range(steps)]
+    nodes += [helper.make_node("Unsqueeze", [f"y{k}", "axis"], [f"u{k}"]) for k in range(steps)]
+    nodes.append(helper.make_node("Concat", [f"u{k}" for k in range(steps)], ["steps"], axis=1))
+    consts = [numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    consts += [numpy_helper.from_array(np.array(k + 0.5, np.float32), f"s{k}") for k in range(steps)]
+    graph = helper.make_graph(nodes, "stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 50])],
+                              [helper.make_tensor_value_info("steps", TensorProto.FLOAT, [1, steps, 50])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "stack.onnx"
+    onnx.save(model, str(path))
+    mod = WideConcatsAsTrees()(import_model(path).mod)
+    widths = []
+    relax.analysis.post_order_visit(mod["main"].body, lambda e: widths.append(len(e.args[0].fields)) if isinstance(
+        e, relax.Call) and getattr(e.op, "name", "") == "relax.concat" else None)
+    assert widths and max(widths) <= WIDE_CONCAT and sum(w for w in widths) > steps, widths
+    packaged(path, tmp_path)

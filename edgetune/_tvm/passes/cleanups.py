@@ -75,6 +75,35 @@ class SumOfStackToAdd(MutatorPass):
     mutator = _SumOfStack
 
 
+WIDE_CONCAT = 16  # most pieces one concatenation kernel takes (more: a tree of concatenations)
+
+
+@relax.expr_functor.mutator
+class _WideConcat(relax.PyExprMutator):
+    def visit_call_(self, op: Any) -> Any:  # noqa: N802
+        new = super().visit_call_(op)
+        if op_name(new) != "relax.concat" or not isinstance(new.args[0], relax.Tuple) \
+                or len(new.args[0].fields) <= WIDE_CONCAT:
+            return new
+        pieces, axis = list(new.args[0].fields), new.attrs.axis
+        while len(pieces) > WIDE_CONCAT:
+            pieces = [self.builder_.emit(relax.op.concat(pieces[k:k + WIDE_CONCAT], axis))
+                      for k in range(0, len(pieces), WIDE_CONCAT)]
+        return relax.op.concat(pieces, axis)
+
+
+@module_pass(opt_level=0)
+class WideConcatsAsTrees(MutatorPass):
+    """A concatenation of more than :data:`WIDE_CONCAT` tensors as a tree of concatenations of at
+    most that many. One kernel selects each element's source through a chain of conditions as
+    long as its pieces, and its schedule inlines each piece's producer, every inlining a pass
+    over the whole function: a table recognizer's 501 decoding steps stacked into one output
+    (PP-OCR's SLANet) took 70 s to schedule and 20 s in LLVM; the tree copies those small
+    tensors two or three times instead."""
+
+    mutator = _WideConcat
+
+
 @relax.expr_functor.mutator
 class _NCHWDeconv(relax.PyExprMutator):
     def visit_call_(self, op: Any) -> Any:  # noqa: N802

@@ -104,15 +104,22 @@ def padded_outputs(mod: Any) -> tuple[Any, dict[str, str]]:
     call_tir = tvm().ir.Op.get("relax.call_tir")
     builder = relax.BlockBuilder(mod)
     blocks, renamed = [], {}
+    widths: dict[str, tuple[int, ...] | None] = {}  # per function: a network calls each kernel many times
+
+    def pad_widths(gv: Any) -> tuple[int, ...] | None:
+        if gv.name_hint not in widths:
+            func = mod[gv]
+            widths[gv.name_hint] = _pad_widths(func) if isinstance(func, tirx.PrimFunc) else None
+        return widths[gv.name_hint]
+
     for block in main.body.blocks:
         producers = {b.var: b for b in block.bindings if isinstance(b, relax.VarBinding)}
         dropped, bindings = set(), []
         for binding in block.bindings:
             value = getattr(binding, "value", None)
             if isinstance(value, relax.Call) and value.op.same_as(call_tir):
-                pad = mod[value.args[0]]
                 source = value.args[1].fields[0] if len(value.args[1].fields) == 1 else None
-                before = _pad_widths(pad) if isinstance(pad, tirx.PrimFunc) else None
+                before = pad_widths(value.args[0])
                 made = producers.get(source) if before is not None else None
                 if made is not None and uses.get(source, 0) == 1 and isinstance(made.value, relax.Call) \
                         and made.value.op.same_as(call_tir) and len(before) == 4 and before[0] == before[3] == 0:

@@ -37,6 +37,7 @@ from .cleanups import (
     NCHWConv2dTranspose,
     SumOfStackToAdd,
     TransposedConvAsConv,
+    WideConcatsAsTrees,
 )
 from .common import relax
 from .fusion import BroadcastsApart, CroppedKernelsFusable, TableLookupsElementwise
@@ -107,7 +108,7 @@ def prepare_passes(target: Any, lowering: Lowering, conv_choice: ConvChoice = "a
     :class:`.int8_kernels.Int8Convolutions`)."""
     cpu = target.kind.name == "llvm"
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
-              NCHWConv2dTranspose()]
+              NCHWConv2dTranspose(), WideConcatsAsTrees()]
     if not cpu:
         passes.append(Int8ConvolutionsInFloat())  # GPU schedules handle float kernels only
     if lowering.layout == "nchw" and not lowering.pack:  # TVM's own lowering (GPUs, --layout nchw)
