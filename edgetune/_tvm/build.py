@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..errors import BuildError, ToolchainError
+from ..errors import BuildError, ModelError, ToolchainError
 from .core import last_line, tvm
 from .cuda import CudaToolchain, cuda_compile_env
 from .facts import kernel_table
@@ -46,7 +46,7 @@ def build(mod: Any, target: Any, out: Path, cc: str | None, cuda: "CudaToolchain
             exe, info = _compile(mod, target, records, lowering_for(target, layout, precision), conv_choice)
         fcompile = tvm_cc.cross_compiler(cc) if cc else None
         exe.export_library(str(out), fcompile=fcompile)
-    except (ToolchainError, BuildError):
+    except (ToolchainError, BuildError, ModelError):
         raise
     except Exception as err:
         if "No space left on device" in str(err):  # the linker's words, deep in TVM's message
@@ -82,6 +82,7 @@ def _compile(mod: Any, target: Any, records: Path | None, lw: Any, conv_choice: 
 
     table = kernel_table(fused)
     fused, kinds, why = apply_default_schedules(fused, target)
+    _refuse_compiler_only_calls(fused)
     from .passes.padded_outputs import padded_outputs
 
     fused, renamed = padded_outputs(fused)
@@ -104,3 +105,28 @@ def _compile(mod: Any, target: Any, records: Path | None, lw: Any, conv_choice: 
     rest = tvm().transform.Sequential(cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target))
     return (tvm().compile(fused, codegen_target(target, kinds), relax_pipeline=rest, tir_pipeline=lookups.PIPELINE),
             BuildInfo(lw.key, kernels))
+
+
+# packed functions a kernel may call that live in TVM's compiler library, not in the runtime a
+# board's loader has: TOPI's CPU topk / argsort / sort call them (an M-LSD line detector's TopK
+# built and passed its check in the compiling process, then its library failed on the loader:
+# "Cannot find function tvm.contrib.sort.topk")
+COMPILER_ONLY = ("tvm.contrib.sort.",)
+
+
+def _refuse_compiler_only_calls(mod: Any) -> None:
+    """A ModelError naming the operator whose kernel calls into :data:`COMPILER_ONLY`."""
+    from tvm import s_tir, tirx
+
+    for gv, func in mod.functions_items():
+        if not isinstance(func, tirx.PrimFunc) or (isinstance(func.body, s_tir.stmt.SBlockRealize)
+                                                   and func.body.block.name_hint == "root"):
+            continue  # kernels under a root block compute everything themselves; an extern's block is its call
+        text = func.script()
+        called = next((prefix for prefix in COMPILER_ONLY if f'"{prefix}' in text), None)
+        if called is not None:
+            op = gv.name_hint.rstrip("0123456789")
+            raise ModelError(f"'{op}' runs as TVM's {called.rstrip('.')} library call, which the runtime on the board "
+                             "does not have (TopK, ArgSort and Sort on CPUs)",
+                             "keep that step outside the model (e.g. the peak picking after a detector's map) "
+                             "and package the rest")
