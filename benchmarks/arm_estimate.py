@@ -340,6 +340,17 @@ def peer_ratio(sides: dict[str, dict[str, Any]], precision: str) -> float | None
     return ours["cycles"] / peer[1]["cycles"] if peer and "cycles" in ours else None
 
 
+def runtime_side(sides: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The row of the model's own runtime (onnxruntime or LiteRT), None where it has none."""
+    return next((sides[r] for r in RUNTIMES if r in sides), None)
+
+
+def runtime_ratio(sides: dict[str, dict[str, Any]]) -> float | None:
+    """edgetune's cycles over its own runtime's (:func:`runtime_side`), None where either is missing."""
+    ours, theirs = sides.get("edgetune", {}), runtime_side(sides) or {}
+    return ours["cycles"] / theirs["cycles"] if "cycles" in ours and "cycles" in theirs else None
+
+
 def _cell(row: dict[str, Any] | None) -> str:
     if not row:
         return "—"
@@ -357,7 +368,7 @@ def table(rows: list[dict[str, Any]]) -> str:
              "|" + "---|" * 12]
     for model, board in sorted({(m, b) for m, p, b in g if p in ("fp32", "fp16")}):
         s32, s16 = g.get((model, "fp32", board), {}), g.get((model, "fp16", board), {})
-        runtime = next((s32[r] for r in RUNTIMES if r in s32), None)
+        runtime = runtime_side(s32)
 
         def ratio(sides: dict[str, dict[str, Any]], precision: str) -> str:
             value = peer_ratio(sides, precision)
@@ -374,10 +385,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     if int8:
         lines += ["", "| model | board | edgetune int8 | runtime int8 | ratio |", "|---|---|---|---|---|"]
         for (model, _p, board), sides in int8:
-            ours, theirs = sides.get("edgetune"), next((sides[r] for r in RUNTIMES if r in sides), None)
-            both = ours and theirs and "cycles" in ours and "cycles" in theirs
-            ratio = f"**{ours['cycles'] / theirs['cycles']:.2f}**" if both else "—"
-            lines.append(f"| {model} | {board} | {_cell(ours)} | {_cell(theirs)} | {ratio} |")
+            value = runtime_ratio(sides)
+            ratio = f"**{value:.2f}**" if value is not None else "—"
+            lines.append(f"| {model} | {board} | {_cell(sides.get('edgetune'))} | {_cell(runtime_side(sides))} | {ratio} |")
     failed = [r for r in rows if "error" in r]
     if failed:
         lines += ["", "Not measured: " + "; ".join(f"{r['model']} {r['precision']} {r['board']} {r['side']}: {r['error'][:120]}"
@@ -419,7 +429,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ours = sides.get("edgetune", {})
         peer = best_peer(sides, precision)
         # fp32 / fp16 against the faster peer only (a model no peer answered has no bar); int8 against the runtime
-        theirs = peer[1] if peer else next((sides[r] for r in RUNTIMES if r in sides), {}) if precision == "int8" else {}
+        theirs = peer[1] if peer else (runtime_side(sides) or {}) if precision == "int8" else {}
         if "cycles" in ours and "cycles" in theirs:
             groups.setdefault((model, precision), {})[board] = ours["cycles"] / theirs["cycles"]
     if not groups:

@@ -215,10 +215,8 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
                          f"{ratio(model, 'fp16', 'pi5')} |")
 
         def against_runtime(model: str, precision: str, board: str) -> str:
-            sides = g.get((model, precision, board), {})
-            ours = sides.get("edgetune", {})
-            theirs = next((sides[r] for r in arm_estimate.RUNTIMES if "cycles" in sides.get(r, {})), None)
-            return f"{ours['cycles'] / theirs['cycles']:.2f}" if theirs and "cycles" in ours else "—"
+            value = arm_estimate.runtime_ratio(g.get((model, precision, board), {}))
+            return "—" if value is None else f"{value:.2f}"
 
         lines += ["", "The same estimate against the model's own runtime (onnxruntime / LiteRT + XNNPACK), fp32 and "
                   "int8 (QDQ or dynamically quantized as the model's name says):", "",

@@ -185,9 +185,10 @@ def model_file(name: str, work: Path) -> Path:
         return REPO / "examples" / "face_detection_short_range.tflite"
     if name.removeprefix("mp-") in MEDIAPIPE_MODULES:
         return mediapipe_file(name, work)
-    if transformer_spec(name)[0] in EXPORTED:
+    spec = transformer_spec(name)[0]
+    if spec in EXPORTED:
         return exported_file(name, work)
-    if transformer_spec(name)[0].split("@")[0] in FAMILIES:
+    if spec.split("@")[0] in FAMILIES:
         return transformer_file(name, work)[0]
     raise SystemExit(f"unknown model '{name}': choose from {', '.join(LIGHT + ZOO + ('face_detection',) + MEDIAPIPE + tuple(EXPORTED))} "
                      f"(an exported one -int8 / -qdq: quantized) or family@tokens[-int8|-qdq] of {', '.join(FAMILIES)}")

@@ -116,11 +116,12 @@ COMPILER_ONLY = ("tvm.contrib.sort.",)
 
 def _refuse_compiler_only_calls(mod: Any) -> None:
     """A ModelError naming the operator whose kernel calls into :data:`COMPILER_ONLY`."""
-    from tvm import s_tir, tirx
+    from tvm import tirx
+
+    from .schedules.common import has_root_block
 
     for gv, func in mod.functions_items():
-        if not isinstance(func, tirx.PrimFunc) or (isinstance(func.body, s_tir.stmt.SBlockRealize)
-                                                   and func.body.block.name_hint == "root"):
+        if not isinstance(func, tirx.PrimFunc) or has_root_block(func):
             continue  # kernels under a root block compute everything themselves; an extern's block is its call
         text = func.script()
         called = next((prefix for prefix in COMPILER_ONLY if f'"{prefix}' in text), None)

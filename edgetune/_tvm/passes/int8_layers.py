@@ -255,8 +255,8 @@ def _matmul_axes(call: Any, ndim: int) -> tuple[int, list[int]]:
 COMPUTE = {"relax.nn.conv1d": _conv_axes, "relax.nn.conv2d": _conv_axes, "relax.matmul": _matmul_axes}
 
 
-COMPUTE_OUT = {
-    "relax.nn.conv1d": lambda call, rank: str(call.attrs.out_layout or call.attrs.data_layout).index("C"),
-    "relax.nn.conv2d": lambda call, rank: str(call.attrs.out_layout or call.attrs.data_layout).index("C"),
-    "relax.matmul": lambda call, rank: rank - 1,
-}
+def _conv_out(call: Any, rank: int) -> int:
+    return str(call.attrs.out_layout or call.attrs.data_layout).index("C")
+
+
+COMPUTE_OUT = {"relax.nn.conv1d": _conv_out, "relax.nn.conv2d": _conv_out, "relax.matmul": lambda call, rank: rank - 1}

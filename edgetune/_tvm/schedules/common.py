@@ -7,13 +7,17 @@ from typing import Any
 from ..kernels.cpu import CpuFacts, vector_widths
 
 
-def child_blocks(sch: Any) -> list[Any]:
-    """The blocks under ``main``'s root block; none where it has no root block (TOPI's topk and
-    argsort are written as loops: an M-LSD head's peak picking stopped the build here)."""
+def has_root_block(func: Any) -> bool:
+    """Whether a PrimFunc's body is a root block over its computation (what TE writes); TOPI's CPU
+    topk / argsort are one extern call instead (an M-LSD head's peak picking)."""
     from tvm import s_tir
 
-    body = sch.mod["main"].body
-    if not isinstance(body, s_tir.stmt.SBlockRealize) or body.block.name_hint != "root":
+    return isinstance(func.body, s_tir.stmt.SBlockRealize) and func.body.block.name_hint == "root"
+
+
+def child_blocks(sch: Any) -> list[Any]:
+    """The blocks under ``main``'s root block; none where it has none (:func:`has_root_block`)."""
+    if not has_root_block(sch.mod["main"]):
         return []
     root = sch.get_sblock("root", func_name="main")
     return list(sch.get_child_blocks(root))
